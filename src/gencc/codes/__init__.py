@@ -1,0 +1,9 @@
+"""Codes: each a fixed linear encoder and a decoder per straggler set, behind one interface."""
+
+from .base import Code
+from .berrut import BACC, berrut_weights
+from .gcc import GCC
+from .lagrange import LCC
+from .replication import Replication
+
+__all__ = ["BACC", "GCC", "LCC", "Code", "Replication", "berrut_weights"]

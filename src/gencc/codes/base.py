@@ -1,0 +1,152 @@
+"""The Code interface: a fixed linear encoder E (N x K) and a decoder D_F (K x |F|) per straggler set F."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._arrays import apply_matrix, is_torch, to_numpy
+
+#: decoding matrices kept per code (least recently used are dropped first)
+DECODER_CACHE_SIZE = 256
+
+
+class Code(ABC):
+    """A linear coded-computing scheme for K inputs on N workers.
+
+    Subclasses set `alpha` (K sorted data points), `beta` (N sorted worker points), implement
+    `_encoding_matrix()` and `_decoding_matrix(returned_sorted, Y_sorted)`, and state `min_results`.
+    """
+
+    name: str = "code"
+
+    def __init__(self, K: int, N: int):
+        for label, v in (("K", K), ("N", N)):
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ValueError(f"{label} must be a positive integer, got {v!r}")
+        if N < K:
+            raise ValueError(f"need at least as many workers as inputs: N={N} < K={K}; raise N or split the "
+                             "inputs into batches of at most N")
+        self.K, self.N = int(K), int(N)
+        self._E: np.ndarray | None = None
+        self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self.alpha: np.ndarray
+        self.beta: np.ndarray
+
+    # ----- what subclasses provide -------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def min_results(self) -> int:
+        """The fewest returned results this code can decode from."""
+
+    @abstractmethod
+    def _encoding_matrix(self) -> np.ndarray: ...
+
+    @abstractmethod
+    def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
+        """D for sorted, validated `returned`; `Y` (sorted the same way, flattened) only if data-dependent."""
+
+    def _cache_key(self, returned: np.ndarray, Y: np.ndarray | None) -> tuple | None:
+        """Key of D_F in the cache; None means do not cache (a data-dependent decoder)."""
+        return tuple(returned.tolist())
+
+    # ----- the public interface ----------------------------------------------------------------------
+    @property
+    def encoding_matrix(self) -> np.ndarray:
+        """E of shape (N, K): coded input n is sum_k E[n, k] x_k."""
+        if self._E is None:
+            E = np.asarray(self._encoding_matrix(), dtype=float)
+            E.setflags(write=False)
+            self._E = E
+        return self._E
+
+    def encode(self, X: Any) -> Any:
+        """Coded inputs E X: X of shape (K, *in_shape) gives (N, *in_shape), same array kind."""
+        shape = tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
+        if len(shape) == 0 or shape[0] != self.K:
+            raise ValueError(f"encode expects X with first dimension K={self.K} (one row per input), "
+                             f"got shape {shape}")
+        return apply_matrix(self.encoding_matrix, X, "X")
+
+    def decoding_matrix(self, returned: Sequence[int], Y: Any = None) -> np.ndarray:
+        """D_F of shape (K, len(returned)), columns in the order of `returned`.
+
+        `Y` is only needed by decoders that adapt to the data (lam chosen by cross-validation).
+        """
+        idx = self.check_returned(returned)
+        order = np.argsort(idx, kind="stable")
+        srt = idx[order]
+        Ys = None
+        if Y is not None:
+            Yn = to_numpy(Y)
+            Ys = Yn.reshape(Yn.shape[0], -1)[order].astype(float)
+        key = self._cache_key(srt, Ys)
+        D = self._cache.get(key) if key is not None else None
+        if D is None:
+            D = np.asarray(self._decoding_matrix(srt, Ys), dtype=float)
+            if key is not None:
+                self._cache[key] = D
+                if len(self._cache) > DECODER_CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        elif key is not None:
+            self._cache.move_to_end(key)
+        out = np.empty_like(D)
+        out[:, order] = D
+        return out
+
+    def decode(self, Y: Any, returned: Sequence[int]) -> Any:
+        """Estimates (K, *out_shape) of f(x_1..x_K) from results Y (len(returned), *out_shape).
+
+        Y[i] is the result of worker returned[i]; the order of `returned` does not matter.
+        """
+        ret = np.asarray(to_numpy(returned)).ravel() if not isinstance(returned, (list, tuple)) else returned
+        shape = tuple(Y.shape) if hasattr(Y, "shape") else np.shape(Y)
+        if len(shape) == 0 or shape[0] != len(ret):
+            raise ValueError(f"decode expects one result per returned worker: Y has first dimension "
+                             f"{shape[0] if shape else 'none'} but {len(ret)} workers returned")
+        if not is_torch(Y) and not np.all(np.isfinite(np.asarray(Y, dtype=float))):
+            raise ValueError("Y contains non-finite values (NaN or inf): treat those workers as stragglers "
+                             "and leave them out of `returned`")
+        D = self.decoding_matrix(ret, Y if self.data_dependent else None)
+        return apply_matrix(D, Y, "Y")
+
+    @property
+    def data_dependent(self) -> bool:
+        """True when D_F depends on the results themselves (then decoding is not a fixed linear map)."""
+        return False
+
+    def missing(self, returned: Sequence[int]) -> np.ndarray:
+        """Inputs that get no estimate from these returned workers (only replication has any)."""
+        return np.zeros(0, dtype=np.int64)
+
+    def can_decode(self, returned: Sequence[int]) -> bool:
+        """Whether these returned workers are enough to decode."""
+        return len(set(int(i) for i in returned)) >= self.min_results
+
+    def check_returned(self, returned: Sequence[int]) -> np.ndarray:
+        """Validate worker indices: integers in [0, N), no duplicates, at least `min_results` of them."""
+        arr = np.asarray(to_numpy(returned) if is_torch(returned) else returned)
+        if arr.ndim != 1:
+            arr = arr.ravel()
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            if not np.all(np.mod(arr, 1) == 0):
+                raise ValueError(f"returned must hold integer worker indices, got {arr.tolist()[:8]}")
+            arr = arr.astype(np.int64)
+        arr = arr.astype(np.int64)
+        if arr.size and (arr.min() < 0 or arr.max() >= self.N):
+            bad = arr[(arr < 0) | (arr >= self.N)]
+            raise ValueError(f"worker indices must lie in [0, N={self.N}); got out-of-range {bad.tolist()[:8]}")
+        if np.unique(arr).size != arr.size:
+            vals, counts = np.unique(arr, return_counts=True)
+            raise ValueError(f"returned lists worker(s) {vals[counts > 1].tolist()[:8]} more than once")
+        if arr.size < self.min_results:
+            raise ValueError(f"too few results to decode: {self.name} needs at least {self.min_results} of "
+                             f"N={self.N} workers, got {arr.size}; wait for more workers or use more workers")
+        return arr
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(K={self.K}, N={self.N})"

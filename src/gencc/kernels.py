@@ -1,0 +1,170 @@
+"""Reproducing kernels on Omega = [-1, 1] and the bases of their unpenalised null spaces.
+
+A kernel k defines the penalty ||P u||_H^2 of the penalised least-squares problem in DESIGN section 3; its
+null space (spanned by phi_1..phi_q) is left unpenalised. Sobolev kernels are scaled so that the penalty is
+exactly the integral of (u^(m))^2 over [-1, 1] itself, whatever interval the formula is written on.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from math import comb, factorial
+
+import numpy as np
+from scipy.special import bernoulli
+
+
+class Kernel(ABC):
+    """A positive semi-definite kernel on [-1, 1] with a polynomial null space of dimension q."""
+
+    name: str = "kernel"
+    #: degree of the polynomial null space is q - 1; q = 0 means no null space
+    q: int = 0
+
+    @abstractmethod
+    def __call__(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Gram block k(s_i, t_j), shape (len(s), len(t))."""
+
+    def null_space(self, t: np.ndarray) -> np.ndarray:
+        """Null-space basis evaluated at t, shape (len(t), q): Legendre polynomials P_0..P_{q-1}."""
+        t = np.asarray(t, dtype=float)
+        return np.polynomial.legendre.legvander(t, self.q - 1) if self.q else np.zeros((t.size, 0))
+
+    @property
+    def is_cubic_spline(self) -> bool:
+        """True when the smoother is the cubic smoothing spline (penalty int u''^2, null space {1, t})."""
+        return False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _unit(t: np.ndarray) -> np.ndarray:
+    return (np.asarray(t, dtype=float) + 1.0) / 2.0
+
+
+class CubicSpline(Kernel):
+    """The base kernel of LeTCC: W^{2,2} with null space {1, t}; the smoother is the cubic smoothing spline.
+
+    On [0, 1]: k(s, t) = min(s,t)^2 (3 max(s,t) - min(s,t)) / 6 with penalty int_0^1 u''^2. Mapping
+    [-1, 1] -> [0, 1] shrinks int u''^2 by 8, so the kernel is scaled by 8 to make the penalty the
+    integral over [-1, 1].
+    """
+
+    name = "cubic"
+    q = 2
+
+    def __call__(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        a, b = _unit(s)[:, None], _unit(t)[None, :]
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        return 8.0 * lo**2 * (3.0 * hi - lo) / 6.0
+
+    @property
+    def is_cubic_spline(self) -> bool:
+        return True
+
+
+def _scaled_bernoulli(r: int, x: np.ndarray) -> np.ndarray:
+    """k_r(x) = B_r(x) / r!, the scaled Bernoulli polynomial."""
+    b = bernoulli(r)
+    out = np.zeros_like(x, dtype=float)
+    for k in range(r + 1):
+        out += comb(r, k) * b[k] * x ** (r - k)
+    return out / factorial(r)
+
+
+class Sobolev(Kernel):
+    """Sobolev space W^{m,2} with penalty int_{-1}^{1} (u^(m))^2 and null space the polynomials of degree < m.
+
+    The Bernoulli-polynomial kernel of Wahba and Gu on [0, 1],
+    R(s, t) = k_m(s) k_m(t) + (-1)^(m-1) k_{2m}(|s - t|), scaled by 2^(2m-1) for the map to [-1, 1].
+    Its smoother is the natural spline of degree 2m - 1.
+    """
+
+    q: int
+
+    def __init__(self, m: int = 2):
+        if m not in (1, 2, 3, 4):
+            raise ValueError(f"Sobolev order m must be 1, 2, 3 or 4, got {m!r}")
+        self.m = m
+        self.q = m
+        self.name = f"sobolev{m}"
+
+    def __call__(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        a, b = _unit(s)[:, None], _unit(t)[None, :]
+        m = self.m
+        R = _scaled_bernoulli(m, a) * _scaled_bernoulli(m, b)
+        R = R + (-1) ** (m - 1) * _scaled_bernoulli(2 * m, np.abs(a - b))
+        return 2.0 ** (2 * m - 1) * R
+
+    @property
+    def is_cubic_spline(self) -> bool:
+        return self.m == 2
+
+
+class _Stationary(Kernel):
+    """A stationary kernel k(|s - t| / length_scale) with an optional polynomial null space."""
+
+    def __init__(self, length_scale: float = 0.5, null_degree: int | None = None):
+        if not length_scale > 0:
+            raise ValueError(f"length_scale must be positive, got {length_scale!r}")
+        if null_degree is not None and (int(null_degree) != null_degree or null_degree < 0):
+            raise ValueError(f"null_degree must be None or a non-negative integer, got {null_degree!r}")
+        self.length_scale = float(length_scale)
+        self.q = 0 if null_degree is None else int(null_degree) + 1
+
+    def __call__(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        r = np.abs(np.asarray(s, float)[:, None] - np.asarray(t, float)[None, :]) / self.length_scale
+        return self._profile(r)
+
+    @abstractmethod
+    def _profile(self, r: np.ndarray) -> np.ndarray: ...
+
+    def __repr__(self) -> str:
+        return f"{self.name}(length_scale={self.length_scale}, q={self.q})"
+
+
+class Matern32(_Stationary):
+    """Matern kernel with smoothness 3/2: (1 + sqrt3 r) exp(-sqrt3 r)."""
+
+    name = "matern32"
+
+    def _profile(self, r: np.ndarray) -> np.ndarray:
+        a = np.sqrt(3.0) * r
+        return (1.0 + a) * np.exp(-a)
+
+
+class Matern52(_Stationary):
+    """Matern kernel with smoothness 5/2: (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)."""
+
+    name = "matern52"
+
+    def _profile(self, r: np.ndarray) -> np.ndarray:
+        a = np.sqrt(5.0) * r
+        return (1.0 + a + a**2 / 3.0) * np.exp(-a)
+
+
+class Gaussian(_Stationary):
+    """Gaussian (squared-exponential) kernel exp(-r^2 / 2)."""
+
+    name = "gaussian"
+
+    def _profile(self, r: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * r**2)
+
+
+KERNELS = ("cubic", "sobolev1", "sobolev2", "sobolev3", "sobolev4", "matern32", "matern52", "gaussian")
+
+
+def get_kernel(kernel: str | Kernel) -> Kernel:
+    """A Kernel from a Kernel instance or one of the names in KERNELS."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    if kernel == "cubic":
+        return CubicSpline()
+    if isinstance(kernel, str) and kernel.startswith("sobolev") and kernel[7:] in ("1", "2", "3", "4"):
+        return Sobolev(int(kernel[7:]))
+    table = {"matern32": Matern32, "matern52": Matern52, "gaussian": Gaussian}
+    if kernel in table:
+        return table[kernel]()
+    raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)} or pass a gencc.kernels.Kernel")

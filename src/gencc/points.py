@@ -1,0 +1,42 @@
+"""Point designs on Omega = [-1, 1], always returned sorted ascending."""
+
+from __future__ import annotations
+
+import numpy as np
+
+DESIGNS = ("equispaced", "chebyshev1", "chebyshev2")
+
+
+def equispaced(n: int) -> np.ndarray:
+    """n equally spaced points including both ends (n = 1 gives the midpoint 0)."""
+    _check_n(n)
+    return np.zeros(1) if n == 1 else np.linspace(-1.0, 1.0, n)
+
+
+def chebyshev1(n: int) -> np.ndarray:
+    """Chebyshev points of the first kind cos((2j-1) pi / (2n)), j = 1..n: interior, clustered at the ends."""
+    _check_n(n)
+    j = np.arange(1, n + 1)
+    return np.sort(np.cos((2 * j - 1) * np.pi / (2 * n)))
+
+
+def chebyshev2(n: int) -> np.ndarray:
+    """Chebyshev points of the second kind cos((j-1) pi / (n-1)), j = 1..n: include both ends."""
+    _check_n(n)
+    if n == 1:
+        return np.zeros(1)
+    j = np.arange(1, n + 1)
+    return np.sort(np.cos((j - 1) * np.pi / (n - 1)))
+
+
+def design(name: str, n: int) -> np.ndarray:
+    """The point design called `name` with n points."""
+    table = {"equispaced": equispaced, "chebyshev1": chebyshev1, "chebyshev2": chebyshev2}
+    if name not in table:
+        raise ValueError(f"unknown point design {name!r}; choose one of {', '.join(DESIGNS)}")
+    return table[name](n)
+
+
+def _check_n(n: int) -> None:
+    if int(n) != n or n < 1:
+        raise ValueError(f"number of points must be a positive integer, got {n!r}")

@@ -1,0 +1,219 @@
+"""Straggler models (which workers' results are used) and latency models (when each result arrives).
+
+Straggler models decide the returned set F directly: FixedCount(S, pattern) and Bernoulli(p). Latency models
+draw a finish time per worker; a collection policy (first N - S, a deadline, or both) then decides F. The
+worst-case search of DESIGN section 2 lives here too: exact enumeration when C(N, S) is small, otherwise an
+adversarial search that reports itself as a lower bound of the true worst case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import combinations
+from math import comb
+
+import numpy as np
+
+PATTERNS = ("random", "worst", "block")
+
+
+@dataclass(frozen=True)
+class FixedCount:
+    """Exactly S stragglers: a uniform random subset, a random contiguous block, or the worst case."""
+
+    S: int
+    pattern: str = "random"
+
+    def __post_init__(self):
+        if isinstance(self.S, bool) or int(self.S) != self.S or self.S < 0:
+            raise ValueError(f"S must be a non-negative integer, got {self.S!r}")
+        if self.pattern not in PATTERNS:
+            raise ValueError(f"unknown straggler pattern {self.pattern!r}; choose one of {', '.join(PATTERNS)}")
+
+    def check(self, N: int) -> None:
+        if self.S >= N:
+            raise ValueError(f"S={self.S} stragglers out of N={N} workers leaves nobody to decode from; "
+                             "need S < N")
+
+    def draw(self, N: int, rng: np.random.Generator) -> np.ndarray:
+        """Sorted indices of the workers that return (random or block pattern)."""
+        self.check(N)
+        if self.pattern == "worst":
+            raise ValueError("the worst pattern depends on f and the code: use worst_case_returned")
+        if self.pattern == "block":
+            start = int(rng.integers(0, N - self.S + 1))
+            stragglers = np.arange(start, start + self.S)
+        else:
+            stragglers = rng.choice(N, size=self.S, replace=False)
+        return np.setdiff1d(np.arange(N), stragglers)
+
+    def describe(self) -> dict:
+        return {"S": self.S, "p": None, "pattern": self.pattern}
+
+
+@dataclass(frozen=True)
+class Bernoulli:
+    """Each worker straggles independently with probability p."""
+
+    p: float
+
+    def __post_init__(self):
+        if not (0.0 <= float(self.p) < 1.0):
+            raise ValueError(f"straggling probability p must lie in [0, 1), got {self.p!r}")
+
+    def check(self, N: int) -> None:
+        return None
+
+    def draw(self, N: int, rng: np.random.Generator) -> np.ndarray:
+        return np.flatnonzero(rng.random(N) >= self.p)
+
+    def describe(self) -> dict:
+        return {"S": None, "p": float(self.p), "pattern": "bernoulli"}
+
+
+# ----- latency models ------------------------------------------------------------------------------------
+class LatencyModel:
+    """Draws per-worker completion delays in seconds (added to the real compute time by a runtime)."""
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ShiftedExponential(LatencyModel):
+    """T = shift + Exp(rate): a minimum service time plus a memoryless tail (mean shift + 1/rate)."""
+
+    shift: float = 0.0
+    rate: float = 1.0
+
+    def __post_init__(self):
+        if self.shift < 0 or not self.rate > 0:
+            raise ValueError(f"need shift >= 0 and rate > 0, got shift={self.shift}, rate={self.rate}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.shift + rng.exponential(1.0 / self.rate, size=n)
+
+
+@dataclass(frozen=True)
+class Pareto(LatencyModel):
+    """Heavy tail: T = x_m (1 + Lomax(a)), so T >= x_m with P(T > t) = (x_m / t)^a."""
+
+    x_m: float = 1.0
+    a: float = 2.0
+
+    def __post_init__(self):
+        if not (self.x_m > 0 and self.a > 0):
+            raise ValueError(f"need x_m > 0 and a > 0, got x_m={self.x_m}, a={self.a}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.x_m * (1.0 + rng.pareto(self.a, size=n))
+
+
+@dataclass(frozen=True)
+class Bimodal(LatencyModel):
+    """A worker is slow with probability p, and then `factor` times slower than the base latency."""
+
+    p: float = 0.05
+    factor: float = 10.0
+    base: float | LatencyModel = 1.0
+
+    def __post_init__(self):
+        if not (0.0 <= self.p <= 1.0) or not self.factor >= 1.0:
+            raise ValueError(f"need 0 <= p <= 1 and factor >= 1, got p={self.p}, factor={self.factor}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        base = self.base.sample(n, rng) if isinstance(self.base, LatencyModel) else np.full(n, float(self.base))
+        slow = rng.random(n) < self.p
+        return np.where(slow, base * self.factor, base)
+
+
+def first_returned(latencies: np.ndarray, wait_for: int | None = None, deadline: float | None = None) -> np.ndarray:
+    """Workers a collection policy keeps: the first `wait_for` to finish, those before `deadline`, or both
+    (whichever stops first). Sorted indices."""
+    lat = np.asarray(latencies, dtype=float)
+    if wait_for is None and deadline is None:
+        return np.arange(lat.size)
+    order = np.argsort(lat, kind="stable")
+    keep = order if wait_for is None else order[: int(wait_for)]
+    if deadline is not None:
+        keep = keep[lat[keep] <= deadline]
+    return np.sort(keep)
+
+
+# ----- worst-case search ---------------------------------------------------------------------------------
+@dataclass
+class WorstCase:
+    """The worst straggler set found: `returned`, its `loss`, and whether the search was exhaustive."""
+
+    returned: np.ndarray
+    stragglers: np.ndarray
+    loss: float
+    exact: bool
+    evaluated: int = 0
+    history: list = field(default_factory=list)
+
+
+def worst_case_returned(
+    loss: Callable[[np.ndarray], float],
+    N: int,
+    S: int,
+    exact_limit: int = 5000,
+    n_starts: int = 3,
+    max_rounds: int = 50,
+    window: int = 4,
+) -> WorstCase:
+    """Maximise loss(returned) over returned sets of size N - S.
+
+    Exact by enumeration when C(N, S) <= exact_limit. Otherwise: every contiguous block of S workers (edges
+    included), then greedy single swaps from the `n_starts` worst blocks (a straggler moves to any
+    non-straggler within `window` positions, or anywhere when S (N - S) is small) until no swap helps.
+    The result is then a lower bound of the true worst case (`exact` False).
+    """
+    FixedCount(S).check(N)
+    everyone = np.arange(N)
+    if S == 0:
+        r = everyone
+        return WorstCase(r, np.zeros(0, int), float(loss(r)), True, 1)
+    total = comb(N, S)
+    if total <= exact_limit:
+        best, best_loss = None, -np.inf
+        for st in combinations(range(N), S):
+            r = np.setdiff1d(everyone, st)
+            val = float(loss(r))
+            if val > best_loss:
+                best, best_loss = np.array(st), val
+        return WorstCase(np.setdiff1d(everyone, best), best, best_loss, True, total)
+    cache: dict[tuple, float] = {}
+
+    def value(st: np.ndarray) -> float:
+        key = tuple(sorted(st.tolist()))
+        if key not in cache:
+            cache[key] = float(loss(np.setdiff1d(everyone, st)))
+        return cache[key]
+
+    blocks = [np.arange(s, s + S) for s in range(N - S + 1)]
+    vals = [value(b) for b in blocks]
+    starts = [blocks[i] for i in np.argsort(vals)[::-1][:n_starts]]
+    full = S * (N - S) <= 400
+    best, best_loss = starts[0], value(starts[0])
+    for st in starts:
+        cur, cur_loss = st.copy(), value(st)
+        for _ in range(max_rounds):
+            improved = False
+            for i in range(S):
+                cand = everyone if full else np.arange(max(cur[i] - window, 0), min(cur[i] + window + 1, N))
+                for c in cand:
+                    if c in cur:
+                        continue
+                    trial = cur.copy()
+                    trial[i] = c
+                    v = value(trial)
+                    if v > cur_loss:
+                        cur, cur_loss, improved = trial, v, True
+            if not improved:
+                break
+        if cur_loss > best_loss:
+            best, best_loss = cur, cur_loss
+    best = np.sort(best)
+    return WorstCase(np.setdiff1d(everyone, best), best, best_loss, False, len(cache))
