@@ -123,7 +123,7 @@ def summarize(records: list[dict], keys: tuple[str, ...] = ("scheme", "K", "N", 
         groups.setdefault(tuple(r.get(k) for k in keys), []).append(r)
     out = []
     for key, rs in groups.items():
-        row = dict(zip(keys, key))
+        row = dict(zip(keys, key, strict=True))
         row["trials"] = len(rs)
         row["decodable"] = float(np.mean([r["decodable"] for r in rs]))
         for m in ("mse", "rmse", "rel_mse", "agreement", "rel_acc", "missing", "decode_time"):
