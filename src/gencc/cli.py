@@ -1,0 +1,42 @@
+"""The `gencc` command line (Typer). Subcommands live beside what they drive and are registered here."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(help="gencc: general coded computing (straggler-resilient computation of any function).",
+                  no_args_is_help=True, add_completion=False)
+
+
+@app.callback()
+def _root() -> None:
+    """gencc: general coded computing."""
+
+
+@app.command()
+def info() -> None:
+    """Print the codes, kernels, point designs and straggler patterns this install provides."""
+    from rich.console import Console
+
+    from . import __version__
+    from .kernels import KERNELS
+    from .points import DESIGNS
+    from .stragglers import PATTERNS
+
+    c = Console()
+    c.print(f"gencc {__version__}")
+    c.print("codes: gcc, bacc, lcc, replication")
+    c.print(f"kernels: {', '.join(KERNELS)}")
+    c.print(f"point designs: {', '.join(DESIGNS)}")
+    c.print(f"straggler patterns: {', '.join(PATTERNS)}, bernoulli")
+
+
+# Subcommands registered from their own modules (each adds one line below).
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
