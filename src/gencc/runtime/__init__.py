@@ -1,0 +1,30 @@
+"""The runtime: run coded jobs on real workers (threads, processes, Ray actors) under injected latency.
+
+`run` runs one job, `stream` many with several in flight; `LocalExecutor` (default) and `RayExecutor` are the
+backends; `Uncoded`, `Replicated` and `Hedged` are the baselines engineers use today against tail latency.
+Nothing here imports ray or torch at import time.
+"""
+
+from .base import Completion, Executor, JobFailed, JobTimeout, RunResult, Task
+from .baselines import Baseline, Hedged, Replicated, Uncoded
+from .job import default_executor, run, stream
+from .local import LocalExecutor
+from .ray import RayExecutor
+
+__all__ = [
+    "Baseline",
+    "Completion",
+    "Executor",
+    "Hedged",
+    "JobFailed",
+    "JobTimeout",
+    "LocalExecutor",
+    "RayExecutor",
+    "Replicated",
+    "RunResult",
+    "Task",
+    "Uncoded",
+    "default_executor",
+    "run",
+    "stream",
+]

@@ -1,0 +1,176 @@
+"""gencc.run (one job) and gencc.stream (many jobs, several in flight, results in order)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .._arrays import is_torch
+from ..codes.base import Code
+from ..ordering import METHODS, order_inputs
+from ..stragglers import LatencyModel
+from .base import (
+    DEFAULT_TIMEOUT,
+    CodedPolicy,
+    Executor,
+    RunResult,
+    Task,
+    as_rng,
+    check_deadline,
+    check_inputs,
+    check_timeout,
+    draw_delays,
+    execute,
+    restore_kind,
+)
+from .baselines import Baseline
+from .local import LocalExecutor
+
+_DEFAULT: LocalExecutor | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_executor() -> LocalExecutor:
+    """The embedded in-process executor shared by calls that pass no executor."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = LocalExecutor()
+        return _DEFAULT
+
+
+def _hedge_default(latency: Any) -> float | None:
+    """The 95th percentile of the injected latency (what a hedging deployment would measure and use)."""
+    if latency is None:
+        return None
+    if isinstance(latency, LatencyModel):
+        return float(np.quantile(latency.sample(20000, np.random.default_rng(0)), 0.95))
+    d = np.asarray(latency, dtype=float)
+    d = d[np.isfinite(d)]
+    return float(np.quantile(d, 0.95)) if d.size else None
+
+
+def _take(X: Any, Xn: np.ndarray, idx: np.ndarray) -> Any:
+    """Rows idx of X in X's own kind (torch stays torch); lists become numpy."""
+    if is_torch(X):
+        import torch
+
+        return X[torch.as_tensor(idx, device=X.device)]
+    return Xn[idx]
+
+
+def run(
+    f: Callable | None,
+    X: Any,
+    code: Code | Baseline,
+    executor: Executor | None = None,
+    wait_for: int | None = None,
+    deadline: float | None = None,
+    latency: LatencyModel | np.ndarray | None = None,
+    order: bool | str = True,
+    *,
+    seed: int | np.random.Generator | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> RunResult:
+    """Run one coded job: order and encode the K inputs, dispatch N tasks, collect, decode.
+
+    Stop rule (codes): the first `wait_for` valid results, `deadline` seconds after dispatch, or both
+    (whichever comes first); neither means every worker. It never stops with fewer results than the code can
+    decode from: it waits on, and past `timeout` seconds raises JobTimeout. `latency` (a latency model drawn
+    with `seed`, or N delays in seconds, inf meaning never) is added to each worker's compute time before its
+    result is delivered; results after the stop are dropped. Baselines (Uncoded, Replicated, Hedged) have
+    their own stop rule: the first answer per input. `f` may be None when the executor holds a factory.
+    numpy in gives numpy out, torch in gives torch out.
+    """
+    t_start = time.perf_counter()
+    if not isinstance(code, (Code, Baseline)):
+        raise ValueError(f"code must be a gencc Code (GCC, BACC, LCC, Replication) or a baseline (Uncoded, "
+                         f"Replicated, Hedged), got {type(code).__name__}")
+    if f is not None and not callable(f):
+        raise ValueError(f"f must be callable, got {type(f).__name__}")
+    if executor is None:
+        if f is None:
+            raise ValueError("f is None: pass the function, or an executor built from a factory")
+        executor = default_executor()
+    elif not isinstance(executor, Executor):
+        raise ValueError(f"executor must be a gencc Executor (LocalExecutor, RayExecutor), got {executor!r}")
+    Xn = check_inputs(X, code.K)
+    deadline = check_deadline(deadline)
+    timeout = check_timeout(timeout)
+    if order is not True and order is not False and order not in METHODS:
+        raise ValueError(f"order must be True, False or one of {', '.join(METHODS)}, got {order!r}")
+    rng = as_rng(seed)
+    delays = draw_delays(latency, code.N, rng)
+    if isinstance(code, Baseline):
+        if wait_for is not None or deadline is not None:
+            raise ValueError(f"{code.name} has its own stop rule (the first answer per input); "
+                             "wait_for and deadline apply to codes only")
+        policy, tasks = code.policy(_take(X, Xn, np.arange(code.K)), delays, _hedge_default(latency))
+        perm = np.arange(code.K)
+        t_encode = 0.0
+    else:
+        if wait_for is not None:
+            lo = max(code.min_results, 1)
+            if isinstance(wait_for, bool) or not isinstance(wait_for, (int, np.integer)) \
+                    or not lo <= wait_for <= code.N:
+                raise ValueError(f"wait_for must be an integer in [{lo}, N={code.N}] ({code.name} decodes from "
+                                 f"at least {code.min_results} results), got {wait_for!r}")
+            wait_for = int(wait_for)
+        t0 = time.perf_counter()
+        perm = order_inputs(Xn, "chain" if order is True else order) if order else np.arange(code.K)
+        Xp = _take(X, Xn, perm)
+        Xt = code.encode(Xp)
+        t_encode = time.perf_counter() - t0
+        policy = CodedPolicy(code, wait_for, deadline)
+        tasks = [Task(n, Xt[n], float(delays[n])) for n in range(code.N)]
+    out, used, missing, stragglers, arrivals, timings = execute(executor, f, tasks, policy, timeout, t_start,
+                                                                 t_encode)
+    res = np.empty_like(out)
+    res[perm] = out
+    timings["total"] = time.perf_counter() - t_start
+    return RunResult(outputs=restore_kind(res, X), returned=used, stragglers=dict(sorted(stragglers.items())),
+                     timings=timings, scheme=code.name, K=code.K, N=code.N, arrivals=arrivals,
+                     missing=np.sort(perm[missing]) if missing.size else missing)
+
+
+def stream(
+    f: Callable | None,
+    batches: Iterable[Any],
+    code: Code | Baseline,
+    executor: Executor | None = None,
+    *,
+    max_in_flight: int = 4,
+    seed: int | None = None,
+    **kwargs: Any,
+) -> Iterator[RunResult]:
+    """Run one job per batch of K inputs with up to `max_in_flight` jobs in flight; yield results in order.
+
+    kwargs go to `run` (wait_for, deadline, latency, order, timeout). Job j draws its latencies from
+    default_rng([seed, j]) so a seeded stream is reproducible. A job that fails raises when its turn comes.
+    """
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    if "seed" in kwargs:
+        raise ValueError("pass seed once")
+    executor = executor if executor is not None else default_executor()
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(max_in_flight, thread_name_prefix="gencc-job") as pool:
+        try:
+            for j, X in enumerate(batches):
+                rng = np.random.default_rng([seed, j]) if seed is not None else None
+                pending.append(pool.submit(run, f, X, code, executor, seed=rng, **kwargs))
+                if len(pending) >= max_in_flight:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()

@@ -1,0 +1,173 @@
+"""LocalExecutor: logical workers as in-process threads (default) or a process pool (GIL-holding f).
+
+Each task runs on its own daemon thread: it computes f, then waits its injected delay on a cancellation
+flag, then delivers. A cancelled task is skipped if it has not started and never delivers if it has. With
+`processes`, the thread hands f's call to a process pool (f built once per process from a factory) and keeps
+the delay and the cancellation on the master side.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .base import Batch, Completion, Executor, QueueBatch, Task, call_one
+
+_PROC_F: Callable | None = None
+
+
+def _proc_init(blob: bytes) -> None:
+    global _PROC_F
+    factory = pickle.loads(blob)
+    _PROC_F = factory()
+
+
+def _proc_call(x: Any) -> tuple[np.ndarray, float]:
+    assert _PROC_F is not None, "process worker was not initialised"
+    t = time.perf_counter()
+    y = call_one(_PROC_F, x)
+    return y, time.perf_counter() - t
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+class _Constant:
+    """A picklable factory returning a fixed callable."""
+
+    def __init__(self, f: Callable):
+        self.f = f
+
+    def __call__(self) -> Callable:
+        return self.f
+
+
+class LocalExecutor(Executor):
+    """In-process executor: threads (default) or, with `processes=P`, a pool of P processes.
+
+    factory: picklable zero-argument callable building f; with processes it is called once per process
+    (otherwise f itself is pickled once per process). With threads, f is called directly.
+    max_threads: cap on concurrent task threads (threads are daemons, so a hung f never blocks exit).
+    """
+
+    def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512):
+        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 0:
+            raise ValueError(f"processes must be a non-negative integer (0: threads), got {processes!r}")
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise ValueError(f"max_threads must be a positive integer, got {max_threads!r}")
+        if factory is not None and not callable(factory):
+            raise ValueError("factory must be a zero-argument callable that builds f")
+        self.processes, self.factory, self.max_threads = processes, factory, max_threads
+        self._work: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._pool: ProcessPoolExecutor | None = None
+        self._pool_f: Any = None
+        self._local_f: Callable | None = None
+        self._closed = False
+
+    # ----- threads -------------------------------------------------------------------------------------
+    def _enqueue(self, item: tuple) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this LocalExecutor is closed")
+            self._work.put(item)
+            if self._idle == 0 and self._threads < self.max_threads:
+                self._threads += 1
+                threading.Thread(target=self._loop, name=f"gencc-worker-{self._threads}", daemon=True).start()
+            else:
+                self._idle -= 1
+
+    def _loop(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            self._run(*item)
+            with self._lock:
+                self._idle += 1
+
+    def _run(self, batch: QueueBatch, f: Callable, task: Task) -> None:
+        cancel = batch.event(task.worker)
+        if cancel.is_set():
+            return
+        try:
+            if self._pool is not None:
+                fut = self._pool.submit(_proc_call, task.x)
+                while not fut.done():
+                    if cancel.wait(0.005):
+                        fut.cancel()
+                        return
+                y, dt = fut.result()
+            else:
+                t = time.perf_counter()
+                y = call_one(f, task.x)
+                dt = time.perf_counter() - t
+            c = Completion(task.worker, value=y, compute_time=dt)
+        except Exception as e:  # a failing worker is a straggler, never a crash of the master
+            c = Completion(task.worker, error=_describe(e))
+        if np.isinf(task.delay):  # never delivers: wait for the job to cancel it
+            cancel.wait()
+            return
+        if task.delay > 0 and cancel.wait(task.delay):
+            return
+        batch.deliver(c)
+
+    # ----- the Executor interface --------------------------------------------------------------------------
+    def _bind(self, f: Callable | None) -> Callable | None:
+        if self.processes == 0:
+            if f is None:
+                if self.factory is None:
+                    raise ValueError("no function: pass f to run, or build LocalExecutor(factory=...)")
+                if self._local_f is None:
+                    self._local_f = self.factory()
+                return self._local_f
+            return f
+        with self._lock:
+            if self._pool is None:
+                factory = self.factory if self.factory is not None else _Constant(f) if f is not None else None
+                if factory is None:
+                    raise ValueError("no function: pass f to run, or build LocalExecutor(factory=...)")
+                try:
+                    blob = pickle.dumps(factory)
+                except Exception as e:
+                    raise ValueError(f"processes need a picklable f or factory: {_describe(e)}") from e
+                self._pool = ProcessPoolExecutor(self.processes, mp_context=mp.get_context("spawn"),
+                                                 initializer=_proc_init, initargs=(blob,))
+                self._pool_f = f
+            elif self.factory is None and f is not None and f is not self._pool_f:
+                raise ValueError("this process-backed LocalExecutor already holds another function; "
+                                 "create a new executor (or pass factory=) for a different f")
+        return None
+
+    def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
+        fn = self._bind(f)
+        batch = QueueBatch(lambda b, t: self._enqueue((b, fn, t)))
+        batch.add(tasks)
+        return batch
+
+    def close(self) -> None:
+        """Stop the idle threads and the process pool (running tasks are abandoned: threads are daemons)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            n = self._threads
+        for _ in range(n):
+            self._work.put(None)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __repr__(self) -> str:
+        kind = f"processes={self.processes}" if self.processes else "threads"
+        return f"LocalExecutor({kind})"

@@ -1,0 +1,276 @@
+"""RayExecutor: one long-lived Ray actor per worker slot, holding f built on the actor from a factory.
+
+Ray is imported lazily (inside the executor), so `import gencc` never imports it.
+
+- f: the actor calls `factory()` once when it starts (a torch model is built there, not shipped per call).
+  Without a factory, the first f passed to `run` is shipped once to each actor.
+- Collection: `ray.wait(refs, num_returns=1, timeout=...)`, then a zero-timeout sweep of whatever else is
+  ready.
+- Cancellation is cooperative: `cancel()` on the actor (a threaded actor, so it runs beside the tasks) sets
+  a flag that the task checks before computing, after computing and while it waits its injected delay. No
+  force-kill in steady state.
+- Logical workers > actors: worker n runs on actor n % num_actors, in its own actor thread. Each logical
+  worker keeps its own injected delay (delays overlap, they do not queue), while the real compute of the
+  workers sharing an actor contends for that actor's process.
+- An actor that dies mid-job turns its unfinished tasks into stragglers ("lost"); Ray restarts it (up to
+  `max_restarts`) for later jobs, rebuilding f from the factory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .base import Batch, Completion, Executor, Task, call_one
+
+_ACTOR_CLS: Any = None
+
+
+class _Constant:
+    """A picklable factory returning a fixed callable."""
+
+    def __init__(self, f: Callable):
+        self.f = f
+
+    def __call__(self) -> Callable:
+        return self.f
+
+
+class _Worker:
+    """The actor body: holds f; computes one input per call; cooperative cancellation by key."""
+
+    #: cancellation flags kept for tasks not yet seen (oldest dropped first)
+    MAX_FLAGS = 100_000
+
+    def __init__(self, factory: Callable[[], Callable]):
+        self.f = factory()
+        self._flags: OrderedDict[Any, threading.Event] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def _flag(self, key: Any) -> threading.Event:
+        with self._lock:
+            ev = self._flags.get(key)
+            if ev is None:
+                ev = self._flags[key] = threading.Event()
+                if len(self._flags) > self.MAX_FLAGS:
+                    self._flags.popitem(last=False)
+            return ev
+
+    def compute(self, key: Any, x: Any, delay: float) -> tuple[str, Any, float]:
+        flag = self._flag(key)
+        try:
+            if flag.is_set():
+                return ("cancelled", None, 0.0)
+            t = time.perf_counter()
+            try:
+                out = ("ok", call_one(self.f, x), time.perf_counter() - t)
+            except Exception as e:  # reported to the master as a straggler
+                out = ("error", f"{type(e).__name__}: {e}", time.perf_counter() - t)
+            if flag.is_set():
+                return ("cancelled", None, 0.0)
+            if delay == float("inf"):
+                flag.wait()
+                return ("cancelled", None, 0.0)
+            if delay > 0 and flag.wait(delay):
+                return ("cancelled", None, 0.0)
+            return out
+        finally:
+            with self._lock:
+                self._flags.pop(key, None)
+
+    def cancel(self, keys: list) -> None:
+        for k in keys:
+            self._flag(k).set()
+
+
+def _actor_class(ray: Any) -> Any:
+    global _ACTOR_CLS
+    if _ACTOR_CLS is None:
+        _ACTOR_CLS = ray.remote(_Worker)
+    return _ACTOR_CLS
+
+
+class RayExecutor(Executor):
+    """Ray backend.
+
+    factory: picklable zero-argument callable that builds f on each actor (recommended for torch models).
+    num_actors: actors to start (default: N of the first job, one per logical worker).
+    address: an existing cluster ("127.0.0.1:6379", "auto"); None starts a private local Ray bound to
+    127.0.0.1 (no dashboard, usage stats off unless set, a private temp dir) that `close()` shuts down.
+    If Ray is already initialised in this process, it is used as it is.
+    max_concurrency: threads per actor (tasks of several logical workers and jobs overlap on one actor).
+    """
+
+    def __init__(self, factory: Callable[[], Callable] | None = None, num_actors: int | None = None,
+                 address: str | None = None, *, num_cpus: int | None = None, max_concurrency: int = 64,
+                 max_restarts: int = 4, actor_options: dict | None = None, init_kwargs: dict | None = None,
+                 temp_dir: str | None = None, ready_timeout: float = 180.0):
+        if factory is not None and not callable(factory):
+            raise ValueError("factory must be a zero-argument callable that builds f")
+        if num_actors is not None and (isinstance(num_actors, bool) or not isinstance(num_actors, int)
+                                       or num_actors < 1):
+            raise ValueError(f"num_actors must be a positive integer or None, got {num_actors!r}")
+        if not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+        self.factory, self.num_actors, self.address = factory, num_actors, address
+        self.num_cpus, self.max_concurrency, self.max_restarts = num_cpus, max_concurrency, max_restarts
+        self.actor_options = dict(actor_options or {})
+        self.init_kwargs = dict(init_kwargs or {})
+        self.temp_dir, self.ready_timeout = temp_dir, ready_timeout
+        self.actors: list = []
+        self.actor_pids: list[int] = []
+        self._f: Callable | None = None
+        self._owns_ray = False
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._ray: Any = None
+
+    # ----- setup --------------------------------------------------------------------------------------------
+    def _init_ray(self) -> Any:
+        try:
+            import ray
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ImportError("RayExecutor needs ray: pip install 'gencc[ray]'") from e
+        if not ray.is_initialized():
+            kw: dict[str, Any] = {"log_to_driver": False, **self.init_kwargs}
+            if self.address is not None:
+                ray.init(address=self.address, **kw)
+            else:
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+                tmp = self.temp_dir or tempfile.mkdtemp(prefix="gencc-ray-")
+                kw.setdefault("num_cpus", self.num_cpus)
+                ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
+            self._owns_ray = True
+        self._ray = ray
+        return ray
+
+    def start(self, f: Callable | None = None, num_workers: int | None = None) -> RayExecutor:
+        """Start Ray (if needed) and the actors, and wait until each has built f. Idempotent."""
+        with self._lock:
+            if self.actors:
+                if self.factory is None and f is not None and f is not self._f:
+                    raise ValueError("this RayExecutor's actors hold another function; create a new RayExecutor "
+                                     "(or build it with factory=) for a different f")
+                return self
+            factory = self.factory
+            if factory is None:
+                if f is None:
+                    raise ValueError("no function: pass f to run, or build RayExecutor(factory=...)")
+                factory, self._f = _Constant(f), f
+            n = self.num_actors or num_workers
+            if n is None:
+                raise ValueError("num_actors unknown: pass num_actors or num_workers")
+            ray = self._init_ray()
+            cls = _actor_class(ray)
+            opts = {"num_cpus": 0, "max_concurrency": self.max_concurrency, "max_restarts": self.max_restarts,
+                    "max_task_retries": 0, **self.actor_options}
+            fref = ray.put(factory)
+            actors = [cls.options(**opts).remote(fref) for _ in range(n)]
+            self.actor_pids = ray.get([a.ready.remote() for a in actors], timeout=self.ready_timeout)
+            self.actors = actors
+            self.num_actors = n
+        return self
+
+    def actor_for(self, worker: int) -> Any:
+        """The actor that runs logical worker `worker` (worker % num_actors)."""
+        return self.actors[worker % len(self.actors)]
+
+    # ----- the Executor interface ---------------------------------------------------------------------------
+    def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
+        n = max((t.worker for t in tasks), default=0) + 1
+        self.start(f, n)
+        batch = _RayBatch(self, next(self._ids))
+        batch.add(tasks)
+        return batch
+
+    def close(self) -> None:
+        """Stop the actors; shut Ray down if this executor started or connected it."""
+        with self._lock:
+            if self._ray is None:
+                return
+            for a in self.actors:
+                try:
+                    self._ray.kill(a)
+                except Exception:  # an actor already gone
+                    pass
+            self.actors = []
+            if self._owns_ray and self._ray.is_initialized():
+                self._ray.shutdown()
+            self._ray = None
+
+    def __repr__(self) -> str:
+        where = self.address or "local 127.0.0.1"
+        return f"RayExecutor(num_actors={self.num_actors}, {where})"
+
+
+class _RayBatch(Batch):
+    def __init__(self, ex: RayExecutor, bid: int):
+        self.ex, self.bid, self.ray = ex, bid, ex._ray
+        self.refs: dict[Any, int] = {}
+        self.ready: deque[Completion] = deque()
+
+    def add(self, tasks: Sequence[Task]) -> None:
+        for t in tasks:
+            ref = self.ex.actor_for(t.worker).compute.remote((self.bid, t.worker), t.x, float(t.delay))
+            self.refs[ref] = t.worker
+
+    def _convert(self, ref: Any, w: int) -> Completion | None:
+        ray = self.ray
+        try:
+            status, val, dt = ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+            return Completion(w, error=f"actor died ({type(e).__name__})", lost=True)
+        except ray.exceptions.RayError as e:
+            return Completion(w, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                              lost=True)
+        if status == "ok":
+            return Completion(w, value=val, compute_time=dt)
+        if status == "error":
+            return Completion(w, error=val, compute_time=dt)
+        return None  # cancelled: never delivered
+
+    def next(self, timeout: float | None) -> Completion | None:
+        if self.ready:
+            return self.ready.popleft()
+        if not self.refs:
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return None
+        refs = list(self.refs)
+        done, rest = self.ray.wait(refs, num_returns=1, timeout=timeout)
+        if done and rest:
+            more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
+            done = done + more
+        for ref in done:
+            c = self._convert(ref, self.refs.pop(ref))
+            if c is not None:
+                self.ready.append(c)
+        return self.ready.popleft() if self.ready else None
+
+    def cancel(self, workers: Sequence[int]) -> None:
+        ws = {int(w) for w in workers}
+        per_actor: dict[int, list] = {}
+        for ref, w in list(self.refs.items()):
+            if w in ws:
+                del self.refs[ref]
+        for w in ws:
+            per_actor.setdefault(w % len(self.ex.actors), []).append((self.bid, w))
+        for i, keys in per_actor.items():
+            try:
+                self.ex.actors[i].cancel.remote(keys)
+            except Exception:  # the actor is gone: nothing left to cancel
+                pass
+
+    def close(self) -> None:
+        if self.refs:
+            self.cancel(sorted(set(self.refs.values())))
+        self.ready.clear()
