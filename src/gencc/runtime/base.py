@@ -344,27 +344,26 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
         c = batch.next(max(limit, 0.0))
         if c is None:
             continue
-        while c is not None:
-            now = time.perf_counter() - t_dispatch
-            if np.isnan(first):
-                first = now
-            outstanding.discard(c.worker)
-            arrivals[c.worker] = now
-            if c.lost:
-                stragglers[c.worker] = f"lost: {c.error}"
-            elif c.error is not None:
-                stragglers[c.worker] = f"raised: {c.error}"
+        # one completion at a time, so "the first wait_for" is exact even when several arrive together
+        now = time.perf_counter() - t_dispatch
+        if np.isnan(first):
+            first = now
+        outstanding.discard(c.worker)
+        arrivals[c.worker] = now
+        if c.lost:
+            stragglers[c.worker] = f"lost: {c.error}"
+        elif c.error is not None:
+            stragglers[c.worker] = f"raised: {c.error}"
+        else:
+            try:
+                v = np.asarray(c.value, dtype=float)
+            except (TypeError, ValueError) as e:
+                stragglers[c.worker] = f"wrong shape: output is not a numeric array ({e})"
             else:
-                try:
-                    v = np.asarray(c.value, dtype=float)
-                except (TypeError, ValueError) as e:
-                    stragglers[c.worker] = f"wrong shape: output is not a numeric array ({e})"
+                if not np.all(np.isfinite(v)):
+                    stragglers[c.worker] = "non-finite output (NaN or inf)"
                 else:
-                    if not np.all(np.isfinite(v)):
-                        stragglers[c.worker] = "non-finite output (NaN or inf)"
-                    else:
-                        finite[c.worker] = v
-            c = batch.next(0)
+                    finite[c.worker] = v
         valid = valid_now()
     return valid, _reasons(stragglers, finite, valid), arrivals, first
 

@@ -61,7 +61,7 @@ def _take(X: Any, Xn: np.ndarray, idx: np.ndarray) -> Any:
     if is_torch(X):
         import torch
 
-        return X[torch.as_tensor(idx, device=X.device)]
+        return X[torch.as_tensor(np.ascontiguousarray(idx), device=X.device)]
     return Xn[idx]
 
 

@@ -1,0 +1,262 @@
+"""run / stream / baselines on the LocalExecutor (threads, and processes once)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from runtime_helpers import Faulty, Flaky, TinyNet, reference, smooth, smooth_one
+
+import gencc
+from gencc.runtime import (
+    Hedged,
+    JobFailed,
+    JobTimeout,
+    LocalExecutor,
+    Replicated,
+    RunResult,
+    Uncoded,
+    run,
+    stream,
+)
+
+INF = np.inf
+
+
+@pytest.fixture(scope="module")
+def ex():
+    e = LocalExecutor()
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def X():
+    return np.random.default_rng(0).normal(size=(6, 4))
+
+
+def test_wait_for_all_equals_decode_of_everything(ex, X):
+    code = gencc.GCC(K=6, N=12)
+    r = run(smooth, X, code, ex, order=False)
+    assert isinstance(r, RunResult)
+    assert r.returned.tolist() == list(range(12)) and r.stragglers == {}
+    np.testing.assert_allclose(r.outputs, reference(code, X, range(12)), atol=1e-12)
+    assert set(r.timings) == {"encode", "dispatch", "first_result", "decode", "total"}
+
+
+def test_order_restores_callers_order(ex, X):
+    code = gencc.BACC(K=6, N=12)
+    r = run(smooth, X, code, ex)  # order=True: chain ordering, undone on the way out
+    perm = gencc.order_inputs(X)
+    np.testing.assert_allclose(r.outputs, reference(code, X, range(12), perm=perm), atol=1e-12)
+
+
+def test_unbatched_function(ex, X):
+    code = gencc.GCC(K=6, N=8)
+    r = run(smooth_one, X, code, ex, order=False)
+    np.testing.assert_allclose(r.outputs, reference(code, X, range(8)), atol=1e-12)
+
+
+def test_wait_for_takes_the_first_results(ex, X):
+    code = gencc.GCC(K=6, N=12)
+    lat = np.array([0, 0, 0, INF, 0, 0, 0, 0, INF, 0, 0, INF])
+    r = run(smooth, X, code, ex, wait_for=9, latency=lat, order=False)
+    assert r.returned.tolist() == [0, 1, 2, 4, 5, 6, 7, 9, 10]
+    assert set(r.stragglers) == {3, 8, 11} and all(v.startswith("late") for v in r.stragglers.values())
+    np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
+
+
+def test_deadline_stops_without_the_late_ones(ex, X):
+    code = gencc.GCC(K=6, N=10)
+    lat = np.where(np.arange(10) % 3 == 0, INF, 0.0)
+    r = run(smooth, X, code, ex, deadline=1.0, latency=lat, order=False)
+    assert r.returned.tolist() == [1, 2, 4, 5, 7, 8]
+    np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
+
+
+def test_never_fewer_than_decodable(ex, X):
+    code = gencc.GCC(K=6, N=10)  # cubic spline: decodes from 2 results
+    lat = np.full(10, INF)
+    lat[[3, 5]] = 0.2
+    r = run(smooth, X, code, ex, wait_for=2, deadline=0.01, latency=lat, order=False)
+    assert r.returned.tolist() == [3, 5]
+    np.testing.assert_allclose(r.outputs, reference(code, X, [3, 5]), atol=1e-12)
+
+
+def test_hard_timeout_raises(ex, X):
+    with pytest.raises(JobTimeout, match="hard timeout"):
+        run(smooth, X, gencc.GCC(K=6, N=8), ex, latency=np.full(8, INF), timeout=0.3)
+
+
+def test_faults_are_stragglers(ex, X):
+    code = gencc.GCC(K=6, N=12)
+    Xt = code.encode(X)
+    kinds = {1: "raise", 4: "nan", 7: "shape", 10: "hang"}
+    f = Faulty([(Xt[w], k) for w, k in kinds.items()], hang_s=20.0)
+    r = run(f, X, code, ex, wait_for=8, order=False)
+    healthy = [w for w in range(12) if w not in kinds]
+    assert r.returned.tolist() == healthy
+    assert "raised: RuntimeError: injected fault" == r.stragglers[1]
+    assert r.stragglers[4].startswith("non-finite")
+    assert r.stragglers[7].startswith("wrong shape") and "(2,)" in r.stragglers[7]
+    assert r.stragglers[10].startswith("late")
+    np.testing.assert_allclose(r.outputs, reference(code, X, healthy), atol=1e-12)
+    assert np.all(np.isfinite(r.outputs))
+
+
+def test_all_workers_fail_raises_with_reasons(ex, X):
+    code = gencc.GCC(K=6, N=6)
+    f = Faulty([(x, "raise") for x in code.encode(X)])
+    with pytest.raises(JobFailed, match="cannot decode") as e:
+        run(f, X, code, ex, order=False)
+    assert set(e.value.stragglers) == set(range(6))
+
+
+def test_lcc_waits_for_its_threshold(ex):
+    X = np.random.default_rng(1).normal(size=(3, 4))
+    code = gencc.LCC(K=3, N=8, degree=2)  # threshold (K-1) deg + 1 = 5
+
+    def poly(Z):
+        return np.stack([Z[:, 0] ** 2 + Z[:, 1], Z[:, 2] * Z[:, 3]], axis=1)
+
+    poly.batched = True
+    lat = np.array([0.0, INF, 0.0, 0.0, INF, 0.1, 0.0, 0.2])
+    r = run(poly, X, code, ex, deadline=0.01, latency=lat, order=False)
+    assert len(r.returned) == 5 and {1, 4}.isdisjoint(r.returned.tolist())
+    np.testing.assert_allclose(r.outputs, poly(X), atol=1e-8)
+
+
+def test_seeded_latency_model_is_reproducible(ex, X):
+    code = gencc.GCC(K=6, N=12)
+    model = gencc.Bimodal(p=0.3, factor=1000.0, base=0.001)  # a slow worker takes 1 s: never among the first
+    a = run(smooth, X, code, ex, wait_for=6, latency=model, seed=7, order=False)
+    b = run(smooth, X, code, ex, wait_for=6, latency=model, seed=7, order=False)
+    slow = model.sample(12, np.random.default_rng(7)) > 0.5
+    assert set(a.returned.tolist()).isdisjoint(np.flatnonzero(slow).tolist())
+    assert set(a.returned.tolist()) <= set(np.flatnonzero(~slow).tolist())
+    assert len(a.returned) == len(b.returned) == 6
+
+
+def test_torch_in_torch_out(ex):
+    torch = pytest.importorskip("torch")
+    X = torch.randn(6, 4, dtype=torch.float32, generator=torch.Generator().manual_seed(0))
+
+    def tf(Z):
+        return torch.stack([torch.sin(Z.sum(1)), torch.cos(Z[:, 0])], dim=1)
+
+    tf.batched = True
+    r = run(tf, X, gencc.GCC(K=6, N=12), ex)
+    assert isinstance(r.outputs, torch.Tensor) and r.outputs.dtype == torch.float32
+    assert r.outputs.shape == (6, 2) and torch.all(torch.isfinite(r.outputs))
+
+
+def test_factory_executor_builds_torch_model_once(X):
+    pytest.importorskip("torch")
+    Xw = np.random.default_rng(2).normal(size=(5, 6))
+    with LocalExecutor(factory=TinyNet()) as e:
+        code = gencc.GCC(K=5, N=10)
+        r = run(None, Xw, code, e, order=False)
+        f = TinyNet()()
+        np.testing.assert_allclose(r.outputs, reference(code, Xw, range(10), f=f), atol=1e-10)
+        assert e._local_f is not None and e._local_f is e._bind(None)
+
+
+def test_processes_backend(X):
+    code = gencc.GCC(K=6, N=8)
+    f = Faulty([(code.encode(X)[2], "raise")])
+    with LocalExecutor(processes=2, factory=lambda: None) as bad:
+        with pytest.raises(ValueError, match="picklable"):
+            run(smooth, X, code, bad)
+    with LocalExecutor(processes=2) as e:
+        r = run(f, X, code, e, order=False, timeout=120)
+        assert r.stragglers == {2: "raised: RuntimeError: injected fault"}
+        np.testing.assert_allclose(r.outputs, reference(code, X, [0, 1, 3, 4, 5, 6, 7]), atol=1e-12)
+        with pytest.raises(ValueError, match="another function"):
+            run(smooth, X, code, e)
+
+
+def test_stream_keeps_order(ex):
+    rng = np.random.default_rng(3)
+    batches = [rng.normal(size=(6, 4)) for _ in range(7)]
+    code = gencc.GCC(K=6, N=12)
+    lat = gencc.ShiftedExponential(shift=0.001, rate=500.0)
+    out = list(stream(smooth, iter(batches), code, ex, max_in_flight=3, seed=5, latency=lat, order=False))
+    assert len(out) == 7
+    for Xb, r in zip(batches, out, strict=True):
+        np.testing.assert_allclose(r.outputs, reference(code, Xb, r.returned), atol=1e-12)
+
+
+def test_uncoded_waits_for_all_and_is_exact(ex, X):
+    r = run(smooth, X, Uncoded(6), ex, latency=np.array([0, 0, 0.05, 0, 0, 0]))
+    np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+    assert r.returned.tolist() == list(range(6)) and r.N == 6
+    f = Faulty([(X[3], "raise")])
+    with pytest.raises(JobFailed, match="cannot decode"):
+        run(f, X, Uncoded(6), ex)
+
+
+def test_replication_first_replica_wins(ex, X):
+    lat = np.zeros(12)
+    lat[[0, 8]] = INF  # worker 6 holds input 0's other replica, worker 2 input 2's
+    r = run(smooth, X, Replicated(6, 12), ex, latency=lat)
+    np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+    assert 6 in r.returned and 0 not in r.returned and 2 in r.returned
+    assert r.stragglers[0].startswith("late") and r.stragglers[8].startswith("late")
+
+
+def test_hedged_resends_to_spares(ex, X):
+    lat = np.zeros(10)
+    lat[[1, 4]] = INF
+    r = run(smooth, X, Hedged(6, 10, hedge_delay=0.05), ex, latency=lat)
+    np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+    assert {1, 4}.isdisjoint(r.returned.tolist()) and {6, 7} <= set(r.returned.tolist())
+    assert r.stragglers[1].startswith("late")
+
+
+def test_hedged_resends_a_failed_input_at_once(ex, X):
+    f = Flaky([X[2]])
+    # the hedge delay is far beyond the timeout: only the immediate re-send of the failed input can finish
+    r = run(f, X, Hedged(6, 8, hedge_delay=60.0), ex, timeout=10)
+    np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+    assert r.stragglers[2].startswith("raised") and 6 in r.returned
+
+
+def test_hedge_delay_default_needs_latency(ex, X):
+    with pytest.raises(ValueError, match="hedge_delay"):
+        run(smooth, X, Hedged(6, 8), ex)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"X": np.zeros((5, 4))}, "first dimension K=6"),
+        ({"X": np.full((6, 4), np.nan)}, "non-finite"),
+        ({"X": np.array([["a"] * 4] * 6)}, "numeric"),
+        ({"wait_for": 13}, r"wait_for must be an integer in \[2, N=12\]"),
+        ({"wait_for": 1}, "wait_for"),
+        ({"deadline": -1.0}, "deadline"),
+        ({"timeout": 0}, "timeout"),
+        ({"latency": np.zeros(5)}, "one delay per worker"),
+        ({"latency": -np.ones(12)}, "non-negative"),
+        ({"code": "gcc"}, "gencc Code"),
+        ({"f": 3}, "callable"),
+        ({"order": "nope"}, "order"),
+        ({"executor": object()}, "Executor"),
+    ],
+)
+def test_bad_input_is_a_value_error(ex, X, kwargs, match):
+    args = {"f": smooth, "X": X, "code": gencc.GCC(K=6, N=12), "executor": ex, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        run(**args)
+
+
+def test_bad_baseline_and_executor_arguments(X):
+    with pytest.raises(ValueError, match="own stop rule"):
+        run(smooth, X, Uncoded(6), wait_for=3)
+    with pytest.raises(ValueError, match="N >= K"):
+        Replicated(6, 4)
+    with pytest.raises(ValueError, match="hedge_delay"):
+        Hedged(6, 8, hedge_delay=-1)
+    with pytest.raises(ValueError, match="processes"):
+        LocalExecutor(processes=-1)
+    with pytest.raises(ValueError, match="max_in_flight"):
+        list(stream(smooth, [X], gencc.GCC(6, 8), max_in_flight=0))
