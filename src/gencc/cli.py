@@ -32,6 +32,9 @@ def info() -> None:
 
 
 # Subcommands registered from their own modules (each adds one line below).
+app.command()(__import__("gencc.experiments.commands", fromlist=["sweep"]).sweep)
+app.command()(__import__("gencc.experiments.commands", fromlist=["plot"]).plot)
+app.command()(__import__("gencc.experiments.commands", fromlist=["reproduce"]).reproduce)
 
 
 def main() -> None:

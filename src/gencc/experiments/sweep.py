@@ -1,0 +1,344 @@
+"""Sweeps: a grid over workload x scheme x K x N x straggler model x seed, run into a tidy CSV.
+
+Every grid point seeds its own random numbers from its key (`stable_seed`), so results do not depend on the
+order points run in or on how many processes run them. The K inputs depend on (workload, K, seed) only and
+the straggler draws on (workload, K, N, straggler, seed) only: every scheme at a grid point sees the same
+inputs and the same straggler sets (common random numbers), so scheme comparisons are paired.
+
+The CSV is appended to after every grid point; a rerun skips the points already complete in it (with the
+same code, as its `repr`), so an interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..simulate import simulate
+from ..stragglers import Bernoulli, FixedCount
+from .codes import make_code, scheme_label
+from .workloads import get_workload
+
+#: columns of the tidy sweep CSV, in order (one row per straggler draw)
+COLUMNS = (
+    "workload", "scheme", "K", "N", "straggler", "S", "p", "pattern", "seed", "trial", "draw_seed",
+    "n_returned", "decodable", "missing", "exact", "mse", "rmse", "rel_mse", "agreement", "rel_acc",
+    "encode_time", "decode_time", "code",
+)
+#: the columns that identify a grid point
+KEY = ("workload", "scheme", "K", "N", "straggler", "seed")
+#: columns that measure wall-clock time (excluded when comparing runs)
+TIMING = ("encode_time", "decode_time")
+_INT = {"K", "N", "S", "seed", "trial", "draw_seed", "n_returned", "missing"}
+_FLOAT = {"p", "mse", "rmse", "rel_mse", "agreement", "rel_acc", "encode_time", "decode_time"}
+_BOOL = {"decodable", "exact"}
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def stable_seed(*parts: Any) -> int:
+    """A seed in [0, 2^63) from the text of `parts` (the same in every process and on every run)."""
+    text = "|".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
+
+
+def parse_straggler(spec: str, N: int) -> FixedCount | Bernoulli:
+    """A straggler model from its text: `worst:2`, `random:5`, `block:5`, `random:10%` (S = round(0.1 N),
+    at least 1), or `bernoulli:0.1`."""
+    try:
+        kind, _, arg = spec.partition(":")
+        if kind == "bernoulli":
+            return Bernoulli(float(arg))
+        if arg.endswith("%"):
+            S = max(1, int(round(float(arg[:-1]) / 100.0 * N)))
+        else:
+            S = int(arg)
+        return FixedCount(S, kind)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"bad straggler spec {spec!r} ({err}); use worst:S, random:S, block:S, random:10%, "
+                         "or bernoulli:p") from None
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One grid point: everything needed to run it in any process."""
+
+    workload: str
+    scheme: str
+    K: int
+    N: int
+    straggler: str
+    seed: int
+    trials: int
+    opts: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return scheme_label(self.scheme, dict(self.opts))
+
+    @property
+    def key(self) -> tuple:
+        return (self.workload, self.label, self.K, self.N, self.straggler, self.seed)
+
+    @property
+    def n_rows(self) -> int:
+        """Rows this point writes: one for the (deterministic) worst case, else one per trial."""
+        return 1 if self.straggler.startswith("worst") else self.trials
+
+    def code(self):
+        return make_code(self.scheme, self.K, self.N, **dict(self.opts))
+
+
+@dataclass
+class SweepSpec:
+    """The grid. N comes from `N` (absolute) and/or `ratios` (N = ratio K, rounded); `opts` maps a scheme to
+    keyword options for its code (omitted: the math layer's defaults)."""
+
+    workloads: Sequence[str]
+    schemes: Sequence[str] = ("gcc", "bacc")
+    K: Sequence[int] = (10,)
+    N: Sequence[int] = ()
+    ratios: Sequence[float] = ()
+    stragglers: Sequence[str] = ("worst:2",)
+    seeds: Sequence[int] = (0,)
+    trials: int = 20
+    opts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def points(self) -> list[GridPoint]:
+        """Every valid grid point, in a fixed order (points with N < K or S >= N are left out)."""
+        out = []
+        for w, K, seed in product(self.workloads, self.K, self.seeds):
+            Ns = sorted(set(int(n) for n in self.N) | {int(round(r * K)) for r in self.ratios})
+            for N, st, scheme in product(Ns, self.stragglers, self.schemes):
+                if N < K:
+                    continue
+                model = parse_straggler(st, N)
+                if isinstance(model, FixedCount) and model.S >= N:
+                    continue
+                opts = tuple(sorted(self.opts.get(scheme, {}).items()))
+                out.append(GridPoint(w, scheme, int(K), N, st, int(seed), int(self.trials), opts))
+        return out
+
+
+def run_point(pt: GridPoint) -> list[dict]:
+    """Simulate one grid point; rows in the CSV's columns."""
+    w = get_workload(pt.workload)
+    X, y = w.sample(pt.K, np.random.default_rng(stable_seed("inputs", pt.workload, pt.K, pt.seed)))
+    code = pt.code()
+    model = parse_straggler(pt.straggler, pt.N)
+    draw_seed = stable_seed("draws", pt.workload, pt.K, pt.N, pt.straggler, pt.seed)
+    clf = bool(getattr(w, "classifier", False))
+    recs = simulate(w.f, X, code, model, trials=pt.trials, seed=draw_seed, labels=y if clf else None,
+                    classifier=clf)
+    rows = []
+    for r in recs:
+        row = {c: r.get(c) for c in COLUMNS}
+        row.update(workload=pt.workload, scheme=pt.label, straggler=pt.straggler, seed=pt.seed,
+                   draw_seed=draw_seed, code=repr(code))
+        rows.append(row)
+    return rows
+
+
+# ----- CSV ------------------------------------------------------------------------------------------------
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return "True" if v else "False"
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    return str(v)
+
+
+def _parse(col: str, s: str) -> Any:
+    if s == "":
+        return None
+    if col in _INT:
+        return int(s)
+    if col in _FLOAT:
+        return float(s)
+    if col in _BOOL:
+        return s == "True"
+    return s
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The rows of a sweep CSV with typed values (a torn last line, from an interrupted write, is dropped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines = lines[:-1]
+    rows = []
+    for raw in csv.DictReader(lines):
+        if None in raw or any(v is None for v in raw.values()):
+            continue
+        rows.append({c: _parse(c, raw.get(c, "")) for c in COLUMNS})
+    return rows
+
+
+def _write(path: Path, rows: list[dict], mode: str) -> None:
+    with path.open(mode, newline="") as fh:
+        wr = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        if mode == "w":
+            wr.writeheader()
+        for r in rows:
+            wr.writerow({c: _fmt(r.get(c)) for c in COLUMNS})
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _row_key(r: dict) -> tuple:
+    return tuple(r[k] for k in KEY)
+
+
+# ----- running ----------------------------------------------------------------------------------------------
+@contextmanager
+def _single_threaded() -> Iterator[None]:
+    """BLAS and torch on one thread, so a point gives the same numbers in-process and in a worker."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        threadpool_limits = None
+    torch = sys.modules.get("torch")
+    old = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(1)
+    try:
+        if threadpool_limits is not None:
+            with threadpool_limits(1):
+                yield
+        else:  # pragma: no cover
+            yield
+    finally:
+        if torch is not None and old is not None:
+            torch.set_num_threads(old)
+
+
+def _worker_init() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None:  # pragma: no cover - only with torch workloads
+        torch.set_num_threads(1)
+
+
+def _run_in_worker(pt: GridPoint) -> list[dict]:
+    get_workload(pt.workload)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    with _single_threaded():
+        return run_point(pt)
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did: points in the grid, skipped (already in the CSV), run now, and rows written."""
+
+    path: Path
+    total: int
+    skipped: int
+    ran: int
+    rows_written: int
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, progress: bool = True,
+              limit: int | None = None) -> SweepResult:
+    """Run every grid point of `spec` not yet complete in the CSV `out`, appending rows as points finish.
+
+    `jobs` > 1 runs points in that many processes; rows are written in grid order either way, and each point
+    seeds itself from its key, so the CSV is the same for any `jobs`. `limit` stops after that many new
+    points (used to simulate an interruption).
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    points = spec.points()
+    want = {pt.key: pt for pt in points}
+    existing = read_rows(out)
+    counts: dict[tuple, int] = {}
+    code_of: dict[tuple, str] = {}
+    for r in existing:
+        k = _row_key(r)
+        counts[k] = counts.get(k, 0) + 1
+        code_of[k] = r["code"]
+    done = {k for k, n in counts.items()
+            if k in want and n == want[k].n_rows and code_of[k] == repr(want[k].code())}
+    # rows of points outside this grid stay; rows of incomplete or stale points of this grid go
+    keep = [r for r in existing if _row_key(r) in done or _row_key(r) not in want]
+    if not out.exists() or len(keep) != len(existing) or not out.read_text().endswith("\n"):
+        _write(out, keep, "w")
+    todo = [pt for pt in points if pt.key not in done]
+    skipped = len(points) - len(todo)
+    if limit is not None:
+        todo = todo[:limit]
+    written = 0
+    for rows in _execute(todo, jobs, progress, len(points), skipped):
+        _write(out, rows, "a")
+        written += len(rows)
+    return SweepResult(out, len(points), skipped, len(todo), written)
+
+
+def _execute(todo: list[GridPoint], jobs: int, progress: bool, total: int, skipped: int) -> Iterator[list[dict]]:
+    bar = _progress(progress)
+    task = bar.add_task(f"sweep ({skipped} of {total} points already done)", total=len(todo)) if bar else None
+    try:
+        if bar:
+            bar.start()
+        if jobs <= 1 or len(todo) <= 1:
+            for name in dict.fromkeys(pt.workload for pt in todo):
+                get_workload(name)
+            with _single_threaded():
+                for pt in todo:
+                    rows = run_point(pt)
+                    if bar:
+                        bar.advance(task)
+                    yield rows
+        else:
+            yield from _execute_pool(todo, jobs, bar, task)
+    finally:
+        if bar:
+            bar.stop()
+
+
+def _execute_pool(todo: list[GridPoint], jobs: int, bar: Any, task: Any) -> Iterator[list[dict]]:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    saved = {v: os.environ.get(v) for v in _THREAD_VARS}
+    os.environ.update({v: "1" for v in _THREAD_VARS})
+    try:
+        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    finally:
+        for v, old in saved.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+    try:
+        futures = [ex.submit(_run_in_worker, pt) for pt in todo]
+        for fut in futures:
+            rows = fut.result()
+            if bar:
+                bar.advance(task)
+            yield rows
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _progress(enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    transient=False)
