@@ -294,9 +294,9 @@ def _execute(todo: list[GridPoint], jobs: int, progress: bool, total: int, skipp
     try:
         if bar:
             bar.start()
+        for name in dict.fromkeys(pt.workload for pt in todo):
+            get_workload(name)  # train / cache once here, before any worker process loads it
         if jobs <= 1 or len(todo) <= 1:
-            for name in dict.fromkeys(pt.workload for pt in todo):
-                get_workload(name)
             with _single_threaded():
                 for pt in todo:
                     rows = run_point(pt)
