@@ -1,0 +1,148 @@
+"""Real, offline workloads: trained torch models on bundled data and analytic test functions.
+
+    from gencc.workloads import load, WORKLOADS
+    w = load("digits-cnn")          # trains on first use (rich progress bar), cached afterwards
+    Y = w.f(w.X_test[:10])          # batched: (B, *in_shape) -> float64 (B, *out_shape)
+    f2 = w.factory()                # a fresh equivalent callable (picklable factory, for workers)
+
+Nothing is ever downloaded: digits ships with scikit-learn and mnist1d is generated locally. Importing this
+module does not import torch; loading a trained workload does. Weights are cached under
+`<cache root>/models/`, the root being `$GENCC_CACHE_DIR` or `platformdirs.user_cache_dir("gencc")`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ._cache import ENV_VAR, cache_root, models_dir, recipe_hash
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What a workload is, known without loading it."""
+
+    name: str
+    description: str
+    trained: bool
+    classifier: bool
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+
+
+WORKLOADS: MappingProxyType[str, WorkloadSpec] = MappingProxyType({
+    s.name: s
+    for s in (
+        WorkloadSpec("digits-cnn", "LeNet-style CNN on scikit-learn's 8x8 digits (10 logits)", True, True,
+                     (1, 8, 8), (10,)),
+        WorkloadSpec("digits-mlp", "MLP 64-128-64-10 on scikit-learn's digits, flattened (10 logits)", True, True,
+                     (64,), (10,)),
+        WorkloadSpec("mnist1d-cnn", "1-D CNN on mnist1d generated locally, 4000 train / 1000 test (10 logits)",
+                     True, True, (1, 40), (10,)),
+        WorkloadSpec("xsinx", "f(x) = x sin x on [-3, 3]", False, False, (1,), (1,)),
+        WorkloadSpec("tanh-mlp", "seeded random-weight tanh MLP R^8 -> R^4, standard normal inputs", False, False,
+                     (8,), (4,)),
+        WorkloadSpec("poly", "degree-2 polynomial R^4 -> R^3: A (x*x) + B x + c, standard normal inputs", False,
+                     False, (4,), (3,)),
+    )
+})
+
+
+@dataclass
+class Workload:
+    """A loaded workload: the batched function, its held-out and training inputs, and facts about it.
+
+    `f` maps (B, *in_shape) to (B, *out_shape): numpy in gives float64 numpy out, a torch tensor in gives a
+    tensor out; `f.batched` is True. `factory()` builds a fresh equivalent f; the factory is picklable and
+    small, so send it (not f) to a worker process or Ray actor.
+    """
+
+    name: str
+    f: Callable[[Any], Any]
+    factory: Callable[[], Callable[[Any], Any]]
+    X_train: np.ndarray
+    y_train: np.ndarray | None
+    X_test: np.ndarray
+    y_test: np.ndarray | None
+    classifier: bool
+    test_accuracy: float | None
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    description: str = ""
+    degree: int | None = None
+    train_seconds: float | None = None
+    from_cache: bool = False
+    weights_path: Path | None = None
+    info: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def sample(self, K: int, rng: np.random.Generator | int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """K distinct test inputs chosen with `rng` (a numpy Generator, or a seed), and their labels (or None)."""
+        if isinstance(K, bool) or not isinstance(K, int | np.integer) or K < 1:
+            raise ValueError(f"K must be a positive integer, got {K!r}")
+        n = len(self.X_test)
+        if K > n:
+            raise ValueError(f"K={K} exceeds the {n} test inputs of {self.name!r}")
+        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        idx = gen.choice(n, size=int(K), replace=False)
+        y = None if self.y_test is None else self.y_test[idx]
+        return self.X_test[idx], y
+
+
+def _check_name(name: str) -> WorkloadSpec:
+    if name not in WORKLOADS:
+        raise ValueError(f"unknown workload {name!r}; available: {', '.join(WORKLOADS)}")
+    return WORKLOADS[name]
+
+
+def load(name: str, progress: bool = True, *, cache_dir: str | os.PathLike | None = None,
+         retrain: bool = False) -> Workload:
+    """Load workload `name`; a trained one is trained on first use and cached (see module docstring).
+
+    progress: show a rich progress bar while training. cache_dir: cache root (default `$GENCC_CACHE_DIR` or
+    the platform cache dir). retrain: train again even when a cached model exists.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"workload name must be a string, got {type(name).__name__}")
+    spec = _check_name(name)
+    if spec.trained:
+        return _load_trained(spec, progress, cache_dir, retrain)
+    return _load_analytic(spec)
+
+
+def _load_trained(spec: WorkloadSpec, progress: bool, cache_dir: str | os.PathLike | None,
+                  retrain: bool) -> Workload:
+    from . import _torch
+
+    models = models_dir(cache_dir).resolve()
+    meta, from_cache = _torch.ensure_trained(spec.name, models, progress=progress, retrain=retrain)
+    pt, _, h = _torch.weights_paths(spec.name, models)
+    factory = _torch.ModelFactory(spec.name, str(models), h)
+    Xtr, ytr, Xte, yte = _torch.dataset(spec.name)
+    return Workload(
+        name=spec.name, f=factory(), factory=factory, X_train=Xtr, y_train=ytr, X_test=Xte, y_test=yte,
+        classifier=True, test_accuracy=float(meta["test_accuracy"]), in_shape=spec.in_shape,
+        out_shape=spec.out_shape, description=spec.description, train_seconds=float(meta["train_seconds"]),
+        from_cache=from_cache, weights_path=pt, info=meta,
+    )
+
+
+def _load_analytic(spec: WorkloadSpec) -> Workload:
+    from . import _analytic
+
+    factory = _analytic.AnalyticFactory(spec.name)
+    f = factory()
+    Xtr, Xte = _analytic.inputs(spec.name)
+    return Workload(
+        name=spec.name, f=f, factory=factory, X_train=Xtr, y_train=None, X_test=Xte, y_test=None,
+        classifier=False, test_accuracy=None, in_shape=spec.in_shape, out_shape=spec.out_shape,
+        description=spec.description, degree=getattr(f, "degree", None),
+    )
+
+
+__all__ = ["ENV_VAR", "WORKLOADS", "Workload", "WorkloadSpec", "cache_root", "load", "models_dir", "recipe_hash"]
