@@ -52,6 +52,7 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; cached models are ordinary readable files
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
