@@ -54,7 +54,7 @@ WORKLOADS: MappingProxyType[str, WorkloadSpec] = MappingProxyType({
 })
 
 
-@dataclass
+@dataclass(eq=False)
 class Workload:
     """A loaded workload: the batched function, its held-out and training inputs, and facts about it.
 
