@@ -39,7 +39,7 @@ def test_sweep_then_plot_cli(tmp_path: Path) -> None:
         assert (figs / f"t-rate-{fam}.png").read_bytes()[:4] == b"\x89PNG"
     pts = A.read_csv(tmp_path / "docs" / "data" / "t-rate-points.csv")
     assert {p["N"] for p in pts} == {12, 18, 24, 36}
-    slopes = A.read_csv(tmp_path / "docs" / "tables" / "t-slopes.csv")
+    slopes = A.read_csv(tmp_path / "docs" / "tables" / "t-rate-slopes.csv")
     assert {(s["scheme"], s["straggler"]) for s in slopes if s["range"] == "all"} == {
         (sch, st) for sch in ("gcc", "bacc") for st in ("worst:1", "random:10%")}
     assert (tmp_path / "docs" / "tables" / "t-configs.csv").exists()
@@ -54,7 +54,7 @@ def test_plot_rejects_unknown_kind(tmp_path: Path) -> None:
 
 
 def _tables(out: Path) -> dict[str, bytes]:
-    files = [*(out / "tables").glob("*.csv"), *(out / "data").glob("*-*.csv")]
+    files = [*(out / "tables").glob("*.csv"), *(out / "data").glob("*-points.csv")]
     return {p.name: p.read_bytes() for p in files}
 
 
@@ -62,7 +62,7 @@ def test_reproduce_tiny_preset_end_to_end_and_deterministic(tmp_path: Path) -> N
     res = reproduce("rate-worst", tmp_path / "a", TINY, jobs=1, progress=False, n_boot=200)
     assert res["sweep"].ran == len(preset_spec("rate-worst", TINY).points())
     md = (tmp_path / "a" / "results.md").read_text()
-    assert "## rate-worst" in md and "GCC slope" in md and "rate-worst-rate.png" in md
+    assert "## rate-worst" in md and "GCC slope" in md and "figures/rate-worst.png" in md
     fits = res["rate_fits"]
     assert {f["straggler"] for f in fits} == {"worst:2", "worst:5"}
     # the same command twice (here: again into a new folder, with 2 processes) gives identical tables
@@ -89,7 +89,7 @@ def test_reproduce_cli_other_presets(tmp_path: Path) -> None:
     md = (tmp_path / "d" / "results.md").read_text()
     for section in ("## vs-S", "## redundancy", "## rate-bernoulli", "replication agreement", "log³"):
         assert section in md
-    assert (tmp_path / "d" / "figures" / "vs-S-vs-S.png").exists()
+    assert (tmp_path / "d" / "figures" / "vs-S.png").exists()
     timings = A.read_csv(tmp_path / "d" / "data" / "timings.csv")
     assert [t["preset"] for t in timings] == ["rate-bernoulli", "vs-S", "redundancy"]
     res = runner.invoke(app, ["reproduce", "--preset", "nope", "-o", out])

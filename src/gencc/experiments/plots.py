@@ -171,6 +171,11 @@ def _ns_per(rows: list[dict]) -> dict[tuple, set]:
     return out
 
 
+def stem(prefix: str, kind: str) -> str:
+    """File stem of a figure or table: `prefix-kind`, or just `prefix` when it already starts with the kind."""
+    return prefix if prefix.startswith(kind) else f"{prefix}-{kind}"
+
+
 def detect_kinds(rows: list[dict]) -> list[str]:
     """The figure kinds the rows support: rate (three or more N for some straggler model), vs-S (three or more
     S at one N), redundancy (classifier rows at two or more N/K), configs (fixed-count rows)."""
@@ -218,16 +223,16 @@ def make_outputs(rows: list[dict], out: str | Path, prefix: str, kinds: Sequence
             f["range"] = "all"
         cmp = A.compare(pts)
         res.update(rate_points=pts, rate_fits=fits, rate_fits_tail=tail, compare=cmp)
-        paths += [A.write_csv(data_dir / f"{prefix}-rate-points.csv", pts),
-                  A.write_csv(tab_dir / f"{prefix}-slopes.csv", fits + tail),
-                  A.write_csv(tab_dir / f"{prefix}-gcc-vs-bacc.csv", cmp)]
+        paths += [A.write_csv(data_dir / f"{stem(prefix, 'rate')}-points.csv", pts),
+                  A.write_csv(tab_dir / f"{stem(prefix, 'rate')}-slopes.csv", fits + tail),
+                  A.write_csv(tab_dir / f"{stem(prefix, 'rate')}-gcc-vs-bacc.csv", cmp)]
         for K in ks:
             suffix = "" if len(ks) == 1 else f"-K{K}"
             pk = [p for p in pts if p["K"] == K]
             fams = sorted({A.family(p) for p in pk})
             for fam in fams:
                 pf = [p for p in pk if A.family(p) == fam]
-                name = f"{prefix}-rate{'-' + fam if len(fams) > 1 else ''}{suffix}.png"
+                name = f"{stem(prefix, 'rate')}{'-' + fam if len(fams) > 1 else ''}{suffix}.png"
                 paths.append(plot_rate(pf, [f for f in fits if f["K"] == K], fig_dir / name,
                                        title=f"rel_mse against N, K={K}, {fam} stragglers"))
     if "vs-S" in kinds:
@@ -239,14 +244,14 @@ def make_outputs(rows: list[dict], out: str | Path, prefix: str, kinds: Sequence
                             and counts.get((r["workload"], r["N"], r["pattern"], r["scheme"]), 0) >= 3],
                            n_boot=n_boot)
         res.update(vs_s_points=pts, vs_s_fits=fits)
-        paths += [A.write_csv(data_dir / f"{prefix}-vs-S-points.csv", pts),
-                  A.write_csv(tab_dir / f"{prefix}-vs-S-slopes.csv", fits),
-                  plot_vs_s(pts, fits, fig_dir / f"{prefix}-vs-S.png", title="rel_mse against S at fixed N")]
+        paths += [A.write_csv(data_dir / f"{stem(prefix, 'vs-S')}-points.csv", pts),
+                  A.write_csv(tab_dir / f"{stem(prefix, 'vs-S')}-slopes.csv", fits),
+                  plot_vs_s(pts, fits, fig_dir / f"{stem(prefix, 'vs-S')}.png", title="rel_mse against S at fixed N")]
     if "redundancy" in kinds:
         tab = A.redundancy(rows)
         res["redundancy"] = tab
-        paths += [A.write_csv(tab_dir / f"{prefix}-redundancy.csv", tab),
-                  plot_redundancy(tab, fig_dir / f"{prefix}-redundancy.png",
+        paths += [A.write_csv(tab_dir / f"{stem(prefix, 'redundancy')}.csv", tab),
+                  plot_redundancy(tab, fig_dir / f"{stem(prefix, 'redundancy')}.png",
                                   title="agreement and rel_acc against redundancy N/K")]
     if "configs" in kinds:
         tab = A.configs(rows)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import analysis as A
+from .plots import stem
 from .sweep import SweepSpec, read_rows, run_sweep
 
 RATE_WORKLOADS = ("xsinx", "tanh-mlp", "digits-cnn")
@@ -150,12 +151,14 @@ def _ci(r: dict | None) -> str:
 def _rate_section(out: Path, name: str) -> list[str]:
     tab = out / "tables"
     lines: list[str] = []
-    slopes_path = tab / f"{name}-slopes.csv"
+    rate = stem(name, "rate")
+    slopes_path = tab / f"{rate}-slopes.csv"
     if not slopes_path.exists():
         return lines
     fits = A.read_csv(slopes_path)
-    pts = A.read_csv(out / "data" / f"{name}-rate-points.csv")
-    cmp = A.read_csv(tab / f"{name}-gcc-vs-bacc.csv") if (tab / f"{name}-gcc-vs-bacc.csv").exists() else []
+    pts = A.read_csv(out / "data" / f"{rate}-points.csv")
+    cmp_path = tab / f"{rate}-gcc-vs-bacc.csv"
+    cmp = A.read_csv(cmp_path) if cmp_path.exists() else []
     lines += ["Fitted slope of log(loss) against log N (least squares on the logs of the per-N means; 95% "
               "bootstrap interval in brackets; loss = rel_mse" + (", divided by log³_{1/p} N" if "bernoulli" in name
                                                                    else "") + "). Theory for GCC: -3.", ""]
@@ -194,7 +197,7 @@ def _rate_section(out: Path, name: str) -> list[str]:
 
 
 def _vs_s_section(out: Path, name: str) -> list[str]:
-    path = out / "tables" / f"{name}-vs-S-slopes.csv"
+    path = out / "tables" / f"{stem(name, 'vs-S')}-slopes.csv"
     if not path.exists():
         return []
     fits = A.read_csv(path)
@@ -203,7 +206,7 @@ def _vs_s_section(out: Path, name: str) -> list[str]:
     for (w, N, pat), fs in A.group(fits, ("workload", "N", "pattern")).items():
         get = {f["scheme"]: f for f in fs}
         lines.append(f"| {w} | {N} | {pat} | {_ci(get.get('gcc'))} | {_ci(get.get('bacc'))} |")
-    pts_path = out / "data" / f"{name}-vs-S-points.csv"
+    pts_path = out / "data" / f"{stem(name, 'vs-S')}-points.csv"
     if pts_path.exists():
         pts = A.read_csv(pts_path)
         lines += ["", "Mean rel_mse per S (GCC / BACC):", ""]
@@ -218,7 +221,7 @@ def _vs_s_section(out: Path, name: str) -> list[str]:
 
 
 def _redundancy_section(out: Path, name: str) -> list[str]:
-    path = out / "tables" / f"{name}-redundancy.csv"
+    path = out / "tables" / f"{stem(name, 'redundancy')}.csv"
     if not path.exists():
         return []
     tab = A.read_csv(path)
@@ -259,7 +262,7 @@ def write_results(out: str | Path) -> Path:
                          "grid points computed, the rest resumed from the CSV)"
                          + (", with grid overrides." if t.get("overridden") else "."))
         lines.append("")
-        for fig in sorted((out / "figures").glob(f"{name}-*.png")):
+        for fig in sorted((out / "figures").glob(f"{name}*.png")):
             lines += [f"![{fig.stem}](figures/{fig.name})", ""]
         for section in (_rate_section, _vs_s_section, _redundancy_section):
             sec = section(out, name)
