@@ -42,12 +42,16 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _log_axes(ax: Any, xbase: int = 10) -> None:
+def _null_formatter() -> Any:
     from matplotlib.ticker import NullFormatter
 
+    return NullFormatter()
+
+
+def _log_axes(ax: Any, xbase: int = 10) -> None:
     ax.set_xscale("log", base=xbase)
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_formatter(_null_formatter())
 
 
 def _grid(n_rows: int, n_cols: int, w: float = 4.2, h: float = 3.3) -> tuple[Any, np.ndarray]:
@@ -148,7 +152,10 @@ def plot_redundancy(table: list[dict], path: Path, title: str = "") -> Path:
             for k, sch in enumerate(sorted({r["scheme"] for r in rs}, key=A.scheme_key)):
                 q = sorted((r for r in rs if r["scheme"] == sch), key=lambda r: r["ratio"])
                 ax.plot([r["ratio"] for r in q], [r[metric] for r in q], "o-", color=_color(sch, k), ms=3, label=sch)
+            ratios = sorted({r["ratio"] for r in rs})
             ax.set_xscale("log", base=2)
+            ax.set_xticks(ratios, [f"{x:g}" for x in ratios])
+            ax.xaxis.set_minor_formatter(_null_formatter())
             ax.set_xlabel("redundancy N/K")
             ax.set_ylabel(metric)
             ax.set_title(f"{w}, {st}", fontsize=9)
