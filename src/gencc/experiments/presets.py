@@ -272,6 +272,23 @@ def _claims(out: Path) -> list[str]:
     return ["## Claims, as measured", "", *lines, ""] if lines else []
 
 
+def _configs_section(out: Path, name: str) -> list[str]:
+    path = out / "tables" / f"{name}-configs.csv"
+    if name != "redundancy" or not path.exists():
+        return []
+    tab = A.read_csv(path)
+    schemes = sorted({c.rsplit("_", 2)[0] for r in tab for c in r if c.endswith("_rmse")}, key=A.scheme_key)
+    head = ["workload", "N", "K", "|F|", "stragglers", *[f"{s} RMSE" for s in schemes],
+            *[f"{s} RelAcc" for s in schemes]]
+    lines = ["RMSE of the decoded logits and RelAcc per (N, K, |F|) configuration:", "",
+             "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in tab:
+        lines.append("| " + " | ".join([r["workload"], str(r["N"]), str(r["K"]), str(r["F"]), r["straggler"],
+                                         *[A.fmt(r.get(f"{s}_rmse")) for s in schemes],
+                                         *[A.fmt(r.get(f"{s}_rel_acc")) for s in schemes]]) + " |")
+    return lines
+
+
 def write_results(out: str | Path) -> Path:
     """docs/results.md from the tables of every preset present under `out`."""
     out = Path(out)
@@ -298,7 +315,7 @@ def write_results(out: str | Path) -> Path:
         lines.append("")
         for fig in sorted((out / "figures").glob(f"{name}*.png")):
             lines += [f"![{fig.stem}](figures/{fig.name})", ""]
-        for section in (_rate_section, _vs_s_section, _redundancy_section):
+        for section in (_rate_section, _vs_s_section, _redundancy_section, _configs_section):
             sec = section(out, name)
             if sec:
                 lines += [*sec, ""]
