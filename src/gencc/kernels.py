@@ -103,9 +103,12 @@ class Sobolev(Kernel):
 
 
 class _Stationary(Kernel):
-    """A stationary kernel k(|s - t| / length_scale) with an optional polynomial null space."""
+    """A stationary kernel k(|s - t| / length_scale) with an optional polynomial null space.
 
-    def __init__(self, length_scale: float = 0.5, null_degree: int | None = None):
+    By default the linear trend (null_degree=1) is left unpenalised, so fits extend like splines do.
+    """
+
+    def __init__(self, length_scale: float = 0.3, null_degree: int | None = 1):
         if not length_scale > 0:
             raise ValueError(f"length_scale must be positive, got {length_scale!r}")
         if null_degree is not None and (int(null_degree) != null_degree or null_degree < 0):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 DESIGNS = ("equispaced", "chebyshev1", "chebyshev2")
+#: worker-point designs that also contain the data points alpha (see `nested`)
+NESTED = ("chebyshev2-nested", "equispaced-nested")
 
 
 def equispaced(n: int) -> np.ndarray:
@@ -40,3 +42,25 @@ def design(name: str, n: int) -> np.ndarray:
 def _check_n(n: int) -> None:
     if int(n) != n or n < 1:
         raise ValueError(f"number of points must be a positive integer, got {n!r}")
+
+
+def nested(base: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """`base` with, for each anchor in turn, the nearest still-unmoved point moved onto it; sorted.
+
+    Used for worker points that contain the data points: a worker sitting on alpha_k computes f(x_k)
+    exactly, so while it returns, an interpolating decoder recovers f(x_k) without error.
+    """
+    b = np.sort(np.asarray(base, dtype=float)).copy()
+    a = np.asarray(anchors, dtype=float).ravel()
+    if a.size > b.size:
+        raise ValueError(f"cannot nest {a.size} anchors in {b.size} points")
+    free = np.ones(b.size, dtype=bool)
+    for x in a:
+        cand = np.flatnonzero(free)
+        j = cand[np.argmin(np.abs(b[cand] - x))]
+        b[j] = x
+        free[j] = False
+    out = np.sort(b)
+    if np.unique(out).size != out.size:
+        raise ValueError("nesting produced repeated points; anchors must be distinct")
+    return out
