@@ -32,6 +32,7 @@ def info() -> None:
 
 
 # Subcommands registered from their own modules (each adds one line below).
+app.command("demo")(__import__("gencc.demo", fromlist=["demo_command"]).demo_command)
 app.command()(__import__("gencc.experiments.commands", fromlist=["sweep"]).sweep)
 app.command()(__import__("gencc.experiments.commands", fromlist=["plot"]).plot)
 app.command()(__import__("gencc.experiments.commands", fromlist=["reproduce"]).reproduce)
