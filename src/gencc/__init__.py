@@ -1,5 +1,9 @@
 """gencc: general coded computing.
 
+The math layer (points, kernels, smoothing, codes, stragglers, metrics) and the runtime are re-exported
+here; workloads (torch) live in `gencc.workloads` and experiments in `gencc.experiments`, imported on demand
+so that `import gencc` needs only numpy and scipy.
+
 Straggler-resilient distributed computation of arbitrary functions: encode K inputs into N coded inputs with
 a smooth (RKHS) curve, let workers compute f, decode from whichever workers answer.
 """
@@ -7,6 +11,18 @@ a smooth (RKHS) curve, let workers compute f, decode from whichever workers answ
 from . import kernels, metrics, points, smoothing
 from .codes import BACC, GCC, LCC, Code, Replication
 from .ordering import order_inputs
+from .runtime import (
+    Hedged,
+    JobFailed,
+    JobTimeout,
+    LocalExecutor,
+    RayExecutor,
+    Replicated,
+    RunResult,
+    Uncoded,
+    run,
+    stream,
+)
 from .simulate import apply_f, simulate, summarize
 from .stragglers import (
     Bernoulli,
@@ -28,6 +44,14 @@ __all__ = [
     "Bernoulli",
     "Bimodal",
     "Code",
+    "Hedged",
+    "JobFailed",
+    "JobTimeout",
+    "LocalExecutor",
+    "RayExecutor",
+    "Replicated",
+    "RunResult",
+    "Uncoded",
     "FixedCount",
     "LatencyModel",
     "Pareto",
@@ -39,8 +63,10 @@ __all__ = [
     "metrics",
     "order_inputs",
     "points",
+    "run",
     "simulate",
     "smoothing",
+    "stream",
     "summarize",
     "worst_case_returned",
 ]
