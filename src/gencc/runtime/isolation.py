@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -20,9 +21,9 @@ NETNS_FLAG = "GENCC_LOOPBACK_NETNS"
 
 
 def interfaces() -> list[str]:
-    """Network interfaces visible to this process."""
+    """Network interfaces of this process's network namespace (from the kernel, not /sys, which may be stale)."""
     try:
-        return sorted(os.listdir("/sys/class/net"))
+        return sorted(name for _, name in socket.if_nameindex())
     except OSError:
         return []
 

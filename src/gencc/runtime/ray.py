@@ -173,8 +173,7 @@ class RayExecutor(Executor):
             cls = _actor_class(ray)
             opts = {"num_cpus": 0, "max_concurrency": self.max_concurrency, "max_restarts": self.max_restarts,
                     "max_task_retries": 0, **self.actor_options}
-            fref = ray.put(factory)
-            actors = [cls.options(**opts).remote(fref) for _ in range(n)]
+            actors = [cls.options(**opts).remote(factory) for _ in range(n)]
             self.actor_pids = ray.get([a.ready.remote() for a in actors], timeout=self.ready_timeout)
             self.actors = actors
             self.num_actors = n

@@ -1,0 +1,125 @@
+"""RayExecutor: run inside a loopback-only namespace (the normal run re-executes these, see conftest)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import runtime_helpers
+from runtime_helpers import Faulty, TinyNet, reference, smooth
+
+import gencc
+from gencc.runtime import Hedged, RayExecutor, Replicated, Uncoded, run, stream
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray")
+ray.cloudpickle.register_pickle_by_value(runtime_helpers)  # tests/ is not importable on the actors
+INF = np.inf
+
+
+@pytest.fixture(scope="module")
+def ex():
+    e = RayExecutor(num_actors=12, num_cpus=2)
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def X():
+    return np.random.default_rng(0).normal(size=(6, 4))
+
+
+def test_ray_binds_loopback_only(ex, X):
+    run(smooth, X, gencc.GCC(K=6, N=12), ex, order=False)
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+
+
+def test_all_results_equal_the_decode(ex, X):
+    code = gencc.GCC(K=6, N=12)
+    r = run(smooth, X, code, ex, order=False)
+    assert r.returned.tolist() == list(range(12)) and r.stragglers == {}
+    np.testing.assert_allclose(r.outputs, reference(code, X, range(12)), atol=1e-12)
+    assert len(set(ex.actor_pids)) == 12
+
+
+def test_wait_for_and_cooperative_cancel(ex, X):
+    code = gencc.BACC(K=6, N=12)
+    lat = np.zeros(12)
+    lat[[2, 9]] = INF  # never delivered: only a cancel ends these tasks on the actors
+    r = run(smooth, X, code, ex, wait_for=10, latency=lat, order=False)
+    assert r.returned.tolist() == [0, 1, 3, 4, 5, 6, 7, 8, 10, 11]
+    assert r.stragglers[2].startswith("late") and r.stragglers[9].startswith("late")
+    np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
+
+
+def test_faults_are_stragglers(ex, X):
+    code = gencc.GCC(K=6, N=12)
+    kinds = {1: "raise", 4: "nan", 7: "shape", 10: "hang"}
+    f = Faulty([(code.encode(X)[w], k) for w, k in kinds.items()], hang_s=20.0)
+    with RayExecutor(factory=lambda: f, num_actors=12) as e:
+        r = run(None, X, code, e, wait_for=8, order=False)
+    healthy = [w for w in range(12) if w not in kinds]
+    assert r.returned.tolist() == healthy
+    assert r.stragglers[1] == "raised: RuntimeError: injected fault"
+    assert r.stragglers[4].startswith("non-finite")
+    assert r.stragglers[7].startswith("wrong shape")
+    assert r.stragglers[10].startswith("late")
+    np.testing.assert_allclose(r.outputs, reference(code, X, healthy), atol=1e-12)
+
+
+def test_actor_crash_mid_job_is_lost_and_job_completes(X):
+    code = gencc.GCC(K=6, N=10)
+    f = Faulty([(code.encode(X)[3], "crash")])
+    with RayExecutor(factory=lambda: f, num_actors=10) as e:
+        r = run(None, X, code, e, order=False, timeout=60)  # wait for all: only the loss can end worker 3
+        assert r.stragglers == {3: r.stragglers[3]} and r.stragglers[3].startswith("lost")
+        np.testing.assert_allclose(r.outputs, reference(code, X, [w for w in range(10) if w != 3]), atol=1e-12)
+        X2 = X + 1.0  # the actor is restarted for later jobs
+        r2 = run(None, X2, code, e, order=False, timeout=60)
+        assert r2.stragglers == {}
+
+
+def test_actor_killed_mid_job(X):
+    code = gencc.GCC(K=6, N=8)
+    lat = np.zeros(8)
+    lat[5] = INF  # worker 5 sits on its actor until the actor is killed
+    with RayExecutor(num_actors=8, max_restarts=0) as e:
+        e.start(smooth, 8)
+        killer = threading.Timer(1.0, lambda: ray.kill(e.actors[5]))
+        killer.start()
+        r = run(smooth, X, code, e, latency=lat, order=False, timeout=60)
+        killer.join()
+    assert set(r.stragglers) == {5} and r.stragglers[5].startswith("lost")
+    np.testing.assert_allclose(r.outputs, reference(code, X, [0, 1, 2, 3, 4, 6, 7]), atol=1e-12)
+
+
+def test_more_logical_workers_than_actors_and_torch_factory():
+    Xw = np.random.default_rng(2).normal(size=(5, 6))
+    code = gencc.GCC(K=5, N=10)
+    with RayExecutor(factory=TinyNet(), num_actors=3) as e:
+        lat = np.zeros(10)
+        lat[[0, 3, 6]] = INF  # all three sit on actor 0, beside its other workers' tasks
+        r = run(None, Xw, code, e, wait_for=7, latency=lat, order=False)
+        assert len(e.actors) == 3
+    assert r.returned.tolist() == [1, 2, 4, 5, 7, 8, 9]
+    np.testing.assert_allclose(r.outputs, reference(code, Xw, r.returned, f=TinyNet()()), atol=1e-10)
+
+
+def test_stream_and_baselines(ex):
+    rng = np.random.default_rng(4)
+    batches = [rng.normal(size=(6, 4)) for _ in range(5)]
+    code = gencc.GCC(K=6, N=12)
+    lat = gencc.ShiftedExponential(shift=0.002, rate=500.0)
+    out = list(stream(smooth, batches, code, ex, max_in_flight=3, seed=1, wait_for=9, latency=lat, order=False))
+    for Xb, r in zip(batches, out, strict=True):
+        assert len(r.returned) == 9
+        np.testing.assert_allclose(r.outputs, reference(code, Xb, r.returned), atol=1e-12)
+    X = batches[0]
+    lat = np.zeros(12)
+    lat[[1, 4]] = INF
+    for scheme in (Uncoded(6), Replicated(6, 12), Hedged(6, 12, hedge_delay=0.05)):
+        d = lat[: scheme.N] if scheme.N == 12 else np.zeros(6)
+        r = run(smooth, X, scheme, ex, latency=d)
+        np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
