@@ -250,7 +250,8 @@ def test_property_permuting_fit_points_permutes_columns(t, lam, kernel, seed):
     perm = rng.permutation(t.size)
     z = rng.uniform(-1, 1, 7)
     W = smoother_weights(t, z, kernel, lam)
-    np.testing.assert_allclose(smoother_weights(t[perm], z, kernel, lam), W[:, perm], atol=1e-9)
+    # exact in exact arithmetic; the dense solve reorders its rounding (~1e-8 for 14 points at lam = 0)
+    np.testing.assert_allclose(smoother_weights(t[perm], z, kernel, lam), W[:, perm], atol=1e-7)
 
 
 # ----- lam selection ----------------------------------------------------------------------------------------
