@@ -1,0 +1,177 @@
+"""Straggler models, latency models, collection policies and the worst-case search."""
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from gencc.stragglers import (
+    Bernoulli,
+    Bimodal,
+    FixedCount,
+    Pareto,
+    ShiftedExponential,
+    first_returned,
+    worst_case_returned,
+)
+
+
+@pytest.mark.parametrize("pattern", ["random", "block"])
+@pytest.mark.parametrize("N,S", [(10, 0), (10, 3), (25, 13), (7, 6)])
+def test_fixed_count_draws(pattern, N, S):
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        r = FixedCount(S, pattern).draw(N, rng)
+        assert r.size == N - S
+        assert np.all(np.diff(r) > 0) and r.min(initial=0) >= 0 and r.max(initial=0) < N
+        if pattern == "block" and S:
+            st = np.setdiff1d(np.arange(N), r)
+            assert np.all(np.diff(st) == 1)
+
+
+def test_block_covers_edges_and_random_is_uniform():
+    rng = np.random.default_rng(1)
+    starts = {int(np.setdiff1d(np.arange(8), FixedCount(3, "block").draw(8, rng))[0]) for _ in range(300)}
+    assert starts == set(range(6))
+    counts = np.zeros(10)
+    for _ in range(4000):
+        counts[np.setdiff1d(np.arange(10), FixedCount(3).draw(10, rng))] += 1
+    np.testing.assert_allclose(counts / 4000, 0.3, atol=0.04)
+
+
+def test_bernoulli_empirical_rate():
+    rng = np.random.default_rng(2)
+    p, N, draws = 0.3, 50, 400
+    kept = sum(Bernoulli(p).draw(N, rng).size for _ in range(draws))
+    assert 1 - kept / (N * draws) == pytest.approx(p, abs=0.01)
+    r = Bernoulli(p).draw(N, rng)
+    assert np.all(np.diff(r) > 0)
+    assert Bernoulli(0.0).draw(N, rng).size == N
+
+
+def test_describe():
+    assert FixedCount(3, "block").describe() == {"S": 3, "p": None, "pattern": "block"}
+    assert Bernoulli(0.25).describe() == {"S": None, "p": 0.25, "pattern": "bernoulli"}
+
+
+def test_bad_straggler_models_raise():
+    with pytest.raises(ValueError, match="unknown straggler pattern"):
+        FixedCount(2, "adversarial")
+    for S in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="non-negative integer"):
+            FixedCount(S)
+    with pytest.raises(ValueError, match="need S < N"):
+        FixedCount(5).draw(5, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="need S < N"):
+        FixedCount(6).check(5)
+    with pytest.raises(ValueError, match="worst_case_returned"):
+        FixedCount(1, "worst").draw(5, np.random.default_rng(0))
+    for p in (-0.1, 1.0, 1.5):
+        with pytest.raises(ValueError, match=r"\[0, 1\)"):
+            Bernoulli(p)
+
+
+# ----- latency models -----------------------------------------------------------------------------------------
+def test_shifted_exponential_mean():
+    x = ShiftedExponential(shift=0.5, rate=4.0).sample(200_000, np.random.default_rng(0))
+    assert x.min() >= 0.5
+    assert x.mean() == pytest.approx(0.5 + 1 / 4.0, rel=0.01)
+
+
+@pytest.mark.parametrize("a", [2.5, 4.0])
+def test_pareto_mean_and_tail(a):
+    x_m = 0.2
+    x = Pareto(x_m=x_m, a=a).sample(400_000, np.random.default_rng(1))
+    assert x.min() >= x_m
+    assert x.mean() == pytest.approx(x_m * a / (a - 1), rel=0.02)
+    assert np.mean(x > 2 * x_m) == pytest.approx(2.0**-a, rel=0.03)
+
+
+def test_bimodal_mixture_mean():
+    rng = np.random.default_rng(3)
+    x = Bimodal(p=0.1, factor=5.0, base=2.0).sample(200_000, rng)
+    assert set(np.unique(x)) == {2.0, 10.0}
+    assert x.mean() == pytest.approx(2.0 * (0.9 + 0.1 * 5.0), rel=0.01)
+    y = Bimodal(p=0.2, factor=3.0, base=ShiftedExponential(1.0, 2.0)).sample(200_000, rng)
+    assert y.mean() == pytest.approx(1.5 * (0.8 + 0.2 * 3.0), rel=0.01)
+
+
+def test_bad_latency_parameters_raise():
+    with pytest.raises(ValueError):
+        ShiftedExponential(shift=-1.0)
+    with pytest.raises(ValueError):
+        ShiftedExponential(rate=0.0)
+    with pytest.raises(ValueError):
+        Pareto(a=0.0)
+    with pytest.raises(ValueError):
+        Bimodal(p=1.5)
+    with pytest.raises(ValueError):
+        Bimodal(factor=0.5)
+
+
+# ----- collection policies ------------------------------------------------------------------------------------
+LAT = np.array([0.5, 0.1, 0.9, 0.3, 0.7, 0.2])
+
+
+def test_first_returned_policies():
+    np.testing.assert_array_equal(first_returned(LAT), np.arange(6))
+    np.testing.assert_array_equal(first_returned(LAT, wait_for=3), [1, 3, 5])
+    np.testing.assert_array_equal(first_returned(LAT, deadline=0.5), [0, 1, 3, 5])
+    # both: whichever stops first
+    np.testing.assert_array_equal(first_returned(LAT, wait_for=3, deadline=0.5), [1, 3, 5])
+    np.testing.assert_array_equal(first_returned(LAT, wait_for=5, deadline=0.25), [1, 5])
+    assert first_returned(LAT, deadline=0.05).size == 0
+    np.testing.assert_array_equal(first_returned(LAT, wait_for=10), np.arange(6))
+
+
+# ----- worst case ---------------------------------------------------------------------------------------------
+def make_loss(N, seed):
+    w = np.random.default_rng(seed).normal(size=(N, N))
+
+    def loss(returned):
+        m = np.zeros(N)
+        m[returned] = 1.0
+        return float(np.sin(m @ w @ m) + m @ w[:, 0])
+
+    return loss
+
+
+@pytest.mark.parametrize("N,S", [(6, 0), (6, 1), (7, 3), (8, 4), (9, 2)])
+def test_worst_case_exact_equals_brute_force(N, S):
+    loss = make_loss(N, seed=N + S)
+    wc = worst_case_returned(loss, N, S)
+    brute = max(loss(np.setdiff1d(np.arange(N), st)) for st in combinations(range(N), S))
+    assert wc.exact
+    assert wc.loss == pytest.approx(brute)
+    assert wc.returned.size == N - S and wc.stragglers.size == S
+    assert loss(wc.returned) == pytest.approx(wc.loss)
+    np.testing.assert_array_equal(np.union1d(wc.returned, wc.stragglers), np.arange(N))
+
+
+def test_worst_case_search_is_a_lower_bound_at_least_the_worst_block():
+    N, S = 20, 5  # C(20, 5) = 15504 > exact_limit
+    loss = make_loss(N, seed=0)
+    wc = worst_case_returned(loss, N, S, exact_limit=1000)
+    assert not wc.exact
+    blocks = max(loss(np.setdiff1d(np.arange(N), np.arange(s, s + S))) for s in range(N - S + 1))
+    assert wc.loss >= blocks
+    assert wc.returned.size == N - S and wc.stragglers.size == S
+    assert loss(wc.returned) == pytest.approx(wc.loss)
+
+
+def test_worst_case_search_finds_planted_worst_set():
+    N, S = 30, 3
+    planted = {2, 17, 29}
+
+    def loss(returned):
+        st = set(range(N)) - set(returned.tolist())
+        return len(st & planted)
+
+    wc = worst_case_returned(loss, N, S, exact_limit=100)
+    assert not wc.exact
+    assert wc.loss == 3 and set(wc.stragglers.tolist()) == planted
+
+
+def test_worst_case_s_too_large_raises():
+    with pytest.raises(ValueError, match="need S < N"):
+        worst_case_returned(lambda r: 0.0, 4, 4)
