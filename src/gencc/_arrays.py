@@ -50,7 +50,8 @@ def apply_matrix(M: np.ndarray, data: Any, what: str) -> Any:
             check_finite(data.detach().cpu().numpy(), what)
         dtype = data.dtype if data.is_floating_point() else torch.get_default_dtype()
         flat = data.reshape(data.shape[0], -1).to(dtype)
-        Mt = torch.as_tensor(M, dtype=dtype, device=data.device)
+        # a copy: M may be a code's read-only matrix, which torch.as_tensor would share and warn about
+        Mt = torch.tensor(M, dtype=dtype, device=data.device)
         return (Mt @ flat).reshape((M.shape[0], *data.shape[1:]))
     arr = np.asarray(data)
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
