@@ -49,7 +49,7 @@ def apply_matrix(M: np.ndarray, data: Any, what: str) -> Any:
         if not torch.all(torch.isfinite(data)):
             check_finite(data.detach().cpu().numpy(), what)
         dtype = data.dtype if data.is_floating_point() else torch.get_default_dtype()
-        flat = data.reshape(data.shape[0], -1).to(dtype)
+        flat = data.reshape(data.shape[0], _row_size(data.shape)).to(dtype)
         # a copy: M may be a code's read-only matrix, which torch.as_tensor would share and warn about
         Mt = torch.tensor(M, dtype=dtype, device=data.device)
         return (Mt @ flat).reshape((M.shape[0], *data.shape[1:]))
@@ -59,5 +59,10 @@ def apply_matrix(M: np.ndarray, data: Any, what: str) -> Any:
     dtype = float_dtype(arr)
     arr = arr.astype(dtype, copy=False)
     check_finite(arr, what)
-    flat = arr.reshape(arr.shape[0], -1)
+    flat = arr.reshape(arr.shape[0], _row_size(arr.shape))
     return (M.astype(dtype, copy=False) @ flat).reshape((M.shape[0], *arr.shape[1:]))
+
+
+def _row_size(shape: tuple) -> int:
+    """Entries per row; explicit because reshape(0, -1) is ambiguous (no results returned at all)."""
+    return int(np.prod(shape[1:], dtype=np.int64))
