@@ -36,6 +36,7 @@ app.command("demo")(__import__("gencc.demo", fromlist=["demo_command"]).demo_com
 app.command()(__import__("gencc.experiments.commands", fromlist=["sweep"]).sweep)
 app.command()(__import__("gencc.experiments.commands", fromlist=["plot"]).plot)
 app.command()(__import__("gencc.experiments.commands", fromlist=["reproduce"]).reproduce)
+app.command("run")(__import__("gencc.runtime.commands", fromlist=["run_command"]).run_command)
 
 
 def main() -> None:

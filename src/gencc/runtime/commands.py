@@ -1,0 +1,119 @@
+"""`gencc run`: coded or baseline jobs on the digits CNN, on the local or the Ray backend."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from ..stragglers import Bimodal, LatencyModel, Pareto, ShiftedExponential
+
+SCHEMES = ("gcc", "bacc", "replication", "hedged", "uncoded")
+LATENCIES = {
+    "none": (None, {}),
+    "bimodal": (Bimodal, {"p": 0.05, "factor": 10.0, "base": 0.005}),
+    "shifted-exp": (ShiftedExponential, {"shift": 0.005, "rate": 200.0}),
+    "pareto": (Pareto, {"x_m": 0.005, "a": 2.0}),
+}
+
+
+def parse_latency(spec: str) -> LatencyModel | None:
+    """'none', 'bimodal', 'shifted-exp' or 'pareto', optionally with parameters: 'bimodal:p=0.1,base=0.01'."""
+    name, _, params = spec.partition(":")
+    if name not in LATENCIES:
+        raise typer.BadParameter(f"unknown latency model {name!r}; choose one of {', '.join(LATENCIES)}")
+    cls, kw = LATENCIES[name]
+    kw = dict(kw)
+    for item in filter(None, params.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq or key not in kw:
+            raise typer.BadParameter(f"{name} takes {', '.join(kw) or 'no parameters'}; got {item!r}")
+        try:
+            kw[key] = float(val)
+        except ValueError as e:
+            raise typer.BadParameter(f"{key} must be a number, got {val!r}") from e
+    if cls is None:
+        return None
+    try:
+        return cls(**kw)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+
+
+def run_command(
+    backend: Annotated[str, typer.Option(help="local (threads) or ray (actors on 127.0.0.1 or --address)")] = "local",
+    scheme: Annotated[str, typer.Option(help="gcc, bacc, replication, hedged or uncoded")] = "gcc",
+    K: Annotated[int, typer.Option("--K", help="inputs per job")] = 8,  # noqa: N803
+    N: Annotated[int, typer.Option("--N", help="workers (uncoded uses K)")] = 16,  # noqa: N803
+    wait_for: Annotated[int | None, typer.Option(help="coded: stop at the first this many results")] = 12,
+    deadline: Annotated[float | None, typer.Option(help="coded: stop this many seconds after dispatch")] = None,
+    latency: Annotated[str, typer.Option(help="injected latency: none, bimodal, shifted-exp, pareto "
+                                              "(parameters as bimodal:p=0.05,factor=10,base=0.005)")] = "bimodal",
+    jobs: Annotated[int, typer.Option(help="jobs to run")] = 100,
+    in_flight: Annotated[int, typer.Option(help="jobs in flight at once")] = 1,
+    hedge_delay: Annotated[float | None, typer.Option(help="hedged: seconds (default: p95 of --latency)")] = None,
+    actors: Annotated[int | None, typer.Option(help="ray: actors (default one per worker)")] = None,
+    address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
+    seed: Annotated[int, typer.Option(help="seeds the inputs and the injected latency")] = 0,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+) -> None:
+    """Run jobs of K digits through the CNN with a coded scheme or a baseline; print latency percentiles and
+    accuracy (agreement with f, accuracy on the labels)."""
+    from rich.console import Console
+    from rich.progress import track
+
+    from .. import metrics
+    from ..codes import BACC, GCC
+    from ..workloads import load
+    from .baselines import Hedged, Replicated, Uncoded
+    from .job import stream
+    from .local import LocalExecutor
+    from .ray import RayExecutor
+
+    if backend not in ("local", "ray"):
+        raise typer.BadParameter(f"backend must be local or ray, got {backend!r}")
+    if scheme not in SCHEMES:
+        raise typer.BadParameter(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    if jobs < 1 or in_flight < 1:
+        raise typer.BadParameter("--jobs and --in-flight must be positive")
+    model = parse_latency(latency)
+    console = Console()
+    try:
+        code = {"gcc": lambda: GCC(K, N), "bacc": lambda: BACC(K, N), "replication": lambda: Replicated(K, N),
+                "hedged": lambda: Hedged(K, N, hedge_delay), "uncoded": lambda: Uncoded(K)}[scheme]()
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    coded = scheme in ("gcc", "bacc")
+    w = load("digits-cnn", progress=progress)
+    rng = np.random.default_rng(seed)
+    batches = [w.sample(K, rng) for _ in range(jobs)]
+    if backend == "ray":
+        ex = RayExecutor(factory=w.factory, num_actors=actors, address=address)
+        ex.start(None, code.N)
+        f = None
+    else:
+        ex, f = LocalExecutor(), w.f
+    kwargs = {"wait_for": wait_for, "deadline": deadline} if coded else {}
+    lat, agr, acc, acc_f = [], [], [], []
+    try:
+        results = stream(f, (X for X, _ in batches), code, ex, max_in_flight=in_flight, seed=seed,
+                         latency=model, **kwargs)
+        for (X, y), r in zip(batches, track(results, total=jobs, description=f"{scheme} on {backend}",
+                                             disable=not progress, console=console), strict=True):
+            Y = w.f(X)
+            lat.append(r.latency)
+            agr.append(metrics.agreement(r.outputs, Y))
+            acc.append(float(np.mean(np.argmax(r.outputs, axis=1) == y)))
+            acc_f.append(float(np.mean(np.argmax(Y, axis=1) == y)))
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    finally:
+        ex.close()
+    a = np.array(lat) * 1e3
+    console.print(f"{scheme} on {backend}: K={code.K}, N={code.N}, {jobs} jobs, latency {latency}"
+                  + (f", wait_for={wait_for}, deadline={deadline}" if coded else ""))
+    console.print(f"latency ms: p50 {np.percentile(a, 50):.2f}  p90 {np.percentile(a, 90):.2f}  "
+                  f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
+    console.print(f"agreement with f: {np.mean(agr):.3f}   accuracy: {np.mean(acc):.3f} "
+                  f"(f itself: {np.mean(acc_f):.3f})")
