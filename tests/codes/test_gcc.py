@@ -1,0 +1,139 @@
+"""GCC: the RKHS encoder/decoder against SciPy splines, exact recovery where it must hold, parameters."""
+
+import numpy as np
+import pytest
+from scipy.interpolate import CubicSpline as SciPyCubicSpline
+
+from gencc import GCC
+from gencc.codes.gcc import AUTO_DENSE_MAX
+from gencc.kernels import CubicSpline, Matern32
+from gencc.points import chebyshev1, chebyshev2, equispaced, nested
+
+
+def natural_spline_values(t, V, z):
+    """SciPy's natural cubic spline through (t, V), extended linearly outside [t_0, t_-1] (the RKHS solution
+    on [-1, 1]: zero second derivative beyond the last knot)."""
+    cs = SciPyCubicSpline(t, V, bc_type="natural")
+    out = cs(np.clip(z, t[0], t[-1]))
+    for end, mask in ((t[0], z < t[0]), (t[-1], z > t[-1])):
+        out[mask] += cs.derivative()(end) * (z[mask] - end)[:, None]
+    return out
+
+
+@pytest.mark.parametrize("K,N", [(8, 20), (20, 45)])  # dense (K < 16) and banded encoder paths
+def test_cubic_encoder_is_natural_cubic_spline(K, N):
+    code = GCC(K, N, kernel="cubic", lam_enc=0.0)
+    X = np.random.default_rng(K).normal(size=(K, 3, 4))
+    ref = natural_spline_values(code.alpha, X.reshape(K, -1), code.beta).reshape(N, 3, 4)
+    np.testing.assert_allclose(code.encode(X), ref, atol=1e-9)
+
+
+def test_defaults():
+    code = GCC(10, 40)
+    assert code.auto_kernel and isinstance(code.kernel, Matern32)
+    assert code.kernel.length_scale == 0.3 and code.kernel.q == 2
+    assert code.lam_enc == 0.0 and code.lam_dec == 0.0
+    np.testing.assert_array_equal(code.alpha, chebyshev1(10))
+    np.testing.assert_array_equal(code.beta, nested(chebyshev2(40), chebyshev1(10)))
+    assert code.min_results == 2 and not code.data_dependent
+    assert isinstance(code.kernel_for(AUTO_DENSE_MAX + 1), CubicSpline)
+    assert code.kernel_for(AUTO_DENSE_MAX) is code.kernel
+
+
+def f(x):
+    return np.sin(4 * x) * np.exp(x) + x**3
+
+
+@pytest.mark.parametrize("K,N", [(10, 40), (12, 25), (5, 5), (30, 100)])
+def test_default_recovers_any_f_without_stragglers(K, N):
+    # alpha is a subset of the nested beta: the workers on alpha compute f(x_k) itself, and the decoder
+    # interpolates (lam = 0), so with every worker returned the estimate is f(x) for any f
+    code = GCC(K, N)
+    assert np.all(np.isin(code.alpha, code.beta))
+    X = np.random.default_rng(0).normal(size=(K, 3, 4))
+    # to the dense Matern solve's accuracy, relative to the size of f (it degrades with N: ~1e-5 at 512)
+    np.testing.assert_allclose(code.decode(f(code.encode(X)), np.arange(N)), f(X), atol=1e-8 * np.abs(f(X)).max())
+
+
+@pytest.mark.parametrize("kernel", ["cubic", "sobolev2", "sobolev3", "matern52", "gaussian"])
+def test_alpha_subset_of_beta_recovers_any_f(kernel):
+    K, N = 6, 14
+    alpha = equispaced(K) * 0.9
+    beta = np.sort(np.concatenate([alpha, [-1.0, -0.5, -0.1, 0.1, 0.5, 0.62, 0.95, 1.0]]))
+    code = GCC(K, N, kernel=kernel, alpha=alpha, beta=beta)
+    X = np.random.default_rng(1).normal(size=(K, 2))
+    np.testing.assert_allclose(code.decode(f(code.encode(X)), np.arange(N)), f(X), atol=1e-8)
+    # the workers sitting on alpha alone are enough
+    on = np.flatnonzero(np.isin(beta, alpha))
+    np.testing.assert_allclose(code.decode(f(code.encode(X))[on], on), f(X), atol=1e-8)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "cubic", "sobolev2", "matern32", "gaussian"])
+@pytest.mark.parametrize("lam", [0.0, 1e-3])
+def test_affine_data_and_affine_f_recovered_from_any_two_results(kernel, lam):
+    # inputs on a line through alpha and affine f: everything stays in the unpenalised null space {1, t}
+    K, N = 8, 20
+    code = GCC(K, N, kernel=kernel, lam_enc=lam, lam_dec=lam, beta="chebyshev2")
+    a, b = np.random.default_rng(2).normal(size=(2, 3))
+    X = a + code.alpha[:, None] * b
+
+    def g(x):
+        return 2.0 * x - 1.0
+
+    Yall = g(code.encode(X))
+    rng = np.random.default_rng(3)
+    for n in (2, 5, N):
+        r = rng.choice(N, size=n, replace=False)
+        np.testing.assert_allclose(code.decode(Yall[r], r), g(X), atol=1e-8)
+
+
+def test_smooth_f_with_stragglers_is_accurate():
+    K, N = 10, 40
+    code = GCC(K, N)
+    X = np.linspace(-1, 1, K)[:, None] * np.ones((1, 3))  # inputs that vary smoothly along alpha
+    Yall = np.tanh(code.encode(X))
+    r = np.sort(np.random.default_rng(4).choice(N, size=30, replace=False))
+    rel = np.sum((code.decode(Yall[r], r) - np.tanh(X)) ** 2) / np.sum(np.tanh(X) ** 2)
+    assert rel < 1e-3
+
+
+@pytest.mark.parametrize("criterion", ["gcv", "loo"])
+def test_lam_dec_by_cross_validation(criterion):
+    K, N = 10, 60
+    code = GCC(K, N, kernel="cubic", lam_dec=criterion)
+    assert code.data_dependent
+    X = np.linspace(-1, 1, K)[:, None]
+    Yall = np.sin(2 * code.encode(X)) + np.random.default_rng(5).normal(0, 0.05, (N, 1))
+    r = np.arange(0, N, 2)
+    Yhat = code.decode(Yall[r], r)
+    assert Yhat.shape == (K, 1) and np.isfinite(code.last_lam_dec) and code.last_lam_dec > 0
+    assert len(code._cache) == 0  # a data-dependent decoder is never cached
+    with pytest.raises(ValueError, match="pass Y"):
+        code.decoding_matrix(r)
+
+
+def test_bad_parameters_raise():
+    with pytest.raises(ValueError, match="lam_enc"):
+        GCC(4, 8, lam_enc=-1.0)
+    with pytest.raises(ValueError, match="lam_enc"):
+        GCC(4, 8, lam_enc=float("nan"))
+    with pytest.raises(ValueError, match="lam_dec"):
+        GCC(4, 8, lam_dec=-1e-3)
+    with pytest.raises(ValueError, match="lam_dec"):
+        GCC(4, 8, lam_dec="aic")
+    with pytest.raises(ValueError, match="unknown kernel"):
+        GCC(4, 8, kernel="spline")
+    with pytest.raises(ValueError, match="unknown point design"):
+        GCC(4, 8, alpha="random")
+    with pytest.raises(ValueError, match="unknown point design"):
+        GCC(4, 8, beta="halton")
+    with pytest.raises(ValueError, match="alpha must hold 4 points"):
+        GCC(4, 8, alpha=[0.0, 0.5])
+    with pytest.raises(ValueError, match=r"lie in \[-1, 1\]"):
+        GCC(2, 8, alpha=[0.0, 1.5])
+    with pytest.raises(ValueError, match="distinct"):
+        GCC(2, 8, alpha=[0.5, 0.5])
+    with pytest.raises(ValueError, match="need K >= 3"):
+        GCC(2, 8, kernel="sobolev3")
+    with pytest.raises(ValueError, match="N=3 < K=4"):
+        GCC(4, 3)
