@@ -49,6 +49,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--orderings", action="store_true", help="compare order_inputs methods instead")
     args = ap.parse_args()
     w = load("digits-cnn", progress=False)
     rng = np.random.default_rng(1)
@@ -57,15 +58,22 @@ def main() -> None:
           f"({args.batches}x{args.trials} draws) / worst case ({args.batches} inputs sets)\n")
     print("| configuration | " + " | ".join(f"N={N} random / worst" for N in NS) + " |")
     print("|---|" + "---|" * len(NS))
-    for name, make in candidates().items():
+    rows = candidates().items()
+    if args.orderings:
+        rows = [(f"{scheme}, order={o}", (make, o)) for scheme, make in
+                (("BACC", lambda N: gencc.BACC(K, N)), ("GCC default", lambda N: gencc.GCC(K, N)))
+                for o in ("chain", "spectral", "pca", "identity")]
+    for name, make in rows:
+        make, order = make if isinstance(make, tuple) else (make, "chain")
         t = time.time()
         cells = []
         for N in NS:
             code = make(N)
             rnd, wst = [], []
             for b, (X, _y) in enumerate(batches):
-                rnd += [r["rel_mse"] for r in gencc.simulate(w.f, X, code, gencc.FixedCount(S), args.trials, b)]
-                wst.append(gencc.simulate(w.f, X, code, gencc.FixedCount(S, "worst"), 1, b)[0]["rel_mse"])
+                rnd += [r["rel_mse"] for r in
+                        gencc.simulate(w.f, X, code, gencc.FixedCount(S), args.trials, b, order=order)]
+                wst.append(gencc.simulate(w.f, X, code, gencc.FixedCount(S, "worst"), 1, b, order=order)[0]["rel_mse"])
             cells.append(f"{np.mean(rnd):.2e} / {np.mean(wst):.2e}")
         print(f"| {name} | " + " | ".join(cells) + f" |  <!-- {time.time() - t:.0f}s -->", flush=True)
 
