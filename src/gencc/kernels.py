@@ -27,8 +27,15 @@ class Kernel(ABC):
 
     def null_space(self, t: np.ndarray) -> np.ndarray:
         """Null-space basis evaluated at t, shape (len(t), q): Legendre polynomials P_0..P_{q-1}."""
-        t = np.asarray(t, dtype=float)
-        return np.polynomial.legendre.legvander(t, self.q - 1) if self.q else np.zeros((t.size, 0))
+        t = np.asarray(t, dtype=float).ravel()
+        out = np.empty((t.size, self.q))
+        if self.q:
+            out[:, 0] = 1.0
+        if self.q > 1:
+            out[:, 1] = t
+        for k in range(1, self.q - 1):  # Bonnet's recursion (cheaper than legvander on the hot decode path)
+            out[:, k + 1] = ((2 * k + 1) * t * out[:, k] - k * out[:, k - 1]) / (k + 1)
+        return out
 
     @property
     def is_cubic_spline(self) -> bool:
