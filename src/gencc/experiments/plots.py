@@ -35,11 +35,23 @@ def _color(scheme: str, i: int) -> str:
     return _COLORS.get(scheme.split("[")[0], f"C{(i + 4) % 10}")
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Any, path: Path, title: str = "") -> Path:
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, metadata={"Software": None})
     _plt().close(fig)
     return path
+
+
+def _finish(ax: Any, xlabel: str, ylabel: str, title: str, fontsize: int = 10, which: str = "both") -> None:
+    """Labels, legend and grid of one panel."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=fontsize)
+    ax.legend(fontsize=7)
+    ax.grid(True, which=which, alpha=0.2)
 
 
 def _null_formatter() -> Any:
@@ -97,15 +109,8 @@ def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "")
                 N, y0 = anchor
                 ax.plot(N, y0 * (N / N[0]) ** A.THEORY_SLOPE, ":", color="k", lw=1.2, label="theory: slope -3")
             _log_axes(ax)
-            ax.set_xlabel("N workers")
-            ax.set_ylabel("rel_mse / log³_{1/p}N" if bern else "rel_mse")
-            ax.set_title(f"{w}, {st}", fontsize=10)
-            ax.legend(fontsize=7)
-            ax.grid(True, which="both", alpha=0.2)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+            _finish(ax, "N workers", "rel_mse / log³_{1/p}N" if bern else "rel_mse", f"{w}, {st}")
+    return _save(fig, path, title)
 
 
 def plot_vs_s(points: list[dict], fits: list[dict], path: Path, title: str = "") -> Path:
@@ -130,15 +135,8 @@ def plot_vs_s(points: list[dict], fits: list[dict], path: Path, title: str = "")
             if sch.startswith("gcc"):
                 ax.plot(S, y[0] * (S / S[0]) ** 3, ":", color="k", lw=1.2, label="theory: S³")
         _log_axes(ax)
-        ax.set_xlabel("S stragglers")
-        ax.set_ylabel("rel_mse")
-        ax.set_title(f"{w}, N={N}, {pat}", fontsize=10)
-        ax.legend(fontsize=7)
-        ax.grid(True, which="both", alpha=0.2)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+        _finish(ax, "S stragglers", "rel_mse", f"{w}, N={N}, {pat}")
+    return _save(fig, path, title)
 
 
 def plot_redundancy(table: list[dict], path: Path, title: str = "") -> Path:
@@ -156,15 +154,8 @@ def plot_redundancy(table: list[dict], path: Path, title: str = "") -> Path:
             ax.set_xscale("log", base=2)
             ax.set_xticks(ratios, [f"{x:g}" for x in ratios])
             ax.xaxis.set_minor_formatter(_null_formatter())
-            ax.set_xlabel("redundancy N/K")
-            ax.set_ylabel(metric)
-            ax.set_title(f"{w}, {st}", fontsize=9)
-            ax.legend(fontsize=7)
-            ax.grid(True, alpha=0.2)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+            _finish(ax, "redundancy N/K", metric, f"{w}, {st}", fontsize=9, which="major")
+    return _save(fig, path, title)
 
 
 def _has_rate(rows: list[dict]) -> bool:
