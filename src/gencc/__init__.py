@@ -9,7 +9,7 @@ a smooth (RKHS) curve, let workers compute f, decode from whichever workers answ
 """
 
 from . import kernels, metrics, points, smoothing
-from .codes import BACC, GCC, LCC, Code, Replication
+from .codes import BACC, GCC, LCC, Code, ParM, Replication
 from .ordering import order_inputs
 from .runtime import (
     Hedged,
@@ -54,6 +54,7 @@ __all__ = [
     "Uncoded",
     "FixedCount",
     "LatencyModel",
+    "ParM",
     "Pareto",
     "Replication",
     "ShiftedExponential",

@@ -37,6 +37,25 @@ def apply_f(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:
     return out
 
 
+def apply_workers(f: Callable, Xt: Any, code: Code, batched: bool | None = None) -> np.ndarray:
+    """Every worker's result on the coded inputs Xt (N, *in_shape): worker n applies
+    `code.worker_function(f, n)` to Xt[n]; workers that share a callable are applied together."""
+    if code.uniform_workers:
+        return apply_f(f, Xt, batched)
+    fns = [code.worker_function(f, n) for n in range(code.N)]
+    groups: dict[int, list[int]] = {}
+    for n, fn in enumerate(fns):
+        groups.setdefault(id(fn), []).append(n)
+    parts = {key: apply_f(fns[rows[0]], Xt[np.asarray(rows)], batched) for key, rows in groups.items()}
+    shapes = {p.shape[1:] for p in parts.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"{code.name}: the workers' functions return different output shapes {sorted(shapes)}")
+    out = np.empty((code.N, *shapes.pop()))
+    for key, rows in groups.items():
+        out[rows] = parts[key]
+    return out
+
+
 def simulate(
     f: Callable,
     X: Any,
@@ -73,7 +92,7 @@ def simulate(
     t0 = time.perf_counter()
     Xt = code.encode(Xp)
     t_enc = time.perf_counter() - t0
-    Y_all = apply_f(f, Xt, batched)
+    Y_all = apply_workers(f, Xt, code, batched)
     Y_true = apply_f(f, X_np, batched)
     if classifier is None:
         classifier = Y_true.ndim == 2 and Y_true.shape[1] > 1

@@ -4,6 +4,7 @@ from .base import Code
 from .berrut import BACC, berrut_weights
 from .gcc import GCC
 from .lagrange import LCC
+from .parm import ParM
 from .replication import Replication
 
-__all__ = ["BACC", "GCC", "LCC", "Code", "Replication", "berrut_weights"]
+__all__ = ["BACC", "GCC", "LCC", "Code", "ParM", "Replication", "berrut_weights"]

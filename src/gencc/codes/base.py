@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -118,6 +118,16 @@ class Code(ABC):
     def data_dependent(self) -> bool:
         """True when D_F depends on the results themselves (then decoding is not a fixed linear map)."""
         return False
+
+    def worker_function(self, f: Callable | None, n: int) -> Callable | None:
+        """The callable worker `n` applies to its coded input: `f` for every worker unless a code says otherwise
+        (ParM's parity workers run its parity model)."""
+        return f
+
+    @property
+    def uniform_workers(self) -> bool:
+        """True when every worker runs the caller's f; codes that override `worker_function` say False."""
+        return True
 
     def missing(self, returned: Sequence[int]) -> np.ndarray:
         """Inputs that get no estimate from these returned workers (only replication has any)."""

@@ -42,11 +42,24 @@ class JobTimeout(JobFailed, TimeoutError):
 # ----- what executors exchange with the job layer --------------------------------------------------------
 @dataclass(frozen=True)
 class Task:
-    """One logical worker's work: apply f to `x` (one input, not a batch), deliver `delay` seconds later."""
+    """One logical worker's work: apply f to `x` (one input, not a batch), deliver `delay` seconds later.
+
+    `fn`, when set, replaces the job's f for this task (a code whose workers run different functions, e.g.
+    ParM's parity model); only in-process executors run such tasks.
+    """
 
     worker: int
     x: Any
     delay: float = 0.0
+    fn: Callable | None = None
+
+
+def refuse_task_functions(tasks: Sequence[Task], where: str) -> None:
+    """Raise a ValueError when a task carries its own function, which `where` cannot run."""
+    if any(t.fn is not None for t in tasks):
+        raise ValueError(f"{where} runs one function built from its factory on every worker, but this code gives "
+                         "some workers their own function (ParM's parity model); run it on a thread-backed "
+                         "LocalExecutor (the default)")
 
 
 @dataclass(frozen=True)

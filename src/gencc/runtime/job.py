@@ -65,6 +65,14 @@ def _take(X: Any, Xn: np.ndarray, idx: np.ndarray) -> Any:
     return Xn[idx]
 
 
+def _own_function(code: Code, f: Callable | None, n: int) -> Callable | None:
+    """Worker n's own function when the code gives it one other than the job's f (else None)."""
+    if code.uniform_workers:
+        return None
+    fn = code.worker_function(f, n)
+    return None if fn is f else fn
+
+
 def run(
     f: Callable | None,
     X: Any,
@@ -90,7 +98,7 @@ def run(
     """
     t_start = time.perf_counter()
     if not isinstance(code, (Code, Baseline)):
-        raise ValueError(f"code must be a gencc Code (GCC, BACC, LCC, Replication) or a baseline (Uncoded, "
+        raise ValueError(f"code must be a gencc Code (GCC, BACC, LCC, Replication, ParM) or a baseline (Uncoded, "
                          f"Replicated, Hedged), got {type(code).__name__}")
     if f is not None and not callable(f):
         raise ValueError(f"f must be callable, got {type(f).__name__}")
@@ -130,7 +138,8 @@ def run(
         policy = CodedPolicy(code, wait_for, deadline)
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
-        tasks = [Task(int(n), Xt[n], float(delays[n])) for n in rng.permutation(code.N)]
+        tasks = [Task(int(n), Xt[n], float(delays[n]), _own_function(code, f, int(n)))
+                 for n in rng.permutation(code.N)]
     out, used, missing, stragglers, arrivals, timings = execute(executor, f, tasks, policy, timeout, t_start,
                                                                  t_encode)
     res = np.empty_like(out)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Batch, Completion, Executor, QueueBatch, Task, call_one
+from .base import Batch, Completion, Executor, QueueBatch, Task, call_one, refuse_task_functions
 
 _PROC_F: Callable | None = None
 
@@ -111,7 +111,7 @@ class LocalExecutor(Executor):
                 y, dt = fut.result()
             else:
                 t = time.perf_counter()
-                y = call_one(f, task.x)
+                y = call_one(task.fn if task.fn is not None else f, task.x)
                 dt = time.perf_counter() - t
             c = Completion(task.worker, value=y, compute_time=dt)
         except Exception as e:  # a failing worker is a straggler, never a crash of the master
@@ -151,6 +151,8 @@ class LocalExecutor(Executor):
         return None
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
+        if self.processes:
+            refuse_task_functions(tasks, "a process-backed LocalExecutor")
         fn = self._bind(f)
         batch = QueueBatch(lambda b, t: self._enqueue((b, fn, t)))
         batch.add(tasks)

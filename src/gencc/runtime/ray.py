@@ -27,7 +27,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .base import Batch, Completion, Executor, Task, call_one
+from .base import Batch, Completion, Executor, Task, call_one, refuse_task_functions
 
 _ACTOR_CLS: Any = None
 
@@ -185,6 +185,7 @@ class RayExecutor(Executor):
 
     # ----- the Executor interface ---------------------------------------------------------------------------
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
+        refuse_task_functions(tasks, "RayExecutor")
         n = max((t.worker for t in tasks), default=0) + 1
         self.start(f, n)
         batch = _RayBatch(self, next(self._ids))
