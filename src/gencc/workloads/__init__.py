@@ -17,11 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._cache import ENV_VAR, cache_root, models_dir, recipe_hash
+
+if TYPE_CHECKING:
+    from ._parity import ParityFn
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,35 @@ def _load_trained(spec: WorkloadSpec, progress: bool, cache_dir: str | os.PathLi
     )
 
 
+def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,
+                cache_dir: str | os.PathLike | None = None, retrain: bool = False) -> ParityFn:
+    """The parity model F_P of trained workload `name` for ParM with k inputs per parity query.
+
+    Same architecture, input and output shapes and array kinds as the workload's f (batched); trained with MSE
+    so that F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k) for training inputs, with f the workload's own model
+    (trained first if absent). Trained on first use (progress bar) and cached under the models folder with
+    the parity recipe's hash in the file name. The callable's `info` holds held-out reconstruction figures
+    ("test": parity_mse, rel_mse and agreement of F_P(sum) - sum of the others), `k`, `from_cache`,
+    `weights_path` and `factory` (picklable).
+    Use it as `gencc.ParM(K, k, parity=load_parity(name, k))`.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"workload name must be a string, got {type(name).__name__}")
+    spec = _check_name(name)
+    if not spec.trained:
+        trained = ", ".join(n for n, s in WORKLOADS.items() if s.trained)
+        raise ValueError(f"parity models exist for trained workloads only ({trained}), not {name!r}")
+    from . import _parity
+
+    k = _parity.check_k(k)
+    models = models_dir(cache_dir).resolve()
+    _, from_cache = _parity.ensure_parity(name, k, models, progress=progress, retrain=retrain)
+    _, _, h = _parity.parity_paths(name, k, models)
+    fn = _parity.ParityFactory(name, k, str(models), h)()
+    fn.from_cache = from_cache
+    return fn
+
+
 def _load_analytic(spec: WorkloadSpec) -> Workload:
     from . import _analytic
 
@@ -145,4 +177,7 @@ def _load_analytic(spec: WorkloadSpec) -> Workload:
     )
 
 
-__all__ = ["ENV_VAR", "WORKLOADS", "Workload", "WorkloadSpec", "cache_root", "load", "models_dir", "recipe_hash"]
+__all__ = [
+    "ENV_VAR", "WORKLOADS", "Workload", "WorkloadSpec", "cache_root", "load", "load_parity", "models_dir",
+    "recipe_hash",
+]

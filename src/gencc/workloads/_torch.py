@@ -7,6 +7,7 @@ torch.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -267,7 +268,7 @@ class ModelFn:
     batched = True
 
     def __init__(self, name: str, module: nn.Module, in_shape: tuple[int, ...], out_shape: tuple[int, ...],
-                 factory: ModelFactory) -> None:
+                 factory: Callable[[], ModelFn]) -> None:
         self.name = name
         self.module = module
         self.in_shape = in_shape
