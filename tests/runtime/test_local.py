@@ -92,8 +92,10 @@ def test_faults_are_stragglers(ex, X):
     Xt = code.encode(X)
     kinds = {1: "raise", 4: "nan", 7: "shape", 10: "hang"}
     f = Faulty([(Xt[w], k) for w, k in kinds.items()], hang_s=20.0)
-    r = run(f, X, code, ex, wait_for=8, order=False)
     healthy = [w for w in range(12) if w not in kinds]
+    lat = np.zeros(12)
+    lat[healthy] = 0.3  # the faults answer first, so they are judged (not merely late) before the stop
+    r = run(f, X, code, ex, wait_for=8, latency=lat, order=False)
     assert r.returned.tolist() == healthy
     assert "raised: RuntimeError: injected fault" == r.stragglers[1]
     assert r.stragglers[4].startswith("non-finite")

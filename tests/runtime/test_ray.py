@@ -59,8 +59,10 @@ def test_faults_are_stragglers(ex, X):
     kinds = {1: "raise", 4: "nan", 7: "shape", 10: "hang"}
     f = Faulty([(code.encode(X)[w], k) for w, k in kinds.items()], hang_s=20.0)
     with RayExecutor(factory=lambda: f, num_actors=12) as e:
-        r = run(None, X, code, e, wait_for=8, order=False)
-    healthy = [w for w in range(12) if w not in kinds]
+        healthy = [w for w in range(12) if w not in kinds]
+        lat = np.zeros(12)
+        lat[healthy] = 1.0  # the faults answer first, so they are judged (not merely late) before the stop
+        r = run(None, X, code, e, wait_for=8, latency=lat, order=False)
     assert r.returned.tolist() == healthy
     assert r.stragglers[1] == "raised: RuntimeError: injected fault"
     assert r.stragglers[4].startswith("non-finite")
