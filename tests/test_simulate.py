@@ -149,3 +149,13 @@ def test_bad_arguments_raise():
     X[0, 0, 0] = np.nan
     with pytest.raises(ValueError, match="non-finite"):
         simulate(f_vec, X, GCC(K, N), FixedCount(1))
+
+
+def test_summarize_confidence_interval_matches_hand_computation():
+    recs = simulate(f_vec, inputs(), GCC(K, N), Bernoulli(0.2), trials=25, seed=3)
+    vals = np.array([r["rel_mse"] for r in recs if r["decodable"]])
+    row = summarize(recs)[0]
+    assert row["rel_mse"] == pytest.approx(vals.mean())
+    assert row["rel_mse_ci"] == pytest.approx(1.96 * vals.std(ddof=1) / np.sqrt(vals.size))
+    single = summarize(recs[:1])[0]
+    assert "rel_mse_ci" not in single  # one trial has no Monte-Carlo spread to report

@@ -136,7 +136,11 @@ def simulate(
 
 
 def summarize(records: list[dict], keys: tuple[str, ...] = ("scheme", "K", "N", "S", "p", "pattern")) -> list[dict]:
-    """Mean of every numeric metric per group of `keys`, with the count of trials and decodable fraction."""
+    """Mean of every numeric metric per group of `keys`, with the count of trials and decodable fraction.
+
+    Each mean over two or more decodable trials comes with `<metric>_ci`, the half-width of its 95%
+    confidence interval (normal approximation, 1.96 standard errors): the Monte-Carlo error of the loss.
+    """
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         groups.setdefault(tuple(r.get(k) for k in keys), []).append(r)
@@ -146,8 +150,11 @@ def summarize(records: list[dict], keys: tuple[str, ...] = ("scheme", "K", "N", 
         row["trials"] = len(rs)
         row["decodable"] = float(np.mean([r["decodable"] for r in rs]))
         for m in ("mse", "rmse", "rel_mse", "agreement", "rel_acc", "missing", "decode_time"):
-            vals = [r[m] for r in rs if m in r and r["decodable"]]
-            if vals:
-                row[m] = float(np.nanmean(vals)) if not all(np.isnan(vals)) else float("nan")
+            vals = np.array([r[m] for r in rs if m in r and r["decodable"]], dtype=float)
+            vals = vals[~np.isnan(vals)]
+            if vals.size:
+                row[m] = float(vals.mean())
+                if vals.size > 1:
+                    row[f"{m}_ci"] = float(1.96 * vals.std(ddof=1) / np.sqrt(vals.size))
         out.append(row)
     return out
