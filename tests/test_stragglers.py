@@ -5,6 +5,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
+import gencc
 from gencc.stragglers import (
     Bernoulli,
     Bimodal,
@@ -175,3 +176,30 @@ def test_worst_case_search_finds_planted_worst_set():
 def test_worst_case_s_too_large_raises():
     with pytest.raises(ValueError, match="need S < N"):
         worst_case_returned(lambda r: 0.0, 4, 4)
+
+
+def test_collected_keeps_what_the_policy_keeps():
+    model = gencc.Bimodal(p=0.3, factor=10.0, base=1.0)  # delays are exactly 1 (fast) or 10 (slow)
+    lat = model.sample(40, np.random.default_rng(5))
+    by_deadline = gencc.Collected(model, deadline=5.0).draw(40, np.random.default_rng(5))
+    np.testing.assert_array_equal(by_deadline, np.flatnonzero(lat <= 5.0))
+    first = gencc.Collected(model, wait_for=7).draw(40, np.random.default_rng(5))
+    assert first.size == 7 and np.all(np.diff(first) > 0)
+    assert lat[first].max() <= np.sort(lat)[6]
+
+
+def test_collected_in_simulate_and_bad_input():
+    K, N = 5, 12
+    X = np.random.default_rng(0).normal(size=(K, 3))
+    recs = gencc.simulate(lambda x: np.sin(x), X, gencc.GCC(K, N),
+                          gencc.Collected(gencc.ShiftedExponential(0.01, 100.0), wait_for=9), trials=4)
+    assert all(r["n_returned"] == 9 and r["decodable"] and r["wait_for"] == 9 for r in recs)
+    assert recs[0]["pattern"] == "latency:ShiftedExponential"
+    with pytest.raises(ValueError, match="LatencyModel"):
+        gencc.Collected(0.5)
+    with pytest.raises(ValueError, match="wait_for"):
+        gencc.Collected(gencc.Pareto(), wait_for=0)
+    with pytest.raises(ValueError, match="deadline"):
+        gencc.Collected(gencc.Pareto(), deadline=-1.0)
+    with pytest.raises(ValueError, match="exceeds"):
+        gencc.simulate(np.sin, X, gencc.GCC(K, N), gencc.Collected(gencc.Pareto(), wait_for=N + 1))

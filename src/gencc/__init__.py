@@ -27,6 +27,7 @@ from .simulate import apply_f, simulate, summarize
 from .stragglers import (
     Bernoulli,
     Bimodal,
+    Collected,
     FixedCount,
     LatencyModel,
     Pareto,
@@ -44,6 +45,7 @@ __all__ = [
     "Bernoulli",
     "Bimodal",
     "Code",
+    "Collected",
     "Hedged",
     "JobFailed",
     "JobTimeout",

@@ -16,7 +16,7 @@ from . import metrics as M
 from ._arrays import to_numpy
 from .codes.base import Code
 from .ordering import order_inputs
-from .stragglers import Bernoulli, FixedCount, worst_case_returned
+from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
 
 
 def apply_f(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:
@@ -60,7 +60,7 @@ def simulate(
     f: Callable,
     X: Any,
     code: Code,
-    stragglers: FixedCount | Bernoulli,
+    stragglers: FixedCount | Bernoulli | Collected,
     trials: int = 20,
     seed: int = 0,
     *,

@@ -141,6 +141,39 @@ def first_returned(latencies: np.ndarray, wait_for: int | None = None, deadline:
     return np.sort(keep)
 
 
+@dataclass(frozen=True)
+class Collected:
+    """Stragglers decided by time: draw each worker's delay from a latency model, keep what a collection
+    policy keeps (the first `wait_for`, those before `deadline`, or both, whichever stops first).
+
+    This is the runtime's stop rule without the runtime, so `simulate` can explore deadlines offline.
+    """
+
+    latency: LatencyModel
+    wait_for: int | None = None
+    deadline: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.latency, LatencyModel):
+            raise ValueError(f"latency must be a gencc LatencyModel, got {self.latency!r}")
+        if self.wait_for is not None and (isinstance(self.wait_for, bool) or int(self.wait_for) != self.wait_for
+                                          or self.wait_for < 1):
+            raise ValueError(f"wait_for must be a positive integer or None, got {self.wait_for!r}")
+        if self.deadline is not None and not (np.isfinite(self.deadline) and self.deadline > 0):
+            raise ValueError(f"deadline must be a positive number of seconds or None, got {self.deadline!r}")
+
+    def check(self, N: int) -> None:
+        if self.wait_for is not None and self.wait_for > N:
+            raise ValueError(f"wait_for={self.wait_for} exceeds the N={N} workers")
+
+    def draw(self, N: int, rng: np.random.Generator) -> np.ndarray:
+        return first_returned(self.latency.sample(N, rng), self.wait_for, self.deadline)
+
+    def describe(self) -> dict:
+        return {"S": None, "p": None, "pattern": f"latency:{type(self.latency).__name__}",
+                "wait_for": self.wait_for, "deadline": self.deadline}
+
+
 # ----- worst-case search ---------------------------------------------------------------------------------
 @dataclass
 class WorstCase:
