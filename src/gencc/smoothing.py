@@ -18,8 +18,9 @@ from scipy import linalg, optimize
 
 from .kernels import Kernel, get_kernel
 
-#: the cubic spline switches from the dense solve to the banded Reinsch solve at this many points
-BANDED_THRESHOLD = 16
+#: the cubic spline uses the banded Reinsch solve from this many points on: it is O(n) and, unlike the dense
+#: bordered solve (ill-conditioned for clustered points), accurate at any size
+BANDED_THRESHOLD = 3
 #: lam selection uses an O(n^3) eigendecomposition; beyond this many points pass a number instead
 SELECT_MAX_POINTS = 3000
 
