@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._cache import atomic_write, read_json, recipe_hash, write_json
+from ._cache import read_json, recipe_hash
 from ._torch import (
     IN_SHAPES,
     RECIPES,
@@ -24,6 +24,8 @@ from ._torch import (
     ensure_trained,
     full_recipe,
     load_module,
+    save_entry,
+    training_threads,
     weights_paths,
 )
 
@@ -89,11 +91,8 @@ def train_parity(name: str, k: int, models: Path, progress: bool = True) -> dict
     ensure_trained(name, models, progress=progress)
     base = load_module(name, weights_paths(name, models)[0])
     Xtr, _, Xte, _ = dataset(name)
-    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(min(TRAIN_THREADS, threads))
-    torch.use_deterministic_algorithms(True)
     t0 = time.perf_counter()
-    try:
+    with training_threads():
         X = torch.as_tensor(Xtr, dtype=torch.float32)
         F = _outputs(base, X)
         torch.manual_seed(hp["seed"])
@@ -132,12 +131,7 @@ def train_parity(name: str, k: int, models: Path, progress: bool = True) -> dict
             "n_train": len(Xtr),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
-    # weights first, metadata last: the .json is the marker of a complete entry
-    atomic_write(pt, lambda tmp: torch.save(module.state_dict(), tmp))
-    write_json(js, meta)
+    save_entry(pt, js, module, meta)
     return meta
 
 

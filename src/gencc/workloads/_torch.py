@@ -7,7 +7,8 @@ torch.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,27 @@ def _accuracy(module: nn.Module, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(pred == y))
 
 
+
+@contextmanager
+def training_threads() -> Iterator[None]:
+    """At most TRAIN_THREADS intra-op threads and deterministic algorithms while training; the caller's
+    torch settings are restored afterwards."""
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(min(TRAIN_THREADS, threads))
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def save_entry(pt: Path, js: Path, module: nn.Module, meta: dict) -> None:
+    """Weights first, metadata last: the .json is the marker of a complete cache entry."""
+    atomic_write(pt, lambda tmp: torch.save(module.state_dict(), tmp))
+    write_json(js, meta)
+
+
 def train(name: str, models: Path, progress: bool = True) -> dict[str, Any]:
     """Train workload `name` from its recipe, write weights and metadata atomically, return the metadata.
 
@@ -143,11 +165,8 @@ def train(name: str, models: Path, progress: bool = True) -> dict[str, Any]:
     pt, js, h = weights_paths(name, models)
     hp = recipe["train"]
     Xtr, ytr, Xte, yte = dataset(name)
-    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(min(TRAIN_THREADS, threads))
-    torch.use_deterministic_algorithms(True)
     t0 = time.perf_counter()
-    try:
+    with training_threads():
         torch.manual_seed(hp["seed"])
         module = build_module(recipe["arch"])
         gen = torch.Generator().manual_seed(hp["seed"])
@@ -183,12 +202,7 @@ def train(name: str, models: Path, progress: bool = True) -> dict[str, Any]:
             "n_test": len(Xte),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
-    # weights first, metadata last: the .json is the marker of a complete entry
-    atomic_write(pt, lambda tmp: torch.save(module.state_dict(), tmp))
-    write_json(js, meta)
+    save_entry(pt, js, module, meta)
     return meta
 
 
