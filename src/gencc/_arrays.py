@@ -29,25 +29,28 @@ def float_dtype(x: np.ndarray) -> np.dtype:
     return np.dtype(np.float64)
 
 
-def check_finite(x: np.ndarray, what: str) -> None:
-    """Raise a ValueError naming `what` when `x` holds NaN or infinity."""
+def check_finite(x: np.ndarray, what: str, message: str | None = None) -> None:
+    """Raise a ValueError naming `what` (or saying `message`) when `x` holds NaN or infinity."""
     if not np.all(np.isfinite(x)):
+        if message is not None:
+            raise ValueError(message)
         bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
         raise ValueError(f"{what} contains {bad} non-finite value(s) (NaN or inf); coded computing needs "
                          "finite data: clean or drop those entries first")
 
 
-def apply_matrix(M: np.ndarray, data: Any, what: str) -> Any:
+def apply_matrix(M: np.ndarray, data: Any, what: str, nonfinite: str | None = None) -> Any:
     """Return M @ data over the first axis of `data`, in data's array kind, device and float dtype.
 
     M is built in float64; it is cast to the data's float dtype before the product (float32 data stays
-    float32, which is what a GPU or a float32 network wants).
+    float32, which is what a GPU or a float32 network wants). Non-finite data raises a ValueError (with
+    the `nonfinite` message when given).
     """
     if is_torch(data):
         import torch
 
         if not torch.all(torch.isfinite(data)):
-            check_finite(data.detach().cpu().numpy(), what)
+            check_finite(data.detach().cpu().numpy(), what, nonfinite)
         dtype = data.dtype if data.is_floating_point() else torch.get_default_dtype()
         flat = data.reshape(data.shape[0], _row_size(data.shape)).to(dtype)
         # a copy: M may be a code's read-only matrix, which torch.as_tensor would share and warn about
@@ -58,7 +61,7 @@ def apply_matrix(M: np.ndarray, data: Any, what: str) -> Any:
         raise ValueError(f"{what} must be a numeric array, got dtype {arr.dtype}")
     dtype = float_dtype(arr)
     arr = arr.astype(dtype, copy=False)
-    check_finite(arr, what)
+    check_finite(arr, what, nonfinite)
     flat = arr.reshape(arr.shape[0], _row_size(arr.shape))
     return (M.astype(dtype, copy=False) @ flat).reshape((M.shape[0], *arr.shape[1:]))
 

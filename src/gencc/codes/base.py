@@ -108,11 +108,9 @@ class Code(ABC):
         if len(shape) == 0 or shape[0] != len(ret):
             raise ValueError(f"decode expects one result per returned worker: Y has first dimension "
                              f"{shape[0] if shape else 'none'} but {len(ret)} workers returned")
-        if not is_torch(Y) and not np.all(np.isfinite(np.asarray(Y, dtype=float))):
-            raise ValueError("Y contains non-finite values (NaN or inf): treat those workers as stragglers "
-                             "and leave them out of `returned`")
         D = self.decoding_matrix(ret, Y if self.data_dependent else None)
-        return apply_matrix(D, Y, "Y")
+        return apply_matrix(D, Y, "Y", nonfinite="Y contains non-finite values (NaN or inf): treat those "
+                            "workers as stragglers and leave them out of `returned`")
 
     @property
     def data_dependent(self) -> bool:
