@@ -5,8 +5,10 @@ The normal run re-executes them there (test_ray_namespace.py), so Ray never bind
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from gencc.runtime import LocalExecutor
 from gencc.runtime.isolation import in_loopback_namespace
 
 
@@ -17,3 +19,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "ray" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def ex():
+    """A local executor per test module (test_ray.py overrides it with a RayExecutor)."""
+    e = LocalExecutor()
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def X():
+    """Six 4-dimensional inputs, the same in every runtime test."""
+    return np.random.default_rng(0).normal(size=(6, 4))

@@ -22,18 +22,6 @@ from gencc.runtime import (
 INF = np.inf
 
 
-@pytest.fixture(scope="module")
-def ex():
-    e = LocalExecutor()
-    yield e
-    e.close()
-
-
-@pytest.fixture
-def X():
-    return np.random.default_rng(0).normal(size=(6, 4))
-
-
 def test_wait_for_all_equals_decode_of_everything(ex, X):
     code = gencc.GCC(K=6, N=12)
     r = run(smooth, X, code, ex, order=False)

@@ -41,18 +41,6 @@ class LinearFactory:
         return linear
 
 
-@pytest.fixture(scope="module")
-def ex():
-    e = LocalExecutor()
-    yield e
-    e.close()
-
-
-@pytest.fixture
-def X():
-    return np.random.default_rng(0).normal(size=(6, 4))
-
-
 def test_lost_data_worker_is_recovered_through_the_parity_model(ex, X):
     parity = Parity(offset=0.5)
     code = gencc.ParM(6, k=2, parity=parity)  # N = 9: data 0..5, parity 6, 7, 8

@@ -25,11 +25,6 @@ def ex():
     e.close()
 
 
-@pytest.fixture
-def X():
-    return np.random.default_rng(0).normal(size=(6, 4))
-
-
 def test_ray_binds_loopback_only(ex, X):
     run(smooth, X, gencc.GCC(K=6, N=12), ex, order=False)
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
