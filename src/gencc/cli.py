@@ -37,6 +37,8 @@ app.command()(__import__("gencc.experiments.commands", fromlist=["sweep"]).sweep
 app.command()(__import__("gencc.experiments.commands", fromlist=["plot"]).plot)
 app.command()(__import__("gencc.experiments.commands", fromlist=["reproduce"]).reproduce)
 app.command("run")(__import__("gencc.runtime.commands", fromlist=["run_command"]).run_command)
+app.command("serve")(__import__("gencc.serving.commands", fromlist=["serve_command"]).serve_command)
+app.command("loadtest")(__import__("gencc.serving.commands", fromlist=["loadtest_command"]).loadtest_command)
 
 
 def main() -> None:
