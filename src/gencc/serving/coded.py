@@ -24,16 +24,15 @@ MODES = ("eager", "hedge")
 
 
 class _Group:
-    __slots__ = ("members", "formed", "results", "used", "tasks", "sent", "source", "X", "done")
+    __slots__ = ("members", "formed", "results", "tasks", "sent", "source", "X", "done")
 
     def __init__(self) -> None:
         self.members: list[Request] = []
         self.formed = False
         self.results: dict[int, Any] = {}
-        self.used: set[int] = set()
         self.tasks: list[Task] = []
         self.sent: set[int] = set()  # coded slots sent
-        self.source: list[int] = []  # position -> member index (pads repeat the last member)
+        self.source: list[int] = []  # position -> member index (pads repeat a member)
         self.X: Any = None
         self.done = False
 
@@ -56,11 +55,12 @@ class Coded(Dispatcher):
     """Serve with `code` on groups of K requests (see the module docstring); needs N <= workers.
 
     min_decode: results needed before a decode (default K; codes that report `missing` inputs, like ParM,
-    decode each input as soon as it can be recovered).
+    decode each input as soon as it can be recovered). spare: coded hedge, coded tasks sent beyond one per
+    late member (a coded task can land on a slow worker too).
     """
 
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
-                 min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05,
+                 min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
                  name: str | None = None, **kw):
         super().__init__(env, **kw)
         if mode not in MODES:
@@ -80,6 +80,7 @@ class Coded(Dispatcher):
         sentinel = object()
         self.fn_of = ["f" if code.worker_function(sentinel, n) is sentinel else "parity" for n in range(self.N)]
         self.latency = RollingQuantile(quantile, default=initial_delay)
+        self.spare = int(spare)
         self.open: _Group | None = None
         self.decodes = 0
 
@@ -94,39 +95,42 @@ class Coded(Dispatcher):
         req.group = g
         if self.sys is not None:
             req.slot = self.sys[k]
-            w = self.least_loaded(g.used)
+            w = self.least_loaded(self._busy(g))
             if w < 0:
                 self.answer(req, None, status=503, error="no live worker")
             else:
-                g.used.add(w)
                 t = Task("f", req.x, self._done, kind="systematic", slot=req.slot, owner=req)
                 req.tasks.append(t)
                 self.send(w, t)
         if self.mode == "hedge":
-            self.env.call_later(self.latency.value, lambda: self._late(g))
+            self.env.call_later(self.latency.value, lambda: self._late(g, req))
         if len(g.members) == self.K:
             self._form(g)
 
-    def _form(self, g: _Group) -> None:
+    def _form(self, g: _Group, trigger: Request | None = None) -> None:
         if g.formed:
             return
         g.formed = True
         if self.open is g:
             self.open = None
         m = len(g.members)
-        g.source = [min(k, m - 1) for k in range(self.K)]
+        # pads repeat the last member (a smooth curve for GCC / BACC); ParM cycles through the members, so a
+        # pad never sits in the parity group of the member it repeats
+        parm = hasattr(self.code, "group_of")
+        g.source = [k if k < m else (k % m if parm else m - 1) for k in range(self.K)]
         if g.members[0].x is not None:
             X = np.stack([np.asarray(g.members[i].x, dtype=np.float32) for i in g.source])
             g.X = self.code.encode(X)
-        if self.sys is not None and self.sys[m - 1] in g.results:  # pads repeat the last member's result
+        if self.sys is not None:  # pads take the results of the members they repeat
             for k in range(m, self.K):
-                g.results[self.sys[k]] = g.results[self.sys[m - 1]]
+                if self.sys[g.source[k]] in g.results:
+                    g.results[self.sys[k]] = g.results[self.sys[g.source[k]]]
         if all(r.status for r in g.members):
             g.done = True
         elif self.mode == "eager" or self.sys is None:
             self._send_coded(g, self._eager_slots(m))
         else:
-            self._late(g)
+            self._late(g, trigger)
         self._try_decode(g)
 
     def _eager_slots(self, m: int) -> list[int]:
@@ -144,30 +148,39 @@ class Coded(Dispatcher):
         return [self.coded_slots[i] for i in order]
 
     # ----- coded tasks --------------------------------------------------------------------------------
+    @staticmethod
+    def _busy(g: _Group) -> set[int]:
+        """Workers holding an unfinished task of this group: a new task of the group goes elsewhere (a worker
+        that already returned its result is free again, so with W = N coded tasks need not land on the
+        workers the systematic tasks avoided, i.e. the slow ones)."""
+        busy = {t.worker for r in g.members for t in r.tasks if not t.cancelled and math.isnan(t.t_end)}
+        busy.update(t.worker for t in g.tasks if not t.cancelled and math.isnan(t.t_end))
+        return busy
+
     def _send_coded(self, g: _Group, slots: list[int]) -> None:
         for n in slots:
             if n in g.sent or g.done:
                 continue
-            w = self.least_loaded(g.used)
+            w = self.least_loaded(self._busy(g))
             if w < 0:
                 return
             g.sent.add(n)
-            g.used.add(w)
             x = None if g.X is None else g.X[n]
             t = Task(self.fn_of[n], x, self._done, kind="coded", slot=n, owner=g)
             g.tasks.append(t)
             self.send(w, t)
 
-    def _late(self, g: _Group) -> None:
-        """Coded hedge: cover every member still unanswered after the threshold with a coded task."""
+    def _late(self, g: _Group, trigger: Request | None = None) -> None:
+        """Coded hedge: cover every member still unanswered after the threshold with a coded task (`trigger`,
+        the member whose timer fired, counts as late even if the threshold moved since)."""
         if g.done:
             return
         now, thr = self.env.now(), self.latency.value
-        late = [k for k, r in enumerate(g.members) if not r.status and now - r.t_arrival >= thr * (1 - 1e-9)]
+        late = [k for k, r in enumerate(g.members) if not r.status and (r is trigger or now - r.t_arrival >= thr)]
         if not late:
             return
         if not g.formed:
-            self._form(g)
+            self._form(g, trigger)
             return
         failed = sum(1 for t in g.tasks if t.reason)
         want: list[int] = []
@@ -175,8 +188,8 @@ class Coded(Dispatcher):
             want = [self.K + int(self.code.group_of[k]) for k in late]
         else:
             free = [n for n in self.coded_slots if n not in g.sent]
-            need = len(late) + failed - len(g.sent)
-            for k in late:
+            need = len(late) + self.spare + failed - len(g.sent)
+            for k in late + late[-1:] * self.spare:
                 if need <= 0 or not free:
                     break
                 a = self.code.alpha[k]
@@ -197,6 +210,7 @@ class Coded(Dispatcher):
             if task.ok:
                 self._record(g, task.slot, task.output)
                 self.answer(req, task.output, degraded=False)
+                self._try_decode(g)
             else:
                 self._try_decode(g)
                 self.maybe_retry(req)
@@ -214,15 +228,16 @@ class Coded(Dispatcher):
         g.results[slot] = output
         if g.formed and self.sys is not None:
             m = len(g.members)
-            if slot == self.sys[m - 1]:
-                for k in range(m, self.K):
+            for k in range(m, self.K):
+                if slot == self.sys[g.source[k]]:
                     g.results[self.sys[k]] = output
 
     def _try_decode(self, g: _Group) -> None:
         if g.done or not g.formed:
             return
         m = len(g.members)
-        real = len(g.results) - (self.K - m if self.sys is not None and self.sys[m - 1] in g.results else 0)
+        pads = 0 if self.sys is None else sum(1 for k in range(m, self.K) if self.sys[k] in g.results)
+        real = len(g.results) - pads
         if real < min(self.min_decode, m):
             return
         todo = [k for k, r in enumerate(g.members) if not r.status]
