@@ -157,15 +157,16 @@ def test_coded_hedge_sends_coded_work_only_for_late_groups():
     d = Coded(e, gencc.GCC(K, N), mode="hedge", initial_delay=0.015, max_wait=1.0)
     reqs = submit_at(e, d, [0, 0, 0, 0])
     assert all(r.status == 200 for r in reqs) and reqs[0].group.tasks == []
-    e = env(W=N)
-    d = Coded(e, gencc.GCC(K, N), mode="hedge", initial_delay=0.015, max_wait=1.0)
-    for _ in range(3):
-        e.send(0, gencc.serving.Task("f", None, lambda t: None))
-    d.least_loaded = lambda exclude=(): min(set(range(6)) - set(exclude))
-    reqs = submit_at(e, d, [0, 0, 0, 0])
-    g = reqs[0].group
-    assert reqs[0].degraded and len(g.tasks) == 1  # one coded task covered the one late member
-    assert reqs[0].latency == pytest.approx(0.025)
+    for spare in (0, 1):
+        e = env(W=N)
+        d = Coded(e, gencc.GCC(K, N), mode="hedge", initial_delay=0.015, max_wait=1.0, spare=spare)
+        for _ in range(3):
+            e.send(0, gencc.serving.Task("f", None, lambda t: None))
+        d.least_loaded = lambda exclude=(): min(set(range(6)) - set(exclude))
+        reqs = submit_at(e, d, [0, 0, 0, 0])
+        g = reqs[0].group
+        assert reqs[0].degraded and len(g.tasks) == 1 + spare  # one coded task per late member, plus spares
+        assert reqs[0].latency == pytest.approx(0.025)
 
 
 @given(st.sampled_from(["uncoded", "replication", "hedged", "parm", "bacc", "gcc", "gcc-hedge", "parm-hedge"]),
