@@ -115,11 +115,14 @@ def test_coded_degraded_answer_equals_decode_and_direct_answers_are_exact():
     got.update({r.slot: r.output for r in reqs if not r.degraded})
     R = late[0].decoded_from
     assert len(R) == K and set(R) <= set(got)
-    k = reqs.index(late[0])
+    k = systematic_slots(code).index(late[0].slot)  # its position (members are ordered when the group forms)
     expect = code.decode(np.stack([got[s] for s in R]), R)[k]
     assert np.allclose(late[0].output, expect)
     # for linear f the served pipeline must equal D_R E_R f(X), computed from the matrices alone
-    ref = code.decoding_matrix(R) @ code.encoding_matrix[R] @ lin(X)
+    Xp = np.empty_like(X)
+    for r, x in zip(reqs, X, strict=True):
+        Xp[systematic_slots(code).index(r.slot)] = x
+    ref = code.decoding_matrix(R) @ code.encoding_matrix[R] @ lin(Xp)
     assert np.allclose(late[0].output, ref[k], atol=1e-5)
     for r, x in zip(reqs, X, strict=True):
         if not r.degraded:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..codes import Code
+from ..ordering import order_inputs
 from .core import Env, Request, RollingQuantile, Task
 from .policy import Dispatcher
 
@@ -24,7 +25,7 @@ MODES = ("eager", "hedge")
 
 
 class _Group:
-    __slots__ = ("members", "formed", "results", "tasks", "sent", "source", "X", "done")
+    __slots__ = ("members", "formed", "results", "tasks", "sent", "source", "pos", "X", "done")
 
     def __init__(self) -> None:
         self.members: list[Request] = []
@@ -33,6 +34,7 @@ class _Group:
         self.tasks: list[Task] = []
         self.sent: set[int] = set()  # coded slots sent
         self.source: list[int] = []  # position -> member index (pads repeat a member)
+        self.pos: list[int] = []  # member index -> position (its alpha point)
         self.X: Any = None
         self.done = False
 
@@ -56,11 +58,13 @@ class Coded(Dispatcher):
 
     min_decode: results needed before a decode (default K; codes that report `missing` inputs, like ParM,
     decode each input as soon as it can be recovered). spare: coded hedge, coded tasks sent beyond one per
-    late member (a coded task can land on a slow worker too).
+    late member (a coded task can land on a slow worker too). order: GCC / BACC place the members of a group
+    at alphas by `gencc.order_inputs` when the group forms (similar inputs side by side decode better).
     """
 
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
                  min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
+                 order: bool = True,
                  name: str | None = None, **kw):
         super().__init__(env, **kw)
         if mode not in MODES:
@@ -80,7 +84,7 @@ class Coded(Dispatcher):
         sentinel = object()
         self.fn_of = ["f" if code.worker_function(sentinel, n) is sentinel else "parity" for n in range(self.N)]
         self.latency = RollingQuantile(quantile, default=initial_delay)
-        self.spare = int(spare)
+        self.spare, self.order = int(spare), bool(order)
         self.open: _Group | None = None
         self.decodes = 0
 
@@ -92,6 +96,7 @@ class Coded(Dispatcher):
             self.env.call_later(self.max_wait, lambda: self._form(g))
         k = len(g.members)
         g.members.append(req)
+        g.pos.append(k)
         req.group = g
         if self.sys is not None:
             req.slot = self.sys[k]
@@ -114,17 +119,29 @@ class Coded(Dispatcher):
         if self.open is g:
             self.open = None
         m = len(g.members)
+        parm = hasattr(self.code, "group_of")
+        perm = list(range(m))
+        if self.order and not parm and self.sys is not None and m > 2 and g.members[0].x is not None:
+            # place similar inputs at neighbouring alphas (the systematic tasks compute f(x) whatever the slot,
+            # so positions can still be chosen now); results so far move with their members
+            perm = [int(i) for i in order_inputs(np.stack([np.asarray(r.x) for r in g.members]))]
+            old = {i: g.results.pop(self.sys[i]) for i in range(m) if self.sys[i] in g.results}
+            for j, i in enumerate(perm):
+                g.pos[i] = j
+                g.members[i].slot = self.sys[j]
+            for i, out in old.items():
+                g.results[self.sys[g.pos[i]]] = out
         # pads repeat the last member (a smooth curve for GCC / BACC); ParM cycles through the members, so a
         # pad never sits in the parity group of the member it repeats
-        parm = hasattr(self.code, "group_of")
-        g.source = [k if k < m else (k % m if parm else m - 1) for k in range(self.K)]
+        g.source = [perm[k] if k < m else (perm[k % m] if parm else perm[m - 1]) for k in range(self.K)]
         if g.members[0].x is not None:
             X = np.stack([np.asarray(g.members[i].x, dtype=np.float32) for i in g.source])
             g.X = self.code.encode(X)
         if self.sys is not None:  # pads take the results of the members they repeat
             for k in range(m, self.K):
-                if self.sys[g.source[k]] in g.results:
-                    g.results[self.sys[k]] = g.results[self.sys[g.source[k]]]
+                src = self.sys[g.pos[g.source[k]]]
+                if src in g.results:
+                    g.results[self.sys[k]] = g.results[src]
         if all(r.status for r in g.members):
             g.done = True
         elif self.mode == "eager" or self.sys is None:
@@ -185,14 +202,14 @@ class Coded(Dispatcher):
         failed = sum(1 for t in g.tasks if t.reason)
         want: list[int] = []
         if self.exact_missing and hasattr(self.code, "group_of"):
-            want = [self.K + int(self.code.group_of[k]) for k in late]
+            want = [self.K + int(self.code.group_of[g.pos[k]]) for k in late]
         else:
             free = [n for n in self.coded_slots if n not in g.sent]
             need = len(late) + self.spare + failed - len(g.sent)
             for k in late + late[-1:] * self.spare:
                 if need <= 0 or not free:
                     break
-                a = self.code.alpha[k]
+                a = self.code.alpha[g.pos[k]]
                 n = min(free, key=lambda s: abs(self.code.beta[s] - a))
                 free.remove(n)
                 want.append(n)
@@ -208,7 +225,7 @@ class Coded(Dispatcher):
             req: Request = task.owner
             g: _Group = req.group
             if task.ok:
-                self._record(g, task.slot, task.output)
+                self._record(g, req.slot, task.output)
                 self.answer(req, task.output, degraded=False)
                 self._try_decode(g)
             else:
@@ -229,7 +246,7 @@ class Coded(Dispatcher):
         if g.formed and self.sys is not None:
             m = len(g.members)
             for k in range(m, self.K):
-                if slot == self.sys[g.source[k]]:
+                if slot == self.sys[g.pos[g.source[k]]]:
                     g.results[self.sys[k]] = output
 
     def _try_decode(self, g: _Group) -> None:
@@ -246,7 +263,7 @@ class Coded(Dispatcher):
         R = sorted(g.results)
         if self.exact_missing:
             miss = set(self.code.missing(R).tolist())
-            todo = [k for k in todo if k not in miss]
+            todo = [k for k in todo if g.pos[k] not in miss]
             if not todo:
                 return
         vals = [g.results[s] for s in R]
@@ -259,7 +276,7 @@ class Coded(Dispatcher):
         self.decodes += 1
         for k in todo:
             g.members[k].decoded_from = R
-            self.answer(g.members[k], None if Yhat is None else Yhat[k], degraded=True)
+            self.answer(g.members[k], None if Yhat is None else Yhat[g.pos[k]], degraded=True)
 
     def answered(self, req: Request) -> None:
         g: _Group | None = req.group
