@@ -175,6 +175,11 @@ def main() -> None:
                 samples += smp
                 print(json.dumps({k: r[k] for k in ("scheme", "load", "n", "p50", "p99", "p999", "degraded")}),
                       flush=True)
+        if (out / "real.json").exists():  # points measured earlier and not rerun now are kept
+            done = {(r["scheme"], r["load"]) for r in rows}
+            rows = [r for r in json.loads((out / "real.json").read_text())["rows"]
+                    if (r["scheme"], r["load"]) not in done] + rows
+            samples += json.loads((out / "service_samples.json").read_text())[: 200_000]
         (out / "real.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
         (out / "service_samples.json").write_text(json.dumps(samples))
         print(table(rows, f"real: W={a.workers}, K={a.K}, service {a.service_ms} ms, F={a.F}, X={a.X}"))

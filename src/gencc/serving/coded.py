@@ -175,6 +175,13 @@ class Coded(Dispatcher):
         return busy
 
     def _send_coded(self, g: _Group, slots: list[int]) -> None:
+        if len(g.members) == 1 and self.exact_missing and slots and not g.sent:
+            # ParM cannot recover a lone member (its pads repeat it): a plain copy does the parity's job
+            g.sent.update(slots)
+            t = self.send_copy(g.members[0], "copy", exclude=self._busy(g))
+            if t is not None:
+                g.tasks.append(t)
+            return
         for n in slots:
             if n in g.sent or g.done:
                 continue
@@ -218,7 +225,7 @@ class Coded(Dispatcher):
 
     # ----- results -----------------------------------------------------------------------------------
     def task_done(self, task: Task) -> None:
-        if task.kind in ("retry",):
+        if task.kind in ("retry", "copy"):
             super().task_done(task)
             return
         if task.kind == "systematic":

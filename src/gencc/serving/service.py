@@ -32,7 +32,8 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
     Coded schemes use groups of K; GCC and BACC take N = workers (at most 2K) with beta "chebyshev2-nested" so
-    K slots are systematic; ParM has N = K + ceil(K / parm_k) and runs `parity` on its parity slots."""
+    K slots are systematic; ParM, as in its paper, groups parm_k requests with one parity query (N = parm_k + 1)
+    and runs `parity` on the parity slot."""
     W = env.n_workers
     if scheme == "uncoded":
         return Uncoded(env, **kw)
@@ -43,7 +44,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     mode = "hedge" if scheme.endswith("-hedge") else "eager"
     base = scheme.removesuffix("-hedge")
     if base == "parm":
-        code = ParM(K, parm_k, parity=parity)
+        code = ParM(parm_k, parm_k, parity=parity)
     elif base in ("gcc", "bacc"):
         N = min(W, 2 * K)
         if N <= K:
