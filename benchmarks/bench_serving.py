@@ -3,6 +3,7 @@
     python benchmarks/bench_serving.py real  --out results/serving   # W=12, K=8, digits CNN, every scheme
     python benchmarks/bench_serving.py sim   --out results/serving   # same points in the simulator (long runs)
     python benchmarks/bench_serving.py scale --out results/serving   # W=100 and W=1000, 10%..90% load
+    python benchmarks/bench_serving.py plot --inputs a.json b.json --png fig.png   # one figure from saved runs
 
 Load is a fraction of uncoded capacity W / E[task time], E[task time] = S (1 - F + F X) for service S, slow
 fraction F, slow factor X. Every scheme gets the same W workers. Persistent stragglers: each worker is slow
@@ -142,7 +143,9 @@ def figure(rows: list[dict], path: Path, title: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["real", "sim", "scale"])
+    ap.add_argument("mode", choices=["real", "sim", "scale", "plot"])
+    ap.add_argument("--inputs", nargs="+", default=[], help="plot: saved real/sim/scale JSON files")
+    ap.add_argument("--png", default="serving.png", help="plot: the figure to write")
     ap.add_argument("--out", default="results/serving")
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--K", type=int, default=8)
@@ -160,6 +163,11 @@ def main() -> None:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.mode == "plot":
+        rows = [r for f in a.inputs for r in json.loads(Path(f).read_text())["rows"]]
+        figure(rows, Path(a.png), f"simulated, K={a.K}, {a.F:.0%} slow x{a.X:g}")
+        print(f"figure: {a.png}")
+        return
     if a.mode == "real":
         import torch
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +32,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
                     max_wait: float = 0.05, **kw: Any) -> Dispatcher:
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
-    Coded schemes use groups of K; GCC and BACC take N = workers (at most 2K) with beta "chebyshev2-nested" so
+    Coded schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
     K slots are systematic; ParM, as in its paper, groups parm_k requests with one parity query (N = parm_k + 1)
     and runs `parity` on the parity slot."""
     W = env.n_workers
@@ -46,7 +47,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     if base == "parm":
         code = ParM(parm_k, parm_k, parity=parity)
     elif base in ("gcc", "bacc"):
-        N = min(W, 2 * K)
+        N = min(W, K + math.ceil(K / 2))  # redundancy 1.5 (ParM k = 2's) at any W
         if N <= K:
             raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
         beta = GCC(K, N).beta
