@@ -293,8 +293,3 @@ class Coded(Dispatcher):
             g.done = True
             for t in g.tasks:
                 t.cancel()
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        return {"decodes": self.decodes, "mode": self.mode}
-
