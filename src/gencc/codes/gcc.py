@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from ..kernels import CubicSpline, Kernel, Matern32, get_kernel
 from ..points import NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
-from .base import Code
+from .base import Code, _unsort
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline
 AUTO_DENSE_MAX = 512
@@ -86,14 +89,26 @@ class GCC(Code):
         return None if self.data_dependent else tuple(returned.tolist())
 
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
+        return self._fit_decoder(returned, Y)[0]
+
+    def _fit_decoder(self, returned: np.ndarray, Y: np.ndarray | None) -> tuple[np.ndarray, float]:
+        """(D for sorted `returned`, the lam it was fitted with)."""
         t = self.beta[returned]
         lam = self.lam_dec
         if isinstance(lam, str):
             if Y is None:
                 raise ValueError(f"lam_dec={lam!r} chooses lam from the results: pass Y to decoding_matrix")
             lam = select_lam(t, Y, self.kernel_for(t.size), lam)
-        self.last_lam_dec = float(lam)
-        return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam)
+        return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), float(lam)
+
+    def decoding_matrix_and_lam(self, returned: Sequence[int], Y: Any = None) -> tuple[np.ndarray, float]:
+        """D_F as `decoding_matrix` gives it, and the lam_dec it was fitted with: lam_dec itself, or the lam
+        that GCV / LOO chose for these results (`Y` then required). Safe to call from several threads."""
+        if not self.data_dependent:
+            return self.decoding_matrix(returned), float(self.lam_dec)
+        order, srt, Ys = self._sorted(returned, Y)
+        D, lam = self._fit_decoder(srt, Ys)
+        return _unsort(np.asarray(D, dtype=float), order), lam
 
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
