@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 from scipy import linalg, optimize
 
+from ._validate import check_nonneg
 from .kernels import Kernel, get_kernel
 
 #: the cubic spline uses the banded Reinsch solve from this many points on: it is O(n) and, unlike the dense
@@ -60,13 +61,7 @@ def smoother_weights(
 
 
 def _check_lam(lam: float) -> float:
-    try:
-        lam = float(lam)
-    except (TypeError, ValueError):
-        raise ValueError(f"lam must be a non-negative number here, got {lam!r}") from None
-    if not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be a finite non-negative number, got {lam!r}")
-    return lam
+    return check_nonneg("lam", lam)  # type: ignore[return-value]
 
 
 def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._arrays import apply_matrix, is_torch, to_numpy
+from .._validate import check_int
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
@@ -28,13 +29,11 @@ class Code(ABC):
     name: str = "code"
 
     def __init__(self, K: int, N: int):
-        for label, v in (("K", K), ("N", N)):
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{label} must be a positive integer, got {v!r}")
+        K, N = check_int("K", K, 1), check_int("N", N, 1)
         if N < K:
             raise ValueError(f"need at least as many workers as inputs: N={N} < K={K}; raise N or split the "
                              "inputs into batches of at most N")
-        self.K, self.N = int(K), int(N)
+        self.K, self.N = K, N
         self._E: np.ndarray | None = None
         self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import check_nonneg, check_real
 from ..kernels import CubicSpline, Kernel, Matern32, get_kernel
 from ..points import NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
@@ -48,14 +49,9 @@ class GCC(Code):
         super().__init__(K, N)
         self.auto_kernel = isinstance(kernel, str) and kernel == "auto"
         self.kernel = Matern32(0.3, null_degree=1) if self.auto_kernel else get_kernel(kernel)
-        self.lam_enc = float(lam_enc)
-        if self.lam_enc < 0 or not np.isfinite(self.lam_enc):
-            raise ValueError(f"lam_enc must be a finite non-negative number, got {lam_enc!r}")
-        if isinstance(lam_dec, str):
-            if lam_dec not in ("gcv", "loo"):
-                raise ValueError(f"lam_dec must be a non-negative number, 'gcv' or 'loo', got {lam_dec!r}")
-        elif not (np.isfinite(lam_dec) and lam_dec >= 0):
-            raise ValueError(f"lam_dec must be a finite non-negative number, 'gcv' or 'loo', got {lam_dec!r}")
+        self.lam_enc = check_nonneg("lam_enc", lam_enc)
+        if not (isinstance(lam_dec, str) and lam_dec in ("gcv", "loo")):
+            lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
         self.lam_dec = lam_dec
         self.alpha = _points(alpha, K, "alpha")
         if isinstance(beta, str) and beta in NESTED:

@@ -13,14 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_int, check_nonneg
 from .executor import Task
 from .policy import Policy
-
-
-def _positive_int(name: str, v: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
 
 
 class Baseline:
@@ -113,7 +108,7 @@ class Uncoded(Baseline):
     name = "uncoded"
 
     def __post_init__(self):
-        _positive_int("K", self.K)
+        object.__setattr__(self, "K", check_int("K", self.K, 1))
 
     @property
     def N(self) -> int:  # noqa: N802 - matches the Code interface
@@ -134,8 +129,8 @@ class Replicated(Baseline):
     name = "replication"
 
     def __post_init__(self):
-        _positive_int("K", self.K)
-        _positive_int("N", self.N)
+        object.__setattr__(self, "K", check_int("K", self.K, 1))
+        object.__setattr__(self, "N", check_int("N", self.N, 1))
         if self.N < self.K:
             raise ValueError(f"replication needs N >= K workers, got N={self.N} < K={self.K}")
 
@@ -157,12 +152,12 @@ class Hedged(Baseline):
     name = "hedged"
 
     def __post_init__(self):
-        _positive_int("K", self.K)
-        _positive_int("N", self.N)
+        object.__setattr__(self, "K", check_int("K", self.K, 1))
+        object.__setattr__(self, "N", check_int("N", self.N, 1))
         if self.N < self.K:
             raise ValueError(f"hedging needs N >= K workers, got N={self.N} < K={self.K}")
-        if self.hedge_delay is not None and not (np.isfinite(self.hedge_delay) and self.hedge_delay >= 0):
-            raise ValueError(f"hedge_delay must be a non-negative number of seconds, got {self.hedge_delay!r}")
+        object.__setattr__(self, "hedge_delay", check_nonneg("hedge_delay", self.hedge_delay, optional=True,
+                                                             unit="seconds"))
 
     def policy(self, X, delays, hedge_default):
         delay = self.hedge_delay if self.hedge_delay is not None else hedge_default

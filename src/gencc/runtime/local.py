@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import check_int
 from .executor import (
     Batch,
     Completion,
@@ -56,10 +57,8 @@ class LocalExecutor(Executor):
     """
 
     def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512):
-        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 0:
-            raise ValueError(f"processes must be a non-negative integer (0: threads), got {processes!r}")
-        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
-            raise ValueError(f"max_threads must be a positive integer, got {max_threads!r}")
+        processes = check_int("processes", processes, 0, hint="0: threads")
+        max_threads = check_int("max_threads", max_threads, 1)
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
         self.processes, self.factory, self.max_threads = processes, factory, max_threads

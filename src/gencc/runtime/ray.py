@@ -27,6 +27,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._validate import check_int, check_positive
 from .executor import Batch, Completion, Constant, Executor, Task, call_one, describe_error, refuse_task_functions
 
 _ACTOR_CLS: Any = None
@@ -106,11 +107,10 @@ class RayExecutor(Executor):
                  temp_dir: str | None = None, ready_timeout: float = 180.0):
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
-        if num_actors is not None and (isinstance(num_actors, bool) or not isinstance(num_actors, int)
-                                       or num_actors < 1):
-            raise ValueError(f"num_actors must be a positive integer or None, got {num_actors!r}")
-        if not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+        num_actors = check_int("num_actors", num_actors, 1, optional=True)
+        max_concurrency = check_int("max_concurrency", max_concurrency, 1)
+        max_restarts = check_int("max_restarts", max_restarts, -1, hint="-1: restart without limit")
+        ready_timeout = check_positive("ready_timeout", ready_timeout, unit="seconds")
         self.factory, self.num_actors, self.address = factory, num_actors, address
         self.num_cpus, self.max_concurrency, self.max_restarts = num_cpus, max_concurrency, max_restarts
         self.actor_options = dict(actor_options or {})
