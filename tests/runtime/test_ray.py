@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 import runtime_helpers
-from runtime_helpers import Faulty, TinyNet, reference, smooth
+from runtime_helpers import Faulty, LinearFactory, OffsetParity, TinyNet, linear, reference, smooth
 
 import gencc
 from gencc.runtime import Hedged, RayExecutor, Replicated, Uncoded, run, stream
@@ -120,3 +120,16 @@ def test_stream_and_baselines(ex):
         d = lat[: scheme.N] if scheme.N == 12 else np.zeros(6)
         r = run(smooth, X, scheme, ex, latency=d)
         np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+
+
+def test_parm_parity_model_is_built_on_the_actors(X):
+    code = gencc.ParM(6, k=2, parity=OffsetParity(0.5))  # N = 9 workers on 3 actors
+    delays = np.zeros(9)
+    delays[[1, 4]] = INF  # inputs 1 and 4 come back through the parity workers 6 and 8
+    with RayExecutor(factory=LinearFactory(), num_actors=3) as e:
+        for _ in range(2):  # the second job finds the parity model already built on the actors
+            r = run(None, X, code, e, wait_for=7, latency=delays, order=False)
+            expected = linear(X)
+            expected[[1, 4]] += 0.5
+            np.testing.assert_allclose(r.outputs, expected, atol=1e-12)
+            assert r.returned.tolist() == [0, 2, 3, 5, 6, 7, 8] and r.missing.size == 0
