@@ -11,7 +11,6 @@ from abc import ABC, abstractmethod
 from math import comb, factorial
 
 import numpy as np
-from scipy.special import bernoulli
 
 from ._validate import check_int, check_positive
 
@@ -75,6 +74,8 @@ class CubicSpline(Kernel):
 
 def _scaled_bernoulli(r: int, x: np.ndarray) -> np.ndarray:
     """k_r(x) = B_r(x) / r!, the scaled Bernoulli polynomial."""
+    from scipy.special import bernoulli  # here, not at import: scipy.special costs `import gencc` ~0.3 s
+
     b = bernoulli(r)
     out = np.zeros_like(x, dtype=float)
     for k in range(r + 1):

@@ -14,7 +14,7 @@ import warnings
 from typing import Literal
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg
 
 from ._validate import check_nonneg
 from .kernels import Kernel, get_kernel
@@ -223,6 +223,8 @@ def select_lam(
     scores = np.array([score(g) for g in grid])
     j = int(np.argmin(scores))
     a, b = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    from scipy import optimize  # here, not at import: scipy.optimize alone costs `import gencc` ~0.2 s
+
     res = optimize.minimize_scalar(score, bounds=(a, b), method="bounded", options={"xatol": 1e-3})
     best = res.x if res.fun <= scores[j] else grid[j]
     return float(10.0**best)
