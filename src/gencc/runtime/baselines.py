@@ -29,6 +29,13 @@ class Baseline:
         """The collection policy and the first tasks for inputs X (rows in the caller's order)."""
         raise NotImplementedError
 
+    def _check_workers(self) -> None:
+        """K and N checked and stored as ints, N >= K (for the frozen dataclasses below that have N)."""
+        object.__setattr__(self, "K", check_int("K", self.K, 1))
+        object.__setattr__(self, "N", check_int("N", self.N, 1))
+        if self.N < self.K:
+            raise ValueError(f"{self.name} needs N >= K workers, got N={self.N} < K={self.K}")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"
 
@@ -129,10 +136,7 @@ class Replicated(Baseline):
     name = "replication"
 
     def __post_init__(self):
-        object.__setattr__(self, "K", check_int("K", self.K, 1))
-        object.__setattr__(self, "N", check_int("N", self.N, 1))
-        if self.N < self.K:
-            raise ValueError(f"replication needs N >= K workers, got N={self.N} < K={self.K}")
+        self._check_workers()
 
     def policy(self, X, delays, hedge_default):
         p = _StaticPolicy(self.K, self.N)
@@ -152,10 +156,7 @@ class Hedged(Baseline):
     name = "hedged"
 
     def __post_init__(self):
-        object.__setattr__(self, "K", check_int("K", self.K, 1))
-        object.__setattr__(self, "N", check_int("N", self.N, 1))
-        if self.N < self.K:
-            raise ValueError(f"hedging needs N >= K workers, got N={self.N} < K={self.K}")
+        self._check_workers()
         object.__setattr__(self, "hedge_delay", check_nonneg("hedge_delay", self.hedge_delay, optional=True,
                                                              unit="seconds"))
 
