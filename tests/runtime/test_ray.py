@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -73,9 +74,25 @@ def test_actor_crash_mid_job_is_lost_and_job_completes(X):
         r = run(None, X, code, e, order=False, timeout=60)  # wait for all: only the loss can end worker 3
         assert r.stragglers == {3: r.stragglers[3]} and r.stragglers[3].startswith("lost")
         np.testing.assert_allclose(r.outputs, reference(code, X, [w for w in range(10) if w != 3]), atol=1e-12)
-        X2 = X + 1.0  # the actor is restarted for later jobs
+        # Ray restarts the actor (rebuilding f) for later jobs; a job sent while it restarts would find worker 3
+        # unavailable, a straggler, so wait for the restart before the next job
+        assert _wait_until_ready(e.actor_for(3)) != e.actor_pids[3]
+        X2 = X + 1.0
         r2 = run(None, X2, code, e, order=False, timeout=60)
         assert r2.stragglers == {}
+        np.testing.assert_allclose(r2.outputs, reference(code, X2, range(10)), atol=1e-12)
+
+
+def _wait_until_ready(actor, timeout: float = 90.0) -> int:
+    """The pid of `actor` once it answers (after a restart, which may take a while on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ray.get(actor.ready.remote(), timeout=5)
+        except (ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_actor_killed_mid_job(X):
