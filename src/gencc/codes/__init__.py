@@ -6,5 +6,6 @@ from .gcc import GCC
 from .lagrange import LCC
 from .parm import ParM
 from .replication import Replication
+from .systematic import SystematicGCC, calibrate_rho
 
-__all__ = ["BACC", "GCC", "LCC", "Code", "ParM", "Replication", "berrut_weights"]
+__all__ = ["BACC", "GCC", "LCC", "Code", "ParM", "Replication", "SystematicGCC", "berrut_weights", "calibrate_rho"]

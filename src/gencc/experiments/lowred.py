@@ -1,0 +1,160 @@
+"""The low-redundancy table (issue 10): every scheme at N/K = 1.5 and 1.25 on trained classifiers, S = 1..3
+uniformly random stragglers and the worst adjacent pair of workers.
+
+Random stragglers are scored by their exact expectation: for each input set every one of the C(N, S) straggler
+sets is decoded (D_F is cached per set, so this costs little), and the per-set mean is averaged over input sets
+with a 95% confidence interval over input sets (1.96 standard errors). "Worst adjacent pair": per input set
+the largest loss over the N - 1 pairs of neighbouring workers (n, n + 1) in the code's worker order, averaged
+over input sets. Inputs are ordered by `order_inputs` (chain) as `simulate` does; inputs with no estimate
+(ParM) count as zero vectors, as in `simulate`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import combinations
+from math import ceil
+from typing import Any
+
+import numpy as np
+
+import gencc
+from gencc.codes.systematic import calibrate_rho
+from gencc.ordering import order_inputs
+from gencc.simulate import apply_f, apply_workers
+
+#: (K, N) pairs of the issue: N/K = 1.5 and 1.25
+SETTINGS = ((10, 15), (8, 10))
+WORKLOADS = ("digits-cnn", "mnist1d-cnn")
+#: input sets from the training inputs used to calibrate rho (never the scored test inputs)
+CALIBRATION_SETS = 50
+
+
+@dataclass
+class Cell:
+    """A scheme's figures at one setting: mean rel_mse / agreement and CI half-widths per column."""
+
+    scheme: str
+    workload: str
+    K: int
+    N: int
+    column: str
+    rel_mse: float
+    rel_mse_ci: float
+    agreement: float
+    agreement_ci: float
+
+
+def ordered_sets(X_pool: np.ndarray, K: int, count: int, seed: int) -> list[np.ndarray]:
+    """`count` sets of K distinct inputs drawn from X_pool (set b from seed + b), each in chain order."""
+    out = []
+    for b in range(count):
+        idx = np.random.default_rng(seed + b).choice(len(X_pool), size=K, replace=False)
+        X = X_pool[idx]
+        out.append(X[order_inputs(X)])
+    return out
+
+
+def _scores(D: np.ndarray, Y: np.ndarray, T: np.ndarray, returned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    Yh = np.einsum("kf,bfm->bkm", D, Y[:, returned])
+    rel = ((Yh - T) ** 2).sum(axis=(1, 2)) / (T**2).sum(axis=(1, 2))
+    agr = (Yh.argmax(axis=2) == T.argmax(axis=2)).mean(axis=1)
+    return rel, agr
+
+
+def evaluate(code: gencc.Code, f: Callable, sets: list[np.ndarray], Ss: Iterable[int] = (1, 2, 3)) -> dict:
+    """{column: (rel_mse per input set, agreement per input set)} for columns S=1.., and "adjacent"."""
+    Y = np.stack([apply_workers(f, code.encode(X), code) for X in sets])
+    T = np.stack([apply_f(f, X) for X in sets])
+    Y, T = Y.reshape(*Y.shape[:2], -1), T.reshape(*T.shape[:2], -1)
+    N = code.N
+    out = {}
+    for S in Ss:
+        rel, agr = np.zeros(len(sets)), np.zeros(len(sets))
+        count = 0
+        for lost in combinations(range(N), S):
+            ret = np.setdiff1d(np.arange(N), lost)
+            r, a = _scores(code.decoding_matrix(ret), Y, T, ret)
+            rel += r
+            agr += a
+            count += 1
+        out[f"S={S}"] = (rel / count, agr / count)
+    pairs = [_scores(code.decoding_matrix(ret), Y, T, ret)
+             for ret in (np.setdiff1d(np.arange(N), [n, n + 1]) for n in range(N - 1))]
+    rels = np.stack([p[0] for p in pairs], axis=1)
+    agrs = np.stack([p[1] for p in pairs], axis=1)
+    worst = rels.argmax(axis=1)
+    out["adjacent"] = (rels.max(axis=1), agrs[np.arange(len(sets)), worst])
+    return out
+
+
+def _ci(v: np.ndarray) -> float:
+    return float(1.96 * v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
+
+
+def schemes(workload: str, K: int, N: int, f: Callable, calib: list[np.ndarray],
+            extra: bool = False) -> list[tuple[str, gencc.Code, dict]]:
+    """(label, code, facts) for every scheme of the table at (K, N); facts hold rho and training seconds."""
+    from gencc.workloads import load_parity
+
+    k = ceil(K / (N - K))
+    parity = load_parity(workload, k, progress=False)
+    train_s = float(parity.info["train_seconds"])
+    out: list[tuple[str, gencc.Code, dict]] = [
+        ("GCC (default)", gencc.GCC(K, N), {}),
+        ("BACC", gencc.BACC(K, N), {}),
+        ("replication", gencc.Replication(K, N), {}),
+        (f"ParM k={k} (trained parity)", gencc.ParM(K, k, parity=parity), {"train_s": train_s}),
+    ]
+    for label, par in (("SystematicGCC (untrained)", None), ("SystematicGCC + parity", parity)):
+        rho = calibrate_rho(gencc.SystematicGCC(K, N, parity=par), f, calib)
+        facts = {"rho": rho} if par is None else {"rho": rho, "train_s": train_s}
+        out.append((label, gencc.SystematicGCC(K, N, rho=rho, parity=par), facts))
+    if extra:
+        rho = out[-2][2]["rho"]
+        for r in (rho / 10, rho * 10):
+            out.append((f"SystematicGCC (untrained), rho={r:.2g}", gencc.SystematicGCC(K, N, rho=r), {"rho": r}))
+    return out
+
+
+def run_table(sets: int = 200, workloads: Iterable[str] = WORKLOADS, settings: Iterable[tuple[int, int]] = SETTINGS,
+              seed: int = 0, extra: bool = False, log: Callable[[str], Any] | None = None) -> list[dict]:
+    """Rows (one per workload, setting, scheme) with rel_mse, its CI and agreement per column."""
+    from gencc.workloads import load
+
+    rows = []
+    for wname in workloads:
+        w = load(wname, progress=False)
+        for K, N in settings:
+            t0 = time.perf_counter()
+            test = ordered_sets(w.X_test, K, sets, seed)
+            calib = ordered_sets(w.X_train, K, CALIBRATION_SETS, seed + 10_000)
+            for label, code, facts in schemes(wname, K, N, w.f, calib, extra):
+                res = evaluate(code, w.f, test)
+                row: dict[str, Any] = {"workload": wname, "K": K, "N": N, "scheme": label, **facts}
+                for col, (rel, agr) in res.items():
+                    row[f"{col} rel_mse"] = float(rel.mean())
+                    row[f"{col} rel_mse_ci"] = _ci(rel)
+                    row[f"{col} agreement"] = float(agr.mean())
+                rows.append(row)
+            if log:
+                log(f"{wname} K={K} N={N}: {time.perf_counter() - t0:.0f} s")
+    return rows
+
+
+COLUMNS = ("S=1", "S=2", "S=3", "adjacent")
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    """The table as markdown lines: rel_mse ± CI (agreement) per column, one block per workload and setting."""
+    lines = ["| workload | K, N | scheme | S=1 | S=2 | S=3 | S=2, worst adjacent pair | rho | training s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{r[f'{c} rel_mse']:.4f} ± {r[f'{c} rel_mse_ci']:.4f} ({r[f'{c} agreement']:.3f})" for c in COLUMNS]
+        rho = f"{r['rho']:.2g}" if "rho" in r else ""
+        tr = f"{r['train_s']:.0f}" if "train_s" in r else ""
+        lines.append(f"| {r['workload']} | {r['K']}, {r['N']} | {r['scheme']} | " + " | ".join(cells)
+                     + f" | {rho} | {tr} |")
+    return lines
