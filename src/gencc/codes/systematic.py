@@ -119,8 +119,21 @@ class SystematicGCC(Code):
         return E
 
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
-        return kriging_decoder(self.encoding_matrix[returned], self.kernel(self.alpha, self.alpha),
-                               self.kernel.null_space(self.alpha), self.rho * (self.group_size[returned] > 0))
+        E = self.encoding_matrix[returned]
+        coded = self.group_size[returned] > 0
+        known = E[~coded].argmax(axis=1)  # inputs whose own worker answered
+        unknown = np.ones(self.K, dtype=bool)
+        unknown[known] = False
+        # the posterior is the same without coded results whose group lost nothing (they only carry their own
+        # residual); leaving them out keeps the system well conditioned for small rho
+        use = ~coded | (E[:, unknown].sum(axis=1) > 0)
+        D = np.zeros((self.K, returned.size))
+        if unknown.any():
+            D[:, use] = kriging_decoder(E[use], self.kernel(self.alpha, self.alpha),
+                                        self.kernel.null_space(self.alpha), self.rho * coded[use])
+        D[known] = 0.0
+        D[known, np.flatnonzero(~coded)] = 1.0  # exact: the posterior interpolates exact results
+        return D
 
     def __repr__(self) -> str:
         par = "" if self.parity is None else ", parity=..."
