@@ -128,7 +128,7 @@ def test_calibrate_rho_matches_a_direct_computation():
         res.append(np.mean((y - code.encoding_matrix[code.coded] @ c) ** 2))
         d = np.linalg.solve(T.T @ Ki @ T, T.T @ Ki @ c)  # generalised least squares trend
         e = c - T @ d
-        sig.append(np.trace(e.T @ Ki @ e) / ((8 - 2) * c.shape[1]))
+        sig.append(np.trace(e.T @ Ki @ e) / ((8 - T.shape[1]) * c.shape[1]))
     assert rho == pytest.approx(np.mean(res) / np.mean(sig), rel=1e-8)
     assert gencc.calibrate_rho(code, linear, sets) < 1e-20  # no residual for linear f
 

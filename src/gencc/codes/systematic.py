@@ -4,7 +4,7 @@ Workers sit on the data points alpha (systematic: worker of input k computes f(x
 the N - K coded workers get the means of consecutive groups of inputs (inputs ordered by `order_inputs`, so
 a group holds similar inputs). The decoder reads every returned result through one linear-Gaussian model,
 
-    y_n = sum_k E[n, k] c_k + r_n,   c = (f(x_1), .., f(x_K)) ~ GP(kernel) at alpha (+ unpenalised trend),
+    y_n = sum_k E[n, k] c_k + r_n,   c = (f(x_1), .., f(x_K)) ~ GP(kernel) at alpha (+ unknown constant),
 
 with r_n = 0 for systematic workers and r_n ~ N(0, rho) (independent) for coded ones: the residual of f
 against its own linearisation on the group mean, as a fraction of the GP's signal variance. The estimate is
@@ -40,7 +40,9 @@ class SystematicGCC(Code):
     of the inputs in group g (K inputs split into N - K consecutive groups of nearly equal size) and sits
     between the middle two of them on [-1, 1], so `beta` is sorted in worker order. rho > 0: variance of a
     coded result's residual relative to the prior's signal variance (`calibrate_rho`); kernel: the GP prior
-    of f along the ordered inputs (default GCC's Matern 3/2, length scale 0.3, unpenalised linear trend).
+    of f along the ordered inputs (default "auto": GCC's Matern 3/2 with length scale 0.3, with an unknown
+    constant mean (ordinary kriging) instead of GCC's linear trend: nothing makes a classifier's outputs
+    trend linearly along the chain of inputs, and the constant measured better).
     """
 
     name = "sgcc"
@@ -61,7 +63,7 @@ class SystematicGCC(Code):
         if parity is not None and not callable(parity):
             raise ValueError(f"parity must be a callable parity model or None, got {type(parity).__name__}")
         self.rho = rho
-        self.kernel = Matern32(0.3, null_degree=1) if isinstance(kernel, str) and kernel == "auto" \
+        self.kernel = Matern32(0.3, null_degree=0) if isinstance(kernel, str) and kernel == "auto" \
             else get_kernel(kernel)
         if K < self.kernel.q:
             raise ValueError(f"kernel {self.kernel.name} has a null space of dimension {self.kernel.q}; "
