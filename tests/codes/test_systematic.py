@@ -165,7 +165,7 @@ def test_simulate_and_torch_round_trip():
     (dict(K=4, N=6, rho="x"), "rho must be"),
     (dict(K=4, N=6, rho=float("nan")), "rho must be"),
     (dict(K=4, N=6, parity=3), "parity must be"),
-    (dict(K=1, N=2), "null space"),
+    (dict(K=1, N=2, kernel="cubic"), "null space"),
     (dict(K=4, N=3), "at least as many workers"),
 ])
 def test_bad_arguments(kwargs, match):
@@ -181,3 +181,11 @@ def test_kriging_decoder_exact_rows_for_exact_observations():
     H = np.eye(K)[[0, 2, 3, 5]]
     D = kriging_decoder(H, Kc, T, np.zeros(4))
     np.testing.assert_allclose(D[[0, 2, 3, 5]], np.eye(4), atol=1e-9)
+
+
+def test_one_input_two_workers():
+    code = gencc.SystematicGCC(1, 2, rho=1e-9)
+    X = RNG.normal(size=(1, 6))
+    Y = linear(code.encode(X))
+    for ret in ([0], [1], [0, 1]):
+        np.testing.assert_allclose(code.decode(Y[ret], ret), linear(X), atol=1e-6)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
+from .._arrays import to_numpy
 from ..kernels import Kernel, Matern32, get_kernel
 from .base import Code
 
@@ -184,10 +185,22 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
     sigma^2 = c^T P c / ((K - q) m), P the prior precision with the trend projected out (the REML estimate).
     Returns mean(r^2) / mean(sigma^2) over the sets: the moment estimate of the model's rho.
     """
-    from ..simulate import apply_f, apply_workers
+    from ..simulate import apply_f
 
     if code.N == code.K:
         return DEFAULT_RHO
+    Xs = [np.asarray(to_numpy(X)) for X in X_sets]
+    if not Xs:
+        raise ValueError("calibrate_rho needs at least one input set")
+    B, M = len(Xs), code.coded.size
+    # one call of each worker function over all sets: a torch model is far faster on one large batch
+    c = apply_f(f, np.concatenate(Xs), batched).reshape(B, code.K, -1)
+    Z = np.stack([code.encode(X)[code.coded] for X in Xs])
+    y = np.empty((B, M, c.shape[2]))
+    fns = [code.worker_function(f, int(n)) for n in code.coded]
+    for fn in {id(g): g for g in fns}.values():
+        js = [j for j, g in enumerate(fns) if g is fn]
+        y[:, js] = apply_f(fn, Z[:, js].reshape(B * len(js), *Z.shape[2:]), batched).reshape(B, len(js), -1)
     Kc = code.kernel(code.alpha, code.alpha)
     T = code.kernel.null_space(code.alpha)
     if T.shape[1]:
@@ -195,14 +208,7 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
         P = Q @ linalg.inv(Q.T @ Kc @ Q) @ Q.T
     else:
         P = linalg.inv(Kc)
-    res, sig = [], []
     E = code.encoding_matrix[code.coded]
-    for X in X_sets:
-        c = apply_f(f, X, batched)
-        c = c.reshape(code.K, -1)
-        y = apply_workers(f, code.encode(X), code, batched).reshape(code.N, -1)[code.coded]
-        res.append(np.mean((y - E @ c) ** 2))
-        sig.append(np.trace(c.T @ P @ c) / ((code.K - T.shape[1]) * c.shape[1]))
-    if not res:
-        raise ValueError("calibrate_rho needs at least one input set")
+    res = [np.mean((y[b] - E @ c[b]) ** 2) for b in range(B)]
+    sig = [np.trace(c[b].T @ P @ c[b]) / ((code.K - T.shape[1]) * c.shape[2]) for b in range(B)]
     return float(np.mean(res) / np.mean(sig))

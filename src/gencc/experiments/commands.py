@@ -89,7 +89,8 @@ def plot(
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy or all")] = "all",
+    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, low-redundancy "
+                                             "or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="docs folder to (re)generate")] = Path("docs"),
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="processes (results do not depend on it)")] = 1,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a grid field, key=value, e.g. "
