@@ -90,3 +90,16 @@ def test_table_on_the_digits_cnn():
     assert by["SystematicGCC + parity"]["S=2 rel_mse"] < by["ParM k=2 (trained parity)"]["S=2 rel_mse"]
     md = lowred.markdown(rows)
     assert len(md) == 2 + len(rows)
+
+
+def test_sweep_runs_sgcc(tmp_path: Path):
+    out = tmp_path / "s.csv"
+    res = CliRunner().invoke(app, ["sweep", "-w", "xsinx", "--schemes", "sgcc,gcc", "--K", "4", "--N", "6",
+                                   "--stragglers", "random:1", "--trials", "3", "-o", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    from gencc.experiments.sweep import read_rows
+
+    rows = read_rows(out)
+    assert {r["scheme"] for r in rows} == {"sgcc", "gcc"} and len(rows) == 6
+    assert all(r["decodable"] and np.isfinite(r["rel_mse"]) for r in rows)
+    assert rows[0]["code"].startswith("SystematicGCC(K=4, N=6")

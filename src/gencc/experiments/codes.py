@@ -7,7 +7,7 @@ from typing import Any
 import gencc
 
 #: scheme names the sweeps understand
-SCHEMES = ("gcc", "bacc", "lcc", "replication")
+SCHEMES = ("gcc", "bacc", "lcc", "replication", "sgcc")
 
 
 def make_code(scheme: str, K: int, N: int, **opts: Any) -> gencc.Code:
@@ -23,6 +23,8 @@ def make_code(scheme: str, K: int, N: int, **opts: Any) -> gencc.Code:
         return gencc.LCC(K, N, **opts)
     if scheme == "replication":
         return gencc.Replication(K, N, **opts)
+    if scheme == "sgcc":
+        return gencc.SystematicGCC(K, N, **opts)
     raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
 
 

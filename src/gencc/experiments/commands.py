@@ -33,7 +33,8 @@ def _opts(items: list[str]) -> dict[str, dict]:
 
 def sweep(
     workloads: Annotated[str, typer.Option("--workloads", "-w", help="comma-separated workload names")],
-    schemes: Annotated[str, typer.Option(help="comma-separated schemes: gcc, bacc, lcc, replication")] = "gcc,bacc",
+    schemes: Annotated[str, typer.Option(help="comma-separated schemes: gcc, bacc, lcc, replication, "
+                                              "sgcc")] = "gcc,bacc",
     K: Annotated[str, typer.Option("--K", help="comma-separated numbers of inputs")] = "10",
     N: Annotated[str, typer.Option("--N", help="comma-separated numbers of workers")] = "",
     ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides --N")] = "",
