@@ -5,9 +5,10 @@ ParM's parity model on its coded workers) at N/K = 1.5 (K = 10, N = 15) and 1.25
 
 Random stragglers (S = 1, 2, 3) are scored by their exact expectation (every straggler set decoded) per input
 set; worst adjacent pair: the largest loss over neighbouring workers (n, n + 1), per input set. Means over
-input sets with 95% confidence half-widths, agreement in parentheses. rho of SystematicGCC is calibrated on
-50 sets of training inputs (`gencc.calibrate_rho`), never on the scored test inputs; --extra adds
-SystematicGCC with rho a tenth and ten times the calibrated value. Parity models are trained once and cached.
+input sets with 95% confidence half-widths, agreement in parentheses. SystematicGCC's prior length scale and
+rho are calibrated on 50 sets of training inputs (`SystematicGCC.calibrated`), never on the scored test inputs;
+--extra adds SystematicGCC with rho a tenth and ten times the calibrated value, and with GCC's length scale 0.3.
+Parity models are trained once and cached.
 """
 
 from __future__ import annotations

@@ -189,3 +189,30 @@ def test_one_input_two_workers():
     Y = linear(code.encode(X))
     for ret in ([0], [1], [0, 1]):
         np.testing.assert_allclose(code.decode(Y[ret], ret), linear(X), atol=1e-6)
+
+
+@pytest.mark.parametrize("true_ell", [0.1, 0.3])
+def test_calibrated_recovers_the_length_scale_of_a_gp(true_ell):
+    """f values drawn from the GP itself: the restricted likelihood picks the generating length scale."""
+    from gencc.kernels import Matern32
+
+    K, N, B, m = 10, 15, 200, 3
+    code = gencc.SystematicGCC(K, N)
+    L = np.linalg.cholesky(Matern32(true_ell, None)(code.alpha, code.alpha) + 1e-12 * np.eye(K))
+    vals = 2.0 + L @ np.random.default_rng(7).normal(size=(K, B * m))  # constant mean 2, unit variance
+    table = {i: vals[:, i * m:(i + 1) * m] for i in range(B)}
+    sets = [np.full((K, 1), float(i)) + np.arange(K)[:, None] / 100 for i in range(B)]
+
+    def f(X):  # looks up the drawn values of set i, input j (X encodes i + j / 100)
+        X = np.asarray(X, dtype=float).ravel()
+        i = np.floor(X + 1e-9).astype(int)
+        j = np.rint((X - i) * 100).astype(int)
+        out = np.zeros((X.size, m))
+        ok = np.isclose(X, i + j / 100) & (j < K)
+        out[ok] = np.stack([table[a][b] for a, b in zip(i[ok], j[ok], strict=True)]) if ok.any() else out[ok]
+        return out
+
+    f.batched = True
+    cal = gencc.SystematicGCC.calibrated(K, N, f, sets)
+    assert cal.calibration["length_scale"] == true_ell
+    assert cal.kernel.length_scale == true_ell and cal.rho == cal.calibration["rho"] > 0

@@ -58,7 +58,8 @@ def test_section_renders_the_table(tmp_path: Path):
     row = {"workload": "digits-cnn", "K": 10, "N": 15, "scheme": "BACC", "sets": 3}
     for c in lowred.COLUMNS:
         row.update({f"{c} rel_mse": 0.01, f"{c} rel_mse_ci": 0.002, f"{c} agreement": 0.99})
-    write_csv(tmp_path / "tables" / "low-redundancy.csv", [row, {**row, "scheme": "SystematicGCC", "rho": 0.01}])
+    write_csv(tmp_path / "tables" / "low-redundancy.csv",
+              [row, {**row, "scheme": "SystematicGCC", "rho": 0.01, "ell": 0.15}])
     lines = lowred.section(tmp_path)
     assert lines[0] == "## low-redundancy" and "3 sets" in lines[4]
     assert any(line.startswith("| digits-cnn | 10, 15 | SystematicGCC | 0.0100 ± 0.0020 (0.990)") for line in lines)

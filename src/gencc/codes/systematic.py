@@ -32,6 +32,8 @@ from .base import Code
 
 #: default residual-to-signal variance ratio of the coded results (see `calibrate_rho` to measure it)
 DEFAULT_RHO = 1e-2
+#: length scales `SystematicGCC.calibrated` chooses from (by restricted maximum likelihood)
+LENGTH_SCALES = (0.05, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 1.0)
 
 
 class SystematicGCC(Code):
@@ -85,6 +87,26 @@ class SystematicGCC(Code):
         self.coded = where[K:]  # worker of group g
         self.group_size = np.zeros(N, dtype=np.int64)
         self.group_size[self.coded] = [len(g) for g in self.groups]
+
+    @classmethod
+    def calibrated(cls, K: int, N: int, f: Callable, X_sets: Sequence[Any], *, parity: Callable | None = None,
+                   length_scales: Sequence[float] = LENGTH_SCALES) -> SystematicGCC:
+        """A code whose prior is fitted to f on `X_sets` (sets of K inputs in coding order; training inputs,
+        never the ones you will score on): the Matern 3/2 length scale (constant mean) that maximises the
+        restricted likelihood of the f values, then rho by `calibrate_rho`. `calibration` holds both."""
+        Xs = [np.asarray(to_numpy(X)) for X in X_sets]
+        if not Xs:
+            raise ValueError("calibration needs at least one input set")
+        from ..simulate import apply_f
+
+        c = apply_f(f, np.concatenate(Xs)).reshape(len(Xs), K, -1)
+        alpha = cls(K, N).alpha
+        best = max(length_scales, key=lambda ell: reml(Matern32(float(ell), null_degree=0), alpha, c))
+        kernel = Matern32(float(best), null_degree=0)
+        rho = calibrate_rho(cls(K, N, kernel=kernel, parity=parity), f, Xs)
+        code = cls(K, N, rho=rho, kernel=kernel, parity=parity)
+        code.calibration = {"length_scale": float(best), "rho": rho}
+        return code
 
     def _coded_point(self, g: np.ndarray, h: float) -> float:
         after, before = self.alpha[g[-1]] + h / 3, self.alpha[g[0]] - h / 3
@@ -140,7 +162,7 @@ class SystematicGCC(Code):
 
     def __repr__(self) -> str:
         par = "" if self.parity is None else ", parity=..."
-        return f"SystematicGCC(K={self.K}, N={self.N}, rho={self.rho:g}{par})"
+        return f"SystematicGCC(K={self.K}, N={self.N}, rho={self.rho:g}, kernel={self.kernel!r}{par})"
 
 
 class _ScaledParity:
@@ -212,3 +234,18 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
     res = [np.mean((y[b] - E @ c[b]) ** 2) for b in range(B)]
     sig = [np.trace(c[b].T @ P @ c[b]) / ((code.K - T.shape[1]) * c.shape[2]) for b in range(B)]
     return float(np.mean(res) / np.mean(sig))
+
+
+def reml(kernel: Kernel, alpha: np.ndarray, C: np.ndarray) -> float:
+    """Restricted log-likelihood (up to a constant) of value sets C (B, K, m) at points alpha under a GP with
+    `kernel`, its null space as an unknown mean and the signal variance profiled out; columns independent."""
+    C = np.asarray(C, dtype=float)
+    B, K, m = C.shape
+    T = kernel.null_space(alpha)
+    q = T.shape[1]
+    Q = linalg.qr(T)[0][:, q:] if q else np.eye(K)
+    G = Q.T @ kernel(alpha, alpha) @ Q
+    Z = np.einsum("kj,bkm->bjm", Q, C)
+    quad = float(np.einsum("bjm,jl,blm->", Z, linalg.inv(G), Z))
+    n = (K - q) * m * B
+    return -0.5 * n * np.log(quad / n) - 0.5 * m * B * float(np.linalg.slogdet(G)[1])

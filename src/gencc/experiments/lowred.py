@@ -116,7 +116,8 @@ def _ci(v: np.ndarray) -> float:
 
 def schemes(workload: str, K: int, N: int, f: Callable, calib: list[np.ndarray],
             extra: bool = False) -> list[tuple[str, gencc.Code, dict]]:
-    """(label, code, facts) for every scheme of the table at (K, N); facts hold rho and training seconds."""
+    """(label, code, facts) for every scheme of the table at (K, N); facts hold SystematicGCC's calibrated rho
+    and length scale (`SystematicGCC.calibrated` on `calib`, training inputs) and the parity training seconds."""
     from gencc.workloads import load_parity
 
     k = ceil(K / (N - K))
@@ -129,13 +130,19 @@ def schemes(workload: str, K: int, N: int, f: Callable, calib: list[np.ndarray],
         (f"ParM k={k} (trained parity)", gencc.ParM(K, k, parity=parity), {"train_s": train_s}),
     ]
     for label, par in (("SystematicGCC (untrained)", None), ("SystematicGCC + parity", parity)):
-        rho = calibrate_rho(gencc.SystematicGCC(K, N, parity=par), f, calib)
-        facts = {"rho": rho} if par is None else {"rho": rho, "train_s": train_s}
-        out.append((label, gencc.SystematicGCC(K, N, rho=rho, parity=par), facts))
+        code = gencc.SystematicGCC.calibrated(K, N, f, calib, parity=par)
+        facts = {"rho": code.rho, "ell": code.kernel.length_scale}
+        out.append((label, code, facts if par is None else {**facts, "train_s": train_s}))
     if extra:
-        rho = out[-2][2]["rho"]
-        for r in (rho / 10, rho * 10):
-            out.append((f"SystematicGCC (untrained), rho={r:.2g}", gencc.SystematicGCC(K, N, rho=r), {"rho": r}))
+        base = out[-2][1]
+        for r in (base.rho / 10, base.rho * 10):
+            out.append((f"SystematicGCC (untrained), rho x {r / base.rho:g}",
+                        gencc.SystematicGCC(K, N, rho=r, kernel=base.kernel),
+                        {"rho": r, "ell": base.kernel.length_scale}))
+        fixed = gencc.SystematicGCC(K, N)  # GCC's length scale 0.3, rho calibrated
+        rho = calibrate_rho(fixed, f, calib)
+        out.append(("SystematicGCC (untrained), length scale 0.3", gencc.SystematicGCC(K, N, rho=rho),
+                    {"rho": rho, "ell": 0.3}))
     return out
 
 
@@ -169,11 +176,11 @@ COLUMNS = ("S=1", "S=2", "S=3", "adjacent")
 
 def markdown(rows: list[dict]) -> list[str]:
     """The table as markdown lines: rel_mse ± CI (agreement) per column, one block per workload and setting."""
-    lines = ["| workload | K, N | scheme | S=1 | S=2 | S=3 | S=2, worst adjacent pair | rho | training s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | K, N | scheme | S=1 | S=2 | S=3 | S=2, worst adjacent pair | rho, length scale | "
+             "training s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [f"{r[f'{c} rel_mse']:.4f} ± {r[f'{c} rel_mse_ci']:.4f} ({r[f'{c} agreement']:.3f})" for c in COLUMNS]
-        rho = f"{r['rho']:.2g}" if r.get("rho") is not None else ""
+        rho = f"{r['rho']:.2g}, {r['ell']:g}" if r.get("rho") is not None else ""
         tr = f"{r['train_s']:.0f}" if r.get("train_s") is not None else ""
         lines.append(f"| {r['workload']} | {r['K']}, {r['N']} | {r['scheme']} | " + " | ".join(cells)
                      + f" | {rho} | {tr} |")
