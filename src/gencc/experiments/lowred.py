@@ -193,8 +193,9 @@ DESCRIPTION = ("Low redundancy (issue 10): every scheme at N/K = 1.5 (K = 10, N 
                "the digits CNN and mnist1d, S = 1, 2, 3 uniformly random stragglers (exact expectation over every "
                "straggler set) and the worst adjacent pair of workers; mean rel_mse over input sets ± 95% CI "
                "(agreement in parentheses). ParM and SystematicGCC + parity use the parity model of "
-               "`gencc.workloads.load_parity` (trained once, cached); SystematicGCC's rho is calibrated on "
-               "training inputs.")
+               "`gencc.workloads.load_parity` (trained once, cached; training seconds as measured when it was "
+               "trained); SystematicGCC's prior length scale and rho are calibrated on training inputs "
+               "(`SystematicGCC.calibrated`).")
 DEFAULT_SETS = 200
 
 
