@@ -9,7 +9,7 @@ adversarial search that reports itself as a lower bound of the true worst case.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from math import comb
 
@@ -184,7 +184,6 @@ class WorstCase:
     loss: float
     exact: bool
     evaluated: int = 0
-    history: list = field(default_factory=list)
 
 
 def worst_case_returned(

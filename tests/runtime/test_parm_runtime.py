@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import gencc
-from gencc.runtime import JobFailed, LocalExecutor, RayExecutor, run
-from gencc.runtime.base import Task
+from gencc.runtime import JobFailed, LocalExecutor, RayExecutor, Task, run
 
 INF = np.inf
 A = np.random.default_rng(11).normal(size=(3, 4))

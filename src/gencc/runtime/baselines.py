@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Policy, Task
+from .executor import Task
+from .policy import Policy
 
 
 def _positive_int(name: str, v: int) -> int:

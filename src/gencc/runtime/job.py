@@ -15,22 +15,16 @@ from .._arrays import is_torch
 from ..codes.base import Code
 from ..ordering import METHODS, order_inputs
 from ..stragglers import LatencyModel
-from .base import (
-    DEFAULT_TIMEOUT,
-    CodedPolicy,
-    Executor,
-    RunResult,
-    Task,
-    as_rng,
-    check_deadline,
-    check_inputs,
-    check_timeout,
-    draw_delays,
-    execute,
-    restore_kind,
-)
 from .baselines import Baseline
+from .collect import execute
+from .executor import Executor, Task
+from .inputs import as_rng, check_deadline, check_inputs, check_timeout, draw_delays, restore_kind
 from .local import LocalExecutor
+from .policy import CodedPolicy
+from .results import RunResult
+
+#: default hard timeout (seconds) of a job that cannot yet decode
+DEFAULT_TIMEOUT = 60.0
 
 _DEFAULT: LocalExecutor | None = None
 _DEFAULT_LOCK = threading.Lock()

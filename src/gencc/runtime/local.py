@@ -19,7 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from .base import Batch, Completion, Executor, QueueBatch, Task, call_one, refuse_task_functions
+from .executor import (
+    Batch,
+    Completion,
+    Constant,
+    Executor,
+    QueueBatch,
+    Task,
+    call_one,
+    describe_error,
+    refuse_task_functions,
+)
 
 _PROC_F: Callable | None = None
 
@@ -35,20 +45,6 @@ def _proc_call(x: Any) -> tuple[np.ndarray, float]:
     t = time.perf_counter()
     y = call_one(_PROC_F, x)
     return y, time.perf_counter() - t
-
-
-def _describe(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}"
-
-
-class _Constant:
-    """A picklable factory returning a fixed callable."""
-
-    def __init__(self, f: Callable):
-        self.f = f
-
-    def __call__(self) -> Callable:
-        return self.f
 
 
 class LocalExecutor(Executor):
@@ -115,7 +111,7 @@ class LocalExecutor(Executor):
                 dt = time.perf_counter() - t
             c = Completion(task.worker, value=y, compute_time=dt)
         except Exception as e:  # a failing worker is a straggler, never a crash of the master
-            c = Completion(task.worker, error=_describe(e))
+            c = Completion(task.worker, error=describe_error(e))
         if np.isinf(task.delay):  # never delivers: wait for the job to cancel it
             cancel.wait()
             return
@@ -135,13 +131,13 @@ class LocalExecutor(Executor):
             return f
         with self._lock:
             if self._pool is None:
-                factory = self.factory if self.factory is not None else _Constant(f) if f is not None else None
+                factory = self.factory if self.factory is not None else Constant(f) if f is not None else None
                 if factory is None:
                     raise ValueError("no function: pass f to run, or build LocalExecutor(factory=...)")
                 try:
                     blob = pickle.dumps(factory)
                 except Exception as e:
-                    raise ValueError(f"processes need a picklable f or factory: {_describe(e)}") from e
+                    raise ValueError(f"processes need a picklable f or factory: {describe_error(e)}") from e
                 self._pool = ProcessPoolExecutor(self.processes, mp_context=mp.get_context("spawn"),
                                                  initializer=_proc_init, initargs=(blob,))
                 self._pool_f = f

@@ -27,19 +27,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .base import Batch, Completion, Executor, Task, call_one, refuse_task_functions
+from .executor import Batch, Completion, Constant, Executor, Task, call_one, describe_error, refuse_task_functions
 
 _ACTOR_CLS: Any = None
-
-
-class _Constant:
-    """A picklable factory returning a fixed callable."""
-
-    def __init__(self, f: Callable):
-        self.f = f
-
-    def __call__(self) -> Callable:
-        return self.f
 
 
 class _Worker:
@@ -74,7 +64,7 @@ class _Worker:
             try:
                 out = ("ok", call_one(self.f, x), time.perf_counter() - t)
             except Exception as e:  # reported to the master as a straggler
-                out = ("error", f"{type(e).__name__}: {e}", time.perf_counter() - t)
+                out = ("error", describe_error(e), time.perf_counter() - t)
             if flag.is_set():
                 return ("cancelled", None, 0.0)
             if delay == float("inf"):
@@ -165,7 +155,7 @@ class RayExecutor(Executor):
             if factory is None:
                 if f is None:
                     raise ValueError("no function: pass f to run, or build RayExecutor(factory=...)")
-                factory, self._f = _Constant(f), f
+                factory, self._f = Constant(f), f
             n = self.num_actors or num_workers
             if n is None:
                 raise ValueError("num_actors unknown: pass num_actors or num_workers")
