@@ -205,7 +205,10 @@ def _preset_args(overrides: Any) -> tuple[int, tuple[str, ...]]:
     for key, val in items:
         key = key.strip()
         if key == "sets":
-            sets = int(val)
+            try:
+                sets = int(val)
+            except (TypeError, ValueError):
+                raise ValueError(f"sets must be an integer (input sets per setting), got {val!r}") from None
             if sets < 2:
                 raise ValueError(f"sets must be at least 2 (confidence intervals need two), got {sets}")
         elif key == "workloads":
