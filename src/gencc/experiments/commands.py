@@ -33,7 +33,8 @@ def _opts(items: list[str]) -> dict[str, dict]:
 
 def sweep(
     workloads: Annotated[str, typer.Option("--workloads", "-w", help="comma-separated workload names")],
-    schemes: Annotated[str, typer.Option(help="comma-separated schemes: gcc, bacc, lcc, replication")] = "gcc,bacc",
+    schemes: Annotated[str, typer.Option(help="comma-separated schemes: gcc, bacc, lcc, replication, "
+                                              "sgcc")] = "gcc,bacc",
     K: Annotated[str, typer.Option("--K", help="comma-separated numbers of inputs")] = "10",
     N: Annotated[str, typer.Option("--N", help="comma-separated numbers of workers")] = "",
     ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides --N")] = "",
@@ -89,7 +90,8 @@ def plot(
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy or all")] = "all",
+    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, low-redundancy "
+                                             "or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="docs folder to (re)generate")] = Path("docs"),
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="processes (results do not depend on it)")] = 1,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a grid field, key=value, e.g. "

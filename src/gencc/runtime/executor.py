@@ -6,6 +6,7 @@ codes. LocalExecutor (threads or processes) and RayExecutor implement it.
 
 from __future__ import annotations
 
+import pickle
 import queue
 import threading
 from abc import ABC, abstractmethod
@@ -23,21 +24,14 @@ class Task:
     """One logical worker's work: apply f to `x` (one input, not a batch), deliver `delay` seconds later.
 
     `fn`, when set, replaces the job's f for this task (a code whose workers run different functions, e.g.
-    ParM's parity model); only in-process executors run such tasks.
+    ParM's parity model). Executors whose workers are other processes ship it once per process through a
+    `FunctionTable` and build it there.
     """
 
     worker: int
     x: Any
     delay: float = 0.0
     fn: Callable | None = None
-
-
-def refuse_task_functions(tasks: Sequence[Task], where: str) -> None:
-    """Raise a ValueError when a task carries its own function, which `where` cannot run."""
-    if any(t.fn is not None for t in tasks):
-        raise ValueError(f"{where} runs one function built from its factory on every worker, but this code gives "
-                         "some workers their own function (ParM's parity model); run it on a thread-backed "
-                         "LocalExecutor (the default)")
 
 
 @dataclass(frozen=True)
@@ -155,3 +149,32 @@ class Constant:
 
     def __call__(self) -> Callable:
         return self.f
+
+
+class FunctionTable:
+    """Numbers the functions tasks carry (`Task.fn`) so that an executor whose workers are other processes ships
+    each one once and each process builds it once: what travels is `dumps(fn)` (a pickle, or a Ray object
+    ref), and a gencc workload model pickles as its factory, so the model itself is built on the worker."""
+
+    def __init__(self, dumps: Callable[[Any], Any] = pickle.dumps):
+        self._dumps = dumps
+        self._lock = threading.Lock()
+        self._entries: dict[int, tuple[Callable, int, Any]] = {}
+
+    def entry(self, fn: Callable, where: str) -> tuple[int, Any]:
+        """(the key of `fn`, its payload); a ValueError when `fn` cannot be shipped."""
+        with self._lock:
+            e = self._entries.get(id(fn))
+            if e is None or e[0] is not fn:  # the table holds fn, so its id is not reused while listed
+                try:
+                    payload = self._dumps(fn)
+                except Exception as err:
+                    raise ValueError(f"{where} ships a worker's own function (e.g. ParM's parity model) to its "
+                                     f"process, so it must pickle: {describe_error(err)}") from err
+                e = (fn, len(self._entries), payload)
+                self._entries[id(fn)] = e
+            return e[1], e[2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()

@@ -8,22 +8,16 @@ from typing import Any
 import numpy as np
 
 from .._arrays import is_torch, to_numpy
+from .._validate import check_positive
 from ..stragglers import LatencyModel
 
 
 def check_deadline(deadline: float | None) -> float | None:
-    if deadline is None:
-        return None
-    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0 \
-            or not np.isfinite(deadline):
-        raise ValueError(f"deadline must be a positive number of seconds, got {deadline!r}")
-    return float(deadline)
+    return check_positive("deadline", deadline, optional=True, unit="seconds")
 
 
 def check_timeout(timeout: float) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    return float(timeout)
+    return check_positive("timeout", timeout, unit="seconds")  # type: ignore[return-value]
 
 
 def draw_delays(latency: LatencyModel | Sequence[float] | np.ndarray | None, n: int,

@@ -19,19 +19,21 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import check_int
 from .executor import (
     Batch,
     Completion,
     Constant,
     Executor,
+    FunctionTable,
     QueueBatch,
     Task,
     call_one,
     describe_error,
-    refuse_task_functions,
 )
 
 _PROC_F: Callable | None = None
+_PROC_FNS: dict[int, Callable] = {}  # the tasks' own functions, built once per process
 
 
 def _proc_init(blob: bytes) -> None:
@@ -40,10 +42,15 @@ def _proc_init(blob: bytes) -> None:
     _PROC_F = factory()
 
 
-def _proc_call(x: Any) -> tuple[np.ndarray, float]:
+def _proc_call(x: Any, fn_key: int | None = None, fn_blob: bytes | None = None) -> tuple[np.ndarray, float]:
     assert _PROC_F is not None, "process worker was not initialised"
+    f = _PROC_F
+    if fn_key is not None:
+        if fn_key not in _PROC_FNS:
+            _PROC_FNS[fn_key] = pickle.loads(fn_blob)  # type: ignore[arg-type]
+        f = _PROC_FNS[fn_key]
     t = time.perf_counter()
-    y = call_one(_PROC_F, x)
+    y = call_one(f, x)
     return y, time.perf_counter() - t
 
 
@@ -56,10 +63,8 @@ class LocalExecutor(Executor):
     """
 
     def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512):
-        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 0:
-            raise ValueError(f"processes must be a non-negative integer (0: threads), got {processes!r}")
-        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
-            raise ValueError(f"max_threads must be a positive integer, got {max_threads!r}")
+        processes = check_int("processes", processes, 0, hint="0: threads")
+        max_threads = check_int("max_threads", max_threads, 1)
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
         self.processes, self.factory, self.max_threads = processes, factory, max_threads
@@ -70,6 +75,7 @@ class LocalExecutor(Executor):
         self._pool: ProcessPoolExecutor | None = None
         self._pool_f: Any = None
         self._local_f: Callable | None = None
+        self._functions = FunctionTable()
         self._closed = False
 
     # ----- threads -------------------------------------------------------------------------------------
@@ -99,7 +105,8 @@ class LocalExecutor(Executor):
             return
         try:
             if self._pool is not None:
-                fut = self._pool.submit(_proc_call, task.x)
+                extra = self._functions.entry(task.fn, "a process-backed LocalExecutor") if task.fn else ()
+                fut = self._pool.submit(_proc_call, task.x, *extra)
                 while not fut.done():
                     if cancel.wait(0.005):
                         fut.cancel()
@@ -147,8 +154,10 @@ class LocalExecutor(Executor):
         return None
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
-        if self.processes:
-            refuse_task_functions(tasks, "a process-backed LocalExecutor")
+        if self.processes:  # a function that cannot be shipped fails the call, not the workers
+            for t in tasks:
+                if t.fn is not None:
+                    self._functions.entry(t.fn, "a process-backed LocalExecutor")
         fn = self._bind(f)
         batch = QueueBatch(lambda b, t: self._enqueue((b, fn, t)))
         batch.add(tasks)
