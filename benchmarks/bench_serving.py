@@ -34,7 +34,7 @@ from gencc.serving import (  # noqa: E402
 from gencc.serving.load import summary  # noqa: E402
 from gencc.serving.sim import poisson_arrivals  # noqa: E402
 
-SCHEMES = ["uncoded", "replication", "hedged", "parm", "parm-hedge", "bacc", "gcc", "gcc-hedge"]
+SCHEMES = ["uncoded", "replication", "hedged", "parm", "parm-hedge", "bacc", "gcc", "gcc-hedge", "sgcc"]
 
 
 def capacity(W: int, s: float, F: float, X: float) -> float:
@@ -82,17 +82,24 @@ def real_point(a, scheme: str, load: float, w, seed: int) -> tuple[dict, list[fl
 
 
 def sim_point(a, scheme: str, load: float, W: int, service: ServiceTimes, duration: float, seed: int,
-              rate: float | None = None) -> dict:
-    env = SimEnv(W, service, PersistentStragglers(W, a.F, a.X, a.mean_slow_s, seed=seed), seed=seed)
+              rate: float | None = None, w=None, parity=None) -> dict:
+    """One simulated point; with workload `w` the models really run (outputs, decodes and agreement are real)."""
+    fns = None if w is None else {"f": w.f, **({"parity": parity} if scheme.startswith("parm") else {})}
+    env = SimEnv(W, service, PersistentStragglers(W, a.F, a.X, a.mean_slow_s, seed=seed), functions=fns, seed=seed)
     rate = rate or load * capacity(W, service.mean_s, a.F, a.X)
     K = a.K
+    X = None if w is None else w.X_test[np.random.default_rng([seed, 8]).integers(len(w.X_test), size=100_000)]
     reqs = simulate_load(lambda e: make_dispatcher(scheme, e, K=K, max_wait=a.max_wait_ms / 1000, seed=seed,
-                                                   request_timeout=120.0), env, rate, duration, seed=seed,
-                         drain=300)
+                                                   request_timeout=120.0, parity=parity), env, rate, duration,
+                         inputs=X, seed=seed, drain=300)
     lat = np.array([r.latency for r in reqs]) * 1000
     res = stats(lat, np.array([r.status for r in reqs]), np.array([r.degraded for r in reqs]),
                 len(env.executed) / max(len(reqs), 1))
     res.update(scheme=scheme, load=load, rate=rate, W=W, backend="sim")
+    dk = [r for r in reqs if r.status == 200 and r.degraded]
+    if w is not None and dk:
+        truth = np.argmax(w.f(np.stack([r.x for r in dk])), axis=1)
+        res["degraded_agreement"] = float(np.mean(truth == np.argmax(np.stack([r.output for r in dk]), axis=1)))
     return res
 
 
@@ -160,6 +167,9 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of arrivals per point")
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="scale: worker counts")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--agreement", action="store_true",
+                    help="sim/scale: run the digits CNN (and ParM's parity model) so decoded answers are real and "
+                         "their agreement with f is measured (slower)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -198,6 +208,15 @@ def main() -> None:
         ServiceTimes((a.service_ms + a.compute_ms) / 1000)
     print(f"service times: {'measured' if smp.exists() else 'model'}, mean {service.mean_s * 1000:.1f} ms")
     rows = []
+    wl = par = None
+    if a.agreement:
+        import torch
+
+        from gencc.workloads import load, load_parity
+
+        torch.set_num_threads(1)
+        wl = load("digits-cnn", progress=False)
+        par = load_parity("digits-cnn", 2, progress=False)
     real = out / "real.json"
     meas = {(r["scheme"], r["load"]): r for r in json.loads(real.read_text())["rows"]} if real.exists() else {}
     sizes = [a.workers] if a.mode == "sim" else a.sizes
@@ -205,9 +224,10 @@ def main() -> None:
         for ld in a.loads:
             for s in a.schemes:
                 m = meas.get((s, ld)) if a.mode == "sim" else None  # the measured point's own arrival rate
-                rows.append(sim_point(a, s, ld, W, service, a.duration, a.seed, m["rate"] if m else None))
+                rows.append(sim_point(a, s, ld, W, service, a.duration, a.seed, m["rate"] if m else None, wl, par))
                 r = rows[-1]
-                print(json.dumps({k: r.get(k) for k in ("W", "scheme", "load", "n", "p50", "p99", "p999")}),
+                print(json.dumps({k: r.get(k) for k in ("W", "scheme", "load", "n", "p50", "p99", "p999", "degraded",
+                                                        "degraded_agreement")}),
                       flush=True)
     (out / f"{a.mode}.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
     print(table(rows, f"{a.mode}: K={a.K}, F={a.F}, X={a.X}, {a.duration} s simulated per point"))

@@ -114,7 +114,7 @@ def test_coded_degraded_answer_equals_decode_and_direct_answers_are_exact():
     got = {t.slot: t.output for t in late[0].group.tasks if t.ok}
     got.update({r.slot: r.output for r in reqs if not r.degraded})
     R = late[0].decoded_from
-    assert len(R) == K and set(R) <= set(got)
+    assert len(R) == N - 1 and set(R) <= set(got)
     k = systematic_slots(code).index(late[0].slot)  # its position (members are ordered when the group forms)
     expect = code.decode(np.stack([got[s] for s in R]), R)[k]
     assert np.allclose(late[0].output, expect)
@@ -172,7 +172,8 @@ def test_coded_hedge_sends_coded_work_only_for_late_groups():
         assert reqs[0].latency == pytest.approx(0.025)
 
 
-@given(st.sampled_from(["uncoded", "replication", "hedged", "parm", "bacc", "gcc", "gcc-hedge", "parm-hedge"]),
+@given(st.sampled_from(["uncoded", "replication", "hedged", "parm", "bacc", "gcc", "sgcc", "gcc-hedge", "sgcc-hedge",
+                        "parm-hedge"]),
        st.floats(0.1, 1.2), st.integers(0, 5))
 def test_every_request_answered_exactly_once_under_load_and_faults(scheme, load, seed):
     answers: dict[int, int] = {}

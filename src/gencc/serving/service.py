@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import BACC, GCC, ParM
+from ..codes import BACC, GCC, ParM, SystematicGCC
 from .coded import Coded
 from .core import Env, Request
 from .policy import Dispatcher, Hedged, Replicated, Uncoded
@@ -25,7 +25,8 @@ from .pool import LocalBackend, Pool
 from .stragglers import Faults, PersistentStragglers, ServiceTimes
 
 #: the contract's schemes, then the coded hedges
-SCHEMES = ("uncoded", "replication", "hedged", "parm", "bacc", "gcc", "gcc-hedge", "parm-hedge")
+SCHEMES = ("uncoded", "replication", "hedged", "parm", "bacc", "gcc", "sgcc", "gcc-hedge", "sgcc-hedge",
+           "parm-hedge")
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
@@ -33,8 +34,10 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
     Coded schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
-    K slots are systematic; ParM, as in its paper, groups parm_k requests with one parity query (N = parm_k + 1)
-    and runs `parity` on the parity slot."""
+    K slots are systematic; SGCC (`gencc.SystematicGCC`, same N) has K systematic slots by construction, its
+    coded slots compute f on the means of neighbouring ordered members, and a kriging decoder; ParM, as in its
+    paper, groups parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity
+    slot."""
     W = env.n_workers
     if scheme == "uncoded":
         return Uncoded(env, **kw)
@@ -46,12 +49,12 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     base = scheme.removesuffix("-hedge")
     if base == "parm":
         code = ParM(parm_k, parm_k, parity=parity)
-    elif base in ("gcc", "bacc"):
+    elif base in ("gcc", "bacc", "sgcc"):
         N = min(W, K + math.ceil(K / 2))  # redundancy 1.5 (ParM k = 2's) at any W
         if N <= K:
             raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
         beta = GCC(K, N).beta
-        code = GCC(K, N) if base == "gcc" else BACC(K, N, beta=beta)
+        code = GCC(K, N) if base == "gcc" else BACC(K, N, beta=beta) if base == "bacc" else SystematicGCC(K, N)
     else:
         raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
     return Coded(env, code, mode=mode, max_wait=max_wait, name=scheme, **kw)
