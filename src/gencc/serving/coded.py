@@ -61,7 +61,7 @@ class Coded(Dispatcher):
     decode each input as soon as it can be recovered). decode_wait: GCC / BACC / SGCC estimate a missing
     member far better from all of the group's results than from the first K (on the digits CNN, K = 8, N = 12:
     top-1 agreement 0.77 with 11 results, 0.41 with 8), so a decode waits until every coded task sent has
-    returned (or failed), or `decode_wait` seconds after they were sent (default: the observed p90 of coded
+    returned (or failed), or `decode_wait` seconds after they were sent (default: the observed p75 of coded
     task turnaround, `initial_delay` until measured), whichever comes first. spare: coded hedge, coded tasks
     sent beyond one per late member (a coded task can land on a slow worker too). order: GCC / BACC / SGCC
     place the members of a group at alphas by `gencc.order_inputs` when the group forms (similar inputs side by
@@ -93,7 +93,7 @@ class Coded(Dispatcher):
         if decode_wait is not None and not decode_wait >= 0:
             raise ValueError(f"decode_wait must be a non-negative number of seconds, got {decode_wait}")
         self.decode_wait = decode_wait
-        self.turnaround = RollingQuantile(0.9, default=initial_delay)  # coded task: sent -> result
+        self.turnaround = RollingQuantile(0.75, default=initial_delay)  # coded task: sent -> result
         self.spare, self.order = int(spare), bool(order)
         self.open: _Group | None = None
         self.decodes = 0
