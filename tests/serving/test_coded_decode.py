@@ -69,6 +69,22 @@ def test_decode_deadline_caps_the_wait():
         late_group(busy_coded=0, decode_wait=-1.0)
 
 
+def test_lone_member_with_a_slow_worker_is_decoded():
+    # a group flushed with one member gets GCC's minimum of 2 coded results (one alone cannot be decoded: the
+    # member then waited for its slow worker)
+    K, N = 4, 6
+    e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin})
+    d = Coded(e, gencc.GCC(K, N), max_wait=0.005)
+    for _ in range(3):
+        e.send(0, Task("f", None, lambda t: None))
+    d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))
+    r = Request(0, np.ones(3, dtype=np.float32), 0.0)
+    e.call_later(0.0, lambda: d.submit(r))
+    e.run(until=10)
+    assert r.degraded and len(r.group.tasks) == 2 and r.latency == pytest.approx(0.015)
+    assert np.allclose(r.output, lin(np.ones((1, 3)))[0], atol=1e-4)  # pads repeat it: the curve is constant
+
+
 @pytest.fixture(scope="module")
 def digits():
     pytest.importorskip("torch")

@@ -162,13 +162,15 @@ class Coded(Dispatcher):
 
     def _eager_slots(self, m: int) -> list[int]:
         """Coded slots for a group of m members: ParM the parity of each parity group holding a member; other
-        codes the ceil((N - K) m / K) coded slots nearest the members' points (so partial groups cost no more
-        per request than full ones)."""
+        codes the ceil((N - K) m / K) (at least `min_results`) coded slots nearest the members' points (so
+        partial groups cost no more per request than full ones)."""
         if self.sys is None or m == self.K:
             return list(self.coded_slots)
         if hasattr(self.code, "group_of"):
             return sorted({self.K + int(self.code.group_of[k]) for k in range(m)})
-        r = math.ceil(len(self.coded_slots) * m / self.K)
+        # at least the code's minimum number of results, so a lone member whose own worker straggles can still
+        # be decoded (GCC needs 2: with one coded task it waited for its slow worker)
+        r = min(max(math.ceil(len(self.coded_slots) * m / self.K), self.code.min_results), len(self.coded_slots))
         lo, hi = self.code.alpha[0], self.code.alpha[m - 1]
         dist = [max(lo - self.code.beta[n], self.code.beta[n] - hi, 0.0) for n in self.coded_slots]
         order = np.argsort(dist, kind="stable")[:r]
