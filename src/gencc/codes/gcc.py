@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import CubicSpline, Kernel, Matern32, get_kernel
-from ..points import NESTED, design, nested
+from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
+from ..points import DESIGNS, NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
 from .base import Code
 
@@ -43,6 +43,13 @@ class GCC(Code):
         beta: str | np.ndarray = "chebyshev2-nested",
     ):
         super().__init__(K, N)
+        if isinstance(kernel, str) and kernel != "auto" and kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r}; choose auto (the default), {', '.join(KERNELS)} or pass "
+                             "a gencc.kernels.Kernel")
+        for label, spec, names in (("alpha", alpha, DESIGNS), ("beta", beta, (*NESTED, *DESIGNS))):
+            if isinstance(spec, str) and spec not in names:
+                raise ValueError(f"unknown point design {spec!r} for {label}; choose one of {', '.join(names)} (default "
+                                 f"{'chebyshev1' if label == 'alpha' else 'chebyshev2-nested'}) or pass points")
         self.auto_kernel = isinstance(kernel, str) and kernel == "auto"
         self.kernel = Matern32(0.3, null_degree=1) if self.auto_kernel else get_kernel(kernel)
         self.lam_enc = float(lam_enc)

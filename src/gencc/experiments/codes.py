@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import gencc
@@ -13,6 +14,11 @@ SCHEMES = ("gcc", "bacc", "lcc", "replication")
 def make_code(scheme: str, K: int, N: int, **opts: Any) -> gencc.Code:
     """A code for `scheme` with K inputs on N workers; `opts` are passed on, and omitted ones keep the defaults
     of the math layer (so `make_code("gcc", K, N)` is exactly `gencc.GCC(K, N)`)."""
+    cls = {"gcc": gencc.GCC, "bacc": gencc.BACC, "lcc": gencc.LCC, "replication": gencc.Replication}.get(scheme)
+    known = [p for p in inspect.signature(cls).parameters if p not in ("K", "N")] if cls else []
+    unknown = sorted(set(opts) - set(known))
+    if unknown:
+        raise ValueError(f"{scheme} has no option {', '.join(unknown)}; its options are {', '.join(known) or 'none'}")
     if scheme == "gcc":
         return gencc.GCC(K, N, **opts)
     if scheme == "bacc":

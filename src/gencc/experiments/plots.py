@@ -174,6 +174,10 @@ def stem(prefix: str, kind: str) -> str:
     return prefix if prefix.startswith(kind) else f"{prefix}-{kind}"
 
 
+NEEDS = ("rate needs three or more N for one straggler model, vs-S three or more S at one N, redundancy "
+         "classifier rows at two or more N/K, configs fixed-count stragglers")
+
+
 def detect_kinds(rows: list[dict]) -> list[str]:
     """The figure kinds the rows support: rate (three or more N for some straggler model), vs-S (three or more
     S at one N), redundancy (classifier rows at two or more N/K), configs (fixed-count rows)."""
@@ -201,10 +205,17 @@ def make_outputs(rows: list[dict], out: str | Path, prefix: str, kinds: Sequence
     Returns the tables computed (keyed by name) and the paths written (under "paths").
     """
     out = Path(out)
-    kinds = list(kinds) if kinds else detect_kinds(rows)
+    supported = detect_kinds(rows)
+    kinds = list(kinds) if kinds else supported
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise ValueError(f"unknown plot kind(s) {', '.join(bad)}; choose from {', '.join(KINDS)}")
+    if not kinds:
+        raise ValueError(f"the rows support no figure or table: {NEEDS}")
+    unsupported = [k for k in kinds if k not in supported]
+    if unsupported:
+        raise ValueError(f"the rows do not support kind(s) {', '.join(unsupported)} (they support "
+                         f"{', '.join(supported) or 'none'}); {NEEDS}")
     fig_dir, data_dir, tab_dir = out / "figures", out / "data", out / "tables"
     res: dict[str, Any] = {"paths": []}
     paths = res["paths"]

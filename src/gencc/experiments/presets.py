@@ -66,16 +66,22 @@ _LIST_FIELDS = {"workloads": str, "schemes": str, "K": int, "N": int, "ratios": 
 
 
 def parse_list(text: str, kind: type) -> tuple:
-    """`a,b,c` as a tuple of `kind`; for ints also `lo:hi` ranges (hi excluded)."""
+    """`a,b,c` as a tuple of `kind`; for ints also `lo:hi` ranges (lo, lo + 1, ..., hi - 1; never empty)."""
     out: list = []
+    what = {int: "an integer or a lo:hi range", float: "a number"}.get(kind, "a name")
     for part in (p.strip() for p in str(text).split(",")):
         if not part:
             continue
-        if kind is int and ":" in part:
-            lo, hi = part.split(":")
-            out.extend(range(int(lo), int(hi)))
-        else:
-            out.append(kind(part))
+        try:
+            if kind is int and ":" in part:
+                lo, hi = (int(x) for x in part.split(":"))
+                if hi <= lo:
+                    raise ValueError(f"empty range {part!r}: lo:hi means lo, lo+1, ..., hi-1, so hi must exceed lo")
+                out.extend(range(lo, hi))
+            else:
+                out.append(kind(part))
+        except ValueError as err:
+            raise ValueError(str(err) if "range" in str(err) else f"expected {what}, got {part!r}") from None
     return tuple(out)
 
 
