@@ -8,9 +8,9 @@ from typing import Any
 
 import typer
 
-#: what a command raises on bad input (the library's ValueError, a missing file, a missing optional package):
-#: shown as Typer's usage box with the message, exit code 2, never a traceback
-USER_ERRORS = (ValueError, FileNotFoundError, ImportError)
+#: what a command raises on bad input (the library's ValueError; OSError: a missing file, an --out that is a
+#: file, no permission; ImportError: a missing optional package): Typer's usage box with the message, exit 2
+USER_ERRORS = (ValueError, OSError, ImportError)
 
 
 def usage_errors(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -90,13 +90,21 @@ def apply_overrides(spec: dict[str, Any], overrides: Sequence[str] | dict[str, A
     spec = dict(spec)
     if not overrides:
         return spec
-    items = overrides.items() if isinstance(overrides, dict) else (o.split("=", 1) for o in overrides)
+    if isinstance(overrides, dict):
+        items = list(overrides.items())
+    else:
+        bad = [o for o in overrides if "=" not in o]
+        if bad:
+            raise ValueError(f"overrides look like key=value (e.g. seeds=0:2), got {bad[0]!r}")
+        items = [tuple(o.split("=", 1)) for o in overrides]
     names = {f.name for f in fields(SweepSpec)}
     for key, val in items:
         key = key.strip()
         if key not in names or key == "opts":
             raise ValueError(f"cannot override {key!r}; choose from {', '.join(sorted(names - {'opts'}))}")
         if key == "trials":
+            if not str(val).strip().isdigit():
+                raise ValueError(f"trials must be a positive integer, got {val!r}")
             spec[key] = int(val)
         elif isinstance(val, str):
             spec[key] = parse_list(val, _LIST_FIELDS[key])
