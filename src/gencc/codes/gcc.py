@@ -48,8 +48,9 @@ class GCC(Code):
                              "a gencc.kernels.Kernel")
         for label, spec, names in (("alpha", alpha, DESIGNS), ("beta", beta, (*NESTED, *DESIGNS))):
             if isinstance(spec, str) and spec not in names:
-                raise ValueError(f"unknown point design {spec!r} for {label}; choose one of {', '.join(names)} (default "
-                                 f"{'chebyshev1' if label == 'alpha' else 'chebyshev2-nested'}) or pass points")
+                default = "chebyshev1" if label == "alpha" else "chebyshev2-nested"
+                raise ValueError(f"unknown point design {spec!r} for {label}; choose one of {', '.join(names)} "
+                                 f"(default {default}) or pass points")
         self.auto_kernel = isinstance(kernel, str) and kernel == "auto"
         self.kernel = Matern32(0.3, null_degree=1) if self.auto_kernel else get_kernel(kernel)
         self.lam_enc = float(lam_enc)
