@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gencc.cli import app
@@ -16,6 +17,7 @@ TINY = {"workloads": "toy-xsinx", "seeds": "0", "K": "4", "N": "12", "stragglers
 SET = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
 
 
+@pytest.mark.slow
 def test_check_fails_on_a_hand_edit_and_passes_after_a_fresh_regenerate(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     reproduce("vs-S", docs, TINY, progress=False)
@@ -49,6 +51,7 @@ def test_check_fails_on_a_hand_edit_and_passes_after_a_fresh_regenerate(tmp_path
     assert "up to date" in cli.output
 
 
+@pytest.mark.slow
 def test_check_sees_a_stale_sweep_and_results_md(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     reproduce("vs-S", docs, TINY, progress=False)
