@@ -55,6 +55,8 @@ BAD = [
     ([*SWEEP, "--N", "8", "--jobs", "0"], "--jobs"),
     ([*SWEEP, "--N", "8", "-o", "{junk}"], "missing column(s) workload, scheme"),
     (["plot", "{missing}"], "no such file"),
+    (["plot", "{dir}"], "is a folder, not a sweep CSV"),
+    ([*SWEEP, "--N", "8", "-o", "{dir}"], "is a folder, not a sweep CSV"),
     (["plot", "{junk}"], "missing column(s) workload"),
     (["plot", "{one_n}", "--kind", "nope"], "unknown plot kind(s) nope"),
     (["plot", "{one_n}", "--kind", "rate", "-o", "{dir}/never"], "do not support kind(s) rate"),

@@ -192,6 +192,8 @@ def read_rows(path: str | Path) -> list[dict]:
 
     Raises FileNotFoundError for a missing file and ValueError for a CSV without the sweep columns."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a sweep CSV")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     text = path.read_text()

@@ -55,7 +55,7 @@ def unshare_flags() -> tuple[str | None, str]:
             errors.append(f"unshare {flag}: {e}")
             continue
         if p.returncode == 0:
-            how = "a network namespace" if flag == "-n" else "a user and network namespace (not root)"
+            how = "network namespace, as root" if flag == "-n" else "user + network namespace, as an ordinary user"
             return flag, f"`unshare {flag}` ({how})"
         errors.append(f"unshare {flag}: {p.stderr.strip() or f'exit {p.returncode}'}")
     return None, "; ".join(errors)
