@@ -32,10 +32,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 # (arguments, a fragment the message must contain); {name} is filled from the `files` fixture
 BAD = [
-    ([*SWEEP, "--N", "8", "--opt", "gcc.nokey=1"], "gcc has no option nokey; its options are kernel"),
+    ([*SWEEP, "--N", "8", "--opt", "gcc.nokey=1"], "gcc has no option 'nokey'; its options: kernel"),
     ([*SWEEP, "--N", "8", "--opt", "bacc.alpha=x", "--schemes", "gcc"], "not in --schemes"),
     ([*SWEEP, "--N", "8", "--opt", "nokeyvalue"], "scheme.key=value"),
-    ([*SWEEP, "--N", "8", "--opt", "gcc.kernel=spline"], "choose auto (the default)"),
+    ([*SWEEP, "--N", "8", "--opt", "gcc.kernel=spline"], "kernel must be one of auto, cubic"),
     ([*SWEEP, "--N", "8", "--opt", "gcc.beta=halton"], "chebyshev2-nested"),
     ([*SWEEP, "--N", "abc"], "--N: expected an integer or a lo:hi range, got 'abc'"),
     ([*SWEEP, "--ratios", "abc"], "--ratios: expected a number, got 'abc'"),
@@ -47,8 +47,8 @@ BAD = [
     ([*SWEEP, "--N", "8", "--seeds", ","], "no seeds given"),
     ([*SWEEP, "--N", "8", "--stragglers", "worst:x"], "bad straggler spec 'worst:x'"),
     ([*SWEEP, "--N", "8", "--stragglers", "bernoulli:2"], "bad straggler spec"),
-    ([*SWEEP, "--N", "8", "--schemes", "nope"], "unknown scheme 'nope'"),
-    ([*SWEEP, "--N", "8", "--schemes", "lcc"], "lcc needs the degree"),
+    ([*SWEEP, "--N", "8", "--schemes", "nope"], "unknown code 'nope'"),
+    ([*SWEEP, "--N", "8", "--schemes", "lcc"], "lcc needs option(s) degree"),
     (["sweep", "-w", "nope", "--K", "4", "--N", "8", "--no-progress"], "unknown workload 'nope'"),
     ([*SWEEP], "--N and/or --ratios"),
     ([*SWEEP, "--N", "8", "--trials", "0"], "--trials"),
@@ -129,4 +129,4 @@ def test_run_on_ray_without_ray_installed() -> None:
 def test_the_entry_point_turns_library_errors_into_exit_2(tmp_path: Path) -> None:
     p = _gencc(["sweep", "-w", "toy-xsinx", "--K", "4", "--N", "8", "--opt", "gcc.nokey=1", "--no-progress",
                 "-o", str(tmp_path / "x.csv")])
-    _check_usage_error(p.returncode, p.stdout + p.stderr, "gcc has no option nokey")
+    _check_usage_error(p.returncode, p.stdout + p.stderr, "gcc has no option 'nokey'")

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import metrics as M
 from ._arrays import to_numpy
+from ._validate import check_int
 from .codes.base import Code
 from .ordering import order_inputs
 from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
@@ -77,8 +78,8 @@ def simulate(
     `order_inputs` (True, or a method name) and restores the caller's order before scoring. The worst
     pattern is deterministic: it runs once, maximising `metric`, and records `exact` (False: a lower bound).
     """
-    if trials < 1:
-        raise ValueError(f"trials must be at least 1, got {trials}")
+    trials = check_int("trials", trials, 1)
+    seed = check_int("seed", seed, 0)
     X_np = np.asarray(to_numpy(X))
     if X_np.ndim == 0 or X_np.shape[0] != code.K:
         raise ValueError(f"X must have first dimension K={code.K}, got shape {X_np.shape}")
