@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .presets import PRESETS, reproduce
+from .presets import PRESETS, TABLE_PRESETS, reproduce
 from .report import TIMING_PREFIX
 from .sweep import TIMING
 
@@ -98,10 +98,11 @@ def check(docs: str | Path, names: Sequence[str] | None = None, overrides: Any =
     if not (docs / "results.md").is_file():
         raise FileNotFoundError(f"no results.md in {docs}: pass the docs folder to check, e.g. --out docs")
     names = list(names or CHEAP)
-    unknown = [n for n in names if n not in PRESETS]
+    every = (*PRESETS, *TABLE_PRESETS)
+    unknown = [n for n in names if n not in every]
     if unknown:
-        raise ValueError(f"unknown preset(s) {', '.join(unknown)}; choose from {', '.join(PRESETS)}")
-    res = CheckResult(checked=names, not_checked=[n for n in PRESETS if n not in names])
+        raise ValueError(f"unknown preset(s) {', '.join(unknown)}; choose from {', '.join(every)}")
+    res = CheckResult(checked=names, not_checked=[n for n in every if n not in names])
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gencc-check-") as tmp:
         work = Path(tmp) / "docs"

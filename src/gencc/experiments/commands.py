@@ -42,7 +42,8 @@ def _list(text: str, kind: type, option: str) -> tuple:
 
 def sweep(
     workloads: Annotated[str, typer.Option("--workloads", "-w", help="comma-separated workload names")],
-    schemes: Annotated[str, typer.Option(help="comma-separated schemes: gcc, bacc, lcc, replication")] = "gcc,bacc",
+    schemes: Annotated[str, typer.Option(help="comma-separated schemes: gcc, bacc, lcc, replication, "
+                                              "sgcc")] = "gcc,bacc",
     K: Annotated[str, typer.Option("--K", help="comma-separated numbers of inputs")] = "10",
     N: Annotated[str, typer.Option("--N", help="comma-separated numbers of workers")] = "",
     ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides --N")] = "",
@@ -101,7 +102,8 @@ def plot(
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy or all")] = "all",
+    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, low-redundancy "
+                                             "or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs)")]
     = Path("."),
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="processes (results do not depend on it)")] = 1,

@@ -184,6 +184,9 @@ def write_results(out: str | Path) -> Path:
             sec = section(out, name)
             if sec:
                 lines += [*sec, ""]
+    from . import lowred  # the table presets write their own section
+
+    lines += lowred.section(out)
     path = out / "results.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     return path
