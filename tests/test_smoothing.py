@@ -246,8 +246,10 @@ def test_property_permuting_fit_points_permutes_columns(t, lam, kernel, seed):
     perm = rng.permutation(t.size)
     z = rng.uniform(-1, 1, 7)
     W = smoother_weights(t, z, kernel, lam)
-    # exact in exact arithmetic; the dense solve reorders its rounding (~1e-8 for 14 points at lam = 0)
-    np.testing.assert_allclose(smoother_weights(t[perm], z, kernel, lam), W[:, perm], atol=1e-7)
+    # exact in exact arithmetic; the dense solve reorders its rounding (~1e-8 for 14 points at lam = 0), and
+    # rounding scales with the weights, which reach ~40 when z extrapolates far beyond clustered points
+    np.testing.assert_allclose(smoother_weights(t[perm], z, kernel, lam), W[:, perm],
+                               atol=1e-7 * max(1.0, np.abs(W).max()))
 
 
 # ----- lam selection ----------------------------------------------------------------------------------------
