@@ -16,8 +16,9 @@ from scipy import linalg
 
 
 def default_degree(n: int, A: int) -> int:
-    """Degree of P: a least-squares fit with slack (Berlekamp-Welch's D + A with D = n - 3A - 2)."""
-    return max(n - 2 * A - 2, 1)
+    """Degree of P: about half the results, leaving slack for the least-squares fit (the best of degrees 3 to
+    n - 6 on the digits CNN at N = 40: recall 0.77 against 0.33 for degree 5 and 0.63 for n - 6)."""
+    return max((n - 1) // 2, 1)
 
 
 def approxifer_locate(t: np.ndarray, Y: np.ndarray, A: int, degree_p: int | None = None) -> np.ndarray:
