@@ -22,8 +22,10 @@ consistent with the rest.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import combinations
+from math import comb
 from typing import Any
 
 import numpy as np
@@ -39,8 +41,12 @@ POOL_PER_ADVERSARY = 2
 #: a passing set whose remaining worst score is above UPGRADE_LEVEL x threshold gives way to a larger set
 #: that cuts that score by UPGRADE_FACTOR
 UPGRADE_LEVEL, UPGRADE_FACTOR = 0.5, 2.5
+#: subsets of one size scored exhaustively up to this many; beyond, a beam of the BEAM best of the size below
+MAX_SUBSETS, BEAM = 1500, 24
 #: at most this many top scorers enter the candidate pool (before neighbours are added)
 POOL_MAX = 12
+#: G matrices kept per code (one per returned set, least recently used dropped first)
+LOO_CACHE_SIZE = 64
 #: GCC's closed-form LOO needs the inverse of the bordered system: limited to this many results
 MAX_POINTS = 3000
 
@@ -58,26 +64,30 @@ def robust_spread(Y: np.ndarray) -> float:
 
 
 def search(residuals: Residuals, n: int, adversaries: int, scale: float, threshold: float,
-           drop: Callable[[np.ndarray], np.ndarray] | None = None, neighbours: int = 1) -> tuple[np.ndarray, bool]:
+           drop: Callable[[np.ndarray], np.ndarray], refine: bool = False, neighbours: int = 1
+           ) -> tuple[np.ndarray, bool]:
     """The smallest set S (|S| <= adversaries) of positions whose exclusion leaves every remaining LOO score
     below `threshold`. `residuals(subsets)` gives (len(subsets), n, m) LOO residuals of the remaining
     positions (excluded rows are ignored); `drop(S)`, for an array of subsets (B, s), how much each exclusion
-    explains (larger is better; default: minus the largest remaining score). Per size, the subset with the
-    largest drop is tested. Returns (S sorted, consistent): consistent is False when no set of size <=
-    adversaries passes (then S is the best set of the largest size)."""
+    explains (larger is better). Per size, the subset with the largest drop is tested (with `refine`, the
+    one among the BEAM largest drops that leaves the smallest remaining score). Returns (S sorted,
+    consistent): consistent is False when no set of size <= adversaries passes (then S is the best set of
+    the largest size)."""
     base = _scores(residuals([()])[0], scale)
     if base.max() < threshold or adversaries == 0:
         return np.zeros(0, dtype=np.int64), bool(base.max() < threshold)
     pool = _pool(base, adversaries, neighbours, n, threshold)
     found: tuple[tuple[int, ...], float] | None = None
     best: tuple[int, ...] = ()
+    beam: np.ndarray | None = None
     for size in range(1, min(adversaries, pool.size) + 1):
-        subsets = np.array(list(combinations(pool.tolist(), size)), dtype=np.int64)
-        if drop is not None:
-            gain = drop(subsets)
-        else:
-            gain = -np.array([_remaining_max(residuals([tuple(S)])[0], S, scale) for S in subsets])
-        best = tuple(int(i) for i in subsets[int(np.argmax(gain))])
+        subsets = _subsets(pool, size, beam)
+        gain = drop(subsets)
+        beam = subsets[np.argsort(-gain, kind="stable")[:BEAM]]
+        if refine:  # the shortlist by drop, then the subset that leaves the rest most consistent
+            rest_max = [_remaining_max(residuals([tuple(S)])[0], S, scale) for S in beam]
+            beam = beam[np.argsort(rest_max, kind="stable")]
+        best = tuple(int(i) for i in beam[0])
         rest = _remaining_max(residuals([best])[0], best, scale)
         if found is None:
             if rest < threshold:
@@ -91,6 +101,15 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     if found is not None:
         return np.array(sorted(found[0]), dtype=np.int64), True
     return np.array(sorted(best), dtype=np.int64), False
+
+
+def _subsets(pool: np.ndarray, size: int, beam: np.ndarray | None) -> np.ndarray:
+    """All subsets of the pool of this size when there are at most MAX_SUBSETS, else the best subsets of
+    the size below (the beam) each extended by one more pool member."""
+    if beam is None or comb(pool.size, size) <= MAX_SUBSETS:
+        return np.array(list(combinations(pool.tolist(), size)), dtype=np.int64)
+    grown = {tuple(sorted({*b.tolist(), int(p)})) for b in beam for p in pool.tolist() if p not in b}
+    return np.array(sorted(grown), dtype=np.int64)
 
 
 def _remaining_max(R: np.ndarray, S, scale: float) -> float:
@@ -211,6 +230,22 @@ def berrut_loo_residuals(t: np.ndarray, Y: np.ndarray) -> Residuals:
     return residuals
 
 
+def berrut_drop(t: np.ndarray, Y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """For subsets S (B, s): the squared misfit of S's results to the Berrut interpolant through the rest
+    (how much leaving S out explains; BACC's analogue of GCC's energy drop)."""
+    from .berrut import berrut_weights
+
+    def drop(S: np.ndarray) -> np.ndarray:
+        out = np.empty(len(S))
+        for b, sub in enumerate(S):
+            keep = np.ones(t.size, dtype=bool)
+            keep[sub] = False
+            out[b] = np.sum((Y[sub] - berrut_weights(t[keep], t[sub]) @ Y[keep]) ** 2)
+        return out
+
+    return drop
+
+
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
                   method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
@@ -267,13 +302,27 @@ def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, thresh
             from ..smoothing import select_lam
 
             lam = select_lam(t, Ys, code.kernel_for(t.size), lam)
-        G = loo_matrix(t, code.kernel_for(t.size), float(lam))
+        G = _cached_loo_matrix(code, srt, t, float(lam))
         P = G @ Ys
-        residuals, drop = downdate_residuals(G, P), energy_drop(G, P)
+        residuals, drop, refine = downdate_residuals(G, P), energy_drop(G, P), False
     else:
-        residuals, drop = berrut_loo_residuals(t, Ys), None
-    pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop)
+        residuals, drop, refine = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True
+    pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine)
     return pos
+
+
+def _cached_loo_matrix(code: Code, srt: np.ndarray, t: np.ndarray, lam: float) -> np.ndarray:
+    """G for this returned set, kept per code like D_F (the same straggler pattern recurs)."""
+    cache: OrderedDict = code.__dict__.setdefault("_robust_cache", OrderedDict())
+    key = (lam, *srt.tolist())
+    G = cache.get(key)
+    if G is None:
+        G = cache[key] = loo_matrix(t, code.kernel_for(t.size), lam)
+        if len(cache) > LOO_CACHE_SIZE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return G
 
 
 def _check_adversaries(adversaries: int) -> int:
