@@ -120,3 +120,14 @@ def test_stream_and_baselines(ex):
         d = lat[: scheme.N] if scheme.N == 12 else np.zeros(6)
         r = run(smooth, X, scheme, ex, latency=d)
         np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+
+
+def test_garbage_worker_is_excluded_and_reported_on_ray():
+    X = np.cumsum(np.random.default_rng(0).normal(size=(6, 4)), axis=0) / 4  # smooth along the inputs
+    code = gencc.GCC(K=6, N=12)
+    f = Faulty([(code.encode(X)[5], "garbage")])  # worker 5 sits on an alpha: the decode copies its result
+    with RayExecutor(factory=lambda: f, num_actors=12) as e:
+        r = run(None, X, code, e, order=False, adversaries=1, timeout=300)
+    assert r.stragglers == {5: "inconsistent result: flagged by the robust decode and excluded"}
+    assert 5 not in r.returned.tolist()
+    np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-10)

@@ -269,11 +269,10 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
 
         pos = berlekamp_welch(code, srt, Ys, A)
     elif isinstance(code, (GCC, BACC)):
-        need = code.min_results + (2 * A if isinstance(code, GCC) else 2 * A + 1)
-        if A and srt.size < max(need, 2 * A + 2):
-            raise ValueError(f"robust decode with adversaries={A} needs at least {max(need, 2 * A + 2)} "
-                             f"results from {code.name} (got {srt.size}): wait for more workers or lower "
-                             "adversaries")
+        need = min_results(code, A)
+        if srt.size < need:
+            raise ValueError(f"robust decode with adversaries={A} needs at least {need} results from "
+                             f"{code.name} (got {srt.size}): wait for more workers or lower adversaries")
         if method == "approxifer":
             from .approxifer import approxifer_locate
 
@@ -288,6 +287,20 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
     ret_keep = idx[keep]
     Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
     return code.decode(Ykeep, ret_keep), flagged
+
+
+def min_results(code: Code, adversaries: int) -> int:
+    """The fewest results a robust decode with this many adversaries accepts: LCC's (K-1) deg + 1 + 2A;
+    for the approximate codes the decode's own minimum plus 2A, and at least 2A + 2 (an excluded set must
+    leave a majority able to outvote it)."""
+    from .lagrange import LCC
+
+    A = _check_adversaries(adversaries)
+    if A == 0:
+        return code.min_results
+    if isinstance(code, LCC):
+        return code.threshold + 2 * A
+    return max(code.min_results + 2 * A, 2 * A + 2)
 
 
 def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, threshold: float) -> np.ndarray:
@@ -348,5 +361,5 @@ def _prepare(code: Code, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, n
     return idx, Yn
 
 
-__all__ = ["DEFAULT_THRESHOLD", "berrut_loo_residuals", "downdate_residuals", "loo_matrix",
+__all__ = ["DEFAULT_THRESHOLD", "min_results", "berrut_loo_residuals", "downdate_residuals", "loo_matrix",
            "robust_decode", "robust_spread", "search"]
