@@ -64,15 +64,17 @@ def robust_spread(Y: np.ndarray) -> float:
 
 
 def search(residuals: Residuals, n: int, adversaries: int, scale: float, threshold: float,
-           drop: Callable[[np.ndarray], np.ndarray], refine: bool = False, neighbours: int = 1
-           ) -> tuple[np.ndarray, bool]:
+           drop: Callable[[np.ndarray], np.ndarray], refine: bool = False, neighbours: int = 1,
+           pairs: Callable[[tuple[int, ...]], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
     """The smallest set S (|S| <= adversaries) of positions whose exclusion leaves every remaining LOO score
     below `threshold`. `residuals(subsets)` gives (len(subsets), n, m) LOO residuals of the remaining
     positions (excluded rows are ignored); `drop(S)`, for an array of subsets (B, s), how much each exclusion
     explains (larger is better). Per size, the subset with the largest drop is tested (with `refine`, the
     one among the BEAM largest drops that leaves the smallest remaining score). Returns (S sorted,
     consistent): consistent is False when no set of size <= adversaries passes (then S is the best set of
-    the largest size)."""
+    the largest size). `pairs(S)`, when given, adds a check of the accepted set: each remaining worker
+    predicted with its nearest remaining neighbour also left out (rms residual per position, 0 for S), so
+    two colluding neighbours cannot vouch for each other."""
     base = _scores(residuals([()])[0], scale)
     if base.max() < threshold or adversaries == 0:
         return np.zeros(0, dtype=np.int64), bool(base.max() < threshold)
@@ -85,10 +87,13 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
         gain = drop(subsets)
         beam = subsets[np.argsort(-gain, kind="stable")[:BEAM]]
         if refine:  # the shortlist by drop, then the subset that leaves the rest most consistent
-            rest_max = [_remaining_max(residuals([tuple(S)])[0], S, scale) for S in beam]
+            R = residuals([tuple(S) for S in beam])
+            rest_max = [_remaining_max(R[b], S, scale) for b, S in enumerate(beam)]
             beam = beam[np.argsort(rest_max, kind="stable")]
         best = tuple(int(i) for i in beam[0])
         rest = _remaining_max(residuals([best])[0], best, scale)
+        if pairs is not None:
+            rest = max(rest, float(pairs(best).max()) / scale)
         if found is None:
             if rest < threshold:
                 found = (best, rest)
@@ -183,9 +188,40 @@ def downdate_residuals(G: np.ndarray, P: np.ndarray) -> Residuals:
     return residuals
 
 
+def pair_residuals(G: np.ndarray, P: np.ndarray) -> Callable[[tuple[int, ...]], np.ndarray]:
+    """For an excluded set S: per remaining position j, the rms residual of j predicted with S and j's nearest
+    remaining neighbour on either side left out (the larger side), rescaled like `downdate_residuals`: the
+    leave-T-out residuals of T are (G_TT)^-1 P_T with covariance (G_TT)^-1 under the GP reading."""
+    n = G.shape[0]
+    d = np.diag(G)
+
+    def pairs(S: tuple[int, ...]) -> np.ndarray:
+        rest = np.setdiff1d(np.arange(n), S)
+        out = np.zeros(n)
+        if rest.size < 3:
+            return out
+        for shift in (-1, 1):
+            j = rest[1:] if shift == -1 else rest[:-1]
+            k = rest[:-1] if shift == -1 else rest[1:]
+            T = np.column_stack([j, k, np.broadcast_to(np.asarray(S, dtype=np.int64), (j.size, len(S)))])
+            GTT = G[T[:, :, None], T[:, None, :]]
+            with np.errstate(all="ignore"):
+                inv = np.linalg.inv(GTT)
+                r = np.einsum("bt,btm->bm", inv[:, 0, :], P[T])  # residual of j (row 0 of T)
+                r /= np.sqrt(np.abs(inv[:, 0, 0]) * d[j])[:, None]
+            val = np.sqrt(np.mean(r**2, axis=1))
+            val[~np.isfinite(val)] = 0.0
+            out[j] = np.maximum(out[j], val)
+        return out
+
+    return pairs
+
+
 def energy_drop(G: np.ndarray, P: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """For subsets S (B, s): how much of the fit's energy sum_c y_c^T G y_c (the squared RKHS norm of the
-    interpolant, the Gaussian-process misfit) leaving S out removes: tr(P_S^T G_SS^-1 P_S)."""
+    interpolant, the Gaussian-process misfit) leaving S out removes: tr(P_S^T G_SS^-1 P_S).
+    (Rescaling each residual like `downdate_residuals` was tried: it picks an honest neighbour of a wrong
+    result more often.)"""
 
     def drop(S: np.ndarray) -> np.ndarray:
         GSS = G[S[:, :, None], S[:, None, :]]
@@ -317,10 +353,10 @@ def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, thresh
             lam = select_lam(t, Ys, code.kernel_for(t.size), lam)
         G = _cached_loo_matrix(code, srt, t, float(lam))
         P = G @ Ys
-        residuals, drop, refine = downdate_residuals(G, P), energy_drop(G, P), False
+        residuals, drop, refine, pairs = downdate_residuals(G, P), energy_drop(G, P), True, pair_residuals(G, P)
     else:
-        residuals, drop, refine = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True
-    pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine)
+        residuals, drop, refine, pairs = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True, None
+    pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine, pairs=pairs)
     return pos
 
 
