@@ -43,7 +43,7 @@ POOL_PER_ADVERSARY = 2
 UPGRADE_LEVEL, UPGRADE_FACTOR = 0.5, 2.5
 #: subsets of one size scored exhaustively up to this many; beyond, a beam of the BEAM best of the size below
 MAX_SUBSETS, BEAM = 1500, 24
-#: at most this many top scorers enter the candidate pool (before neighbours are added)
+#: at most this many top scorers (or 4 per adversary) enter the candidate pool (before neighbours are added)
 POOL_MAX = 12
 #: G matrices kept per code (one per returned set, least recently used dropped first)
 LOO_CACHE_SIZE = 64
@@ -87,12 +87,12 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
         gain = drop(subsets)
         beam = subsets[np.argsort(-gain, kind="stable")[:BEAM]]
         if refine:  # the shortlist by drop, then the subset that leaves the rest most consistent
-            R = residuals([tuple(S) for S in beam])
-            rest_max = [_remaining_max(R[b], S, scale) for b, S in enumerate(beam)]
-            beam = beam[np.argsort(rest_max, kind="stable")]
+            sc = np.sqrt(np.mean(residuals([tuple(S) for S in beam]) ** 2, axis=2)) / scale
+            sc[np.arange(len(beam))[:, None], beam] = 0.0
+            beam = beam[np.argsort(sc.max(axis=1), kind="stable")]
         best = tuple(int(i) for i in beam[0])
         rest = _remaining_max(residuals([best])[0], best, scale)
-        if pairs is not None:
+        if pairs is not None and rest < threshold:  # only a set that passes needs the pair check
             rest = max(rest, float(pairs(best).max()) / scale)
         if found is None:
             if rest < threshold:
@@ -132,7 +132,7 @@ def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, thresho
     top POOL_PER_ADVERSARY * A + 1 in any case, and their neighbours along the sorted worker points."""
     ranked = np.argsort(-scores, kind="stable")
     k = max(POOL_PER_ADVERSARY * adversaries + 1, int(np.sum(scores >= threshold)))
-    top = ranked[: min(k, POOL_MAX)]
+    top = ranked[: min(k, max(POOL_MAX, POOL_PER_ADVERSARY * 2 * adversaries))]
     cand = set(top.tolist())
     for i in top.tolist():
         for d in range(1, neighbours + 1):
@@ -224,8 +224,10 @@ def energy_drop(G: np.ndarray, P: np.ndarray) -> Callable[[np.ndarray], np.ndarr
     result more often.)"""
 
     def drop(S: np.ndarray) -> np.ndarray:
-        GSS = G[S[:, :, None], S[:, None, :]]
         PS = P[S]  # (B, s, m)
+        if S.shape[1] == 1:
+            return np.sum(PS[:, 0] ** 2, axis=1) / np.diag(G)[S[:, 0]]
+        GSS = G[S[:, :, None], S[:, None, :]]
         with np.errstate(all="ignore"):
             sol = np.linalg.solve(GSS, PS)
         out = np.einsum("bsm,bsm->b", PS, sol)
