@@ -15,19 +15,25 @@ def _root() -> None:
 
 @app.command()
 def info() -> None:
-    """Print the codes, kernels, point designs and straggler patterns this install provides."""
+    """Print the codes (with their options), kernels, point designs and straggler patterns this install provides."""
     from rich.console import Console
+    from rich.markup import escape
 
     from . import __version__
+    from .codes.registry import CODES
     from .kernels import KERNELS
-    from .points import DESIGNS
+    from .points import DESIGNS, NESTED
     from .stragglers import PATTERNS
 
-    c = Console()
+    c = Console(soft_wrap=True)
     c.print(f"gencc {__version__}")
-    c.print("codes: gcc, bacc, lcc, replication")
-    c.print(f"kernels: {', '.join(KERNELS)}")
-    c.print(f"point designs: {', '.join(DESIGNS)}")
+    c.print(f"codes: {', '.join(CODES)}")
+    for spec in CODES.values():
+        c.print(f"  {spec.name}: {escape(spec.summary)}")
+        for p in spec.params:
+            c.print(f"    {escape(p.describe())}")
+    c.print(f"kernels: auto, {', '.join(KERNELS)}")
+    c.print(f"point designs: {', '.join(DESIGNS)} (worker points also {', '.join(NESTED)})")
     c.print(f"straggler patterns: {', '.join(PATTERNS)}, bernoulli")
 
 

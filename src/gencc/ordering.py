@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from scipy.spatial.distance import cdist
 
 from ._arrays import to_numpy
 
@@ -33,6 +32,8 @@ def order_inputs(X: Any, method: Literal["chain", "spectral", "pca", "identity"]
         raise ValueError(f"unknown ordering method {method!r}; choose one of {', '.join(METHODS)}")
     if K <= 2 or method == "identity":
         return np.arange(K)
+    from scipy.spatial.distance import cdist  # here, not at import: scipy.spatial costs `import gencc` ~0.2 s
+
     if method == "pca":
         C = A - A.mean(axis=0)
         _, _, vt = np.linalg.svd(C, full_matrices=False)

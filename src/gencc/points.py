@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validate import check_int
+
 DESIGNS = ("equispaced", "chebyshev1", "chebyshev2")
 #: worker-point designs that also contain the data points alpha (see `nested`)
 NESTED = ("chebyshev2-nested", "equispaced-nested")
@@ -40,8 +42,7 @@ def design(name: str, n: int) -> np.ndarray:
 
 
 def _check_n(n: int) -> None:
-    if int(n) != n or n < 1:
-        raise ValueError(f"number of points must be a positive integer, got {n!r}")
+    check_int("number of points", n, 1)
 
 
 def nested(base: np.ndarray, anchors: np.ndarray) -> np.ndarray:

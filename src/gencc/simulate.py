@@ -14,6 +14,7 @@ import numpy as np
 
 from . import metrics as M
 from ._arrays import to_numpy
+from ._validate import check_int
 from .adversaries import Adversary
 from .codes.base import Code
 from .ordering import order_inputs
@@ -86,8 +87,8 @@ def simulate(
     none), false_alarms (honest workers flagged), missed, and rel_mse_excluded (the decode with the
     corrupted workers treated as stragglers: the best possible).
     """
-    if trials < 1:
-        raise ValueError(f"trials must be at least 1, got {trials}")
+    trials = check_int("trials", trials, 1)
+    seed = check_int("seed", seed, 0)
     X_np = np.asarray(to_numpy(X))
     if X_np.ndim == 0 or X_np.shape[0] != code.K:
         raise ValueError(f"X must have first dimension K={code.K}, got shape {X_np.shape}")

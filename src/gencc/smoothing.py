@@ -14,8 +14,9 @@ import warnings
 from typing import Literal
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg
 
+from ._validate import check_nonneg
 from .kernels import Kernel, get_kernel
 
 #: the cubic spline uses the banded Reinsch solve from this many points on: it is O(n) and, unlike the dense
@@ -60,13 +61,7 @@ def smoother_weights(
 
 
 def _check_lam(lam: float) -> float:
-    try:
-        lam = float(lam)
-    except (TypeError, ValueError):
-        raise ValueError(f"lam must be a non-negative number here, got {lam!r}") from None
-    if not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be a finite non-negative number, got {lam!r}")
-    return lam
+    return check_nonneg("lam", lam)  # type: ignore[return-value]
 
 
 def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
@@ -228,6 +223,8 @@ def select_lam(
     scores = np.array([score(g) for g in grid])
     j = int(np.argmin(scores))
     a, b = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    from scipy import optimize  # here, not at import: scipy.optimize alone costs `import gencc` ~0.2 s
+
     res = optimize.minimize_scalar(score, bounds=(a, b), method="bounded", options={"xatol": 1e-3})
     best = res.x if res.fun <= scores[j] else grid[j]
     return float(10.0**best)

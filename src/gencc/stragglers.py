@@ -9,11 +9,13 @@ adversarial search that reports itself as a lower bound of the true worst case.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from math import comb
 
 import numpy as np
+
+from ._validate import check_int, check_nonneg, check_positive, check_probability, check_real
 
 PATTERNS = ("random", "worst", "block")
 
@@ -26,8 +28,7 @@ class FixedCount:
     pattern: str = "random"
 
     def __post_init__(self):
-        if isinstance(self.S, bool) or int(self.S) != self.S or self.S < 0:
-            raise ValueError(f"S must be a non-negative integer, got {self.S!r}")
+        object.__setattr__(self, "S", check_int("S", self.S, 0))
         if self.pattern not in PATTERNS:
             raise ValueError(f"unknown straggler pattern {self.pattern!r}; choose one of {', '.join(PATTERNS)}")
 
@@ -59,8 +60,7 @@ class Bernoulli:
     p: float
 
     def __post_init__(self):
-        if not (0.0 <= float(self.p) < 1.0):
-            raise ValueError(f"straggling probability p must lie in [0, 1), got {self.p!r}")
+        object.__setattr__(self, "p", check_probability("straggling probability p", self.p, below_one=True))
 
     def check(self, N: int) -> None:
         return None
@@ -88,8 +88,8 @@ class ShiftedExponential(LatencyModel):
     rate: float = 1.0
 
     def __post_init__(self):
-        if self.shift < 0 or not self.rate > 0:
-            raise ValueError(f"need shift >= 0 and rate > 0, got shift={self.shift}, rate={self.rate}")
+        object.__setattr__(self, "shift", check_nonneg("shift", self.shift, unit="seconds"))
+        object.__setattr__(self, "rate", check_positive("rate", self.rate, unit="per second"))
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.shift + rng.exponential(1.0 / self.rate, size=n)
@@ -103,8 +103,8 @@ class Pareto(LatencyModel):
     a: float = 2.0
 
     def __post_init__(self):
-        if not (self.x_m > 0 and self.a > 0):
-            raise ValueError(f"need x_m > 0 and a > 0, got x_m={self.x_m}, a={self.a}")
+        object.__setattr__(self, "x_m", check_positive("x_m", self.x_m, unit="seconds"))
+        object.__setattr__(self, "a", check_positive("a", self.a))
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.x_m * (1.0 + rng.pareto(self.a, size=n))
@@ -119,8 +119,11 @@ class Bimodal(LatencyModel):
     base: float | LatencyModel = 1.0
 
     def __post_init__(self):
-        if not (0.0 <= self.p <= 1.0) or not self.factor >= 1.0:
-            raise ValueError(f"need 0 <= p <= 1 and factor >= 1, got p={self.p}, factor={self.factor}")
+        object.__setattr__(self, "p", check_probability("p", self.p))
+        object.__setattr__(self, "factor", check_real("factor", self.factor, 1.0))
+        if not isinstance(self.base, LatencyModel):
+            object.__setattr__(self, "base", check_real("base", self.base, 0.0, unit="seconds",
+                                                        what="a non-negative number of seconds or a LatencyModel"))
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         base = self.base.sample(n, rng) if isinstance(self.base, LatencyModel) else np.full(n, float(self.base))
@@ -156,11 +159,9 @@ class Collected:
     def __post_init__(self):
         if not isinstance(self.latency, LatencyModel):
             raise ValueError(f"latency must be a gencc LatencyModel, got {self.latency!r}")
-        if self.wait_for is not None and (isinstance(self.wait_for, bool) or int(self.wait_for) != self.wait_for
-                                          or self.wait_for < 1):
-            raise ValueError(f"wait_for must be a positive integer or None, got {self.wait_for!r}")
-        if self.deadline is not None and not (np.isfinite(self.deadline) and self.deadline > 0):
-            raise ValueError(f"deadline must be a positive number of seconds or None, got {self.deadline!r}")
+        object.__setattr__(self, "wait_for", check_int("wait_for", self.wait_for, 1, optional=True))
+        object.__setattr__(self, "deadline", check_positive("deadline", self.deadline, optional=True,
+                                                            unit="seconds"))
 
     def check(self, N: int) -> None:
         if self.wait_for is not None and self.wait_for > N:
@@ -184,7 +185,6 @@ class WorstCase:
     loss: float
     exact: bool
     evaluated: int = 0
-    history: list = field(default_factory=list)
 
 
 def worst_case_returned(

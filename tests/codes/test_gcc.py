@@ -106,7 +106,17 @@ def test_lam_dec_by_cross_validation(criterion):
     Yall = np.sin(2 * code.encode(X)) + np.random.default_rng(5).normal(0, 0.05, (N, 1))
     r = np.arange(0, N, 2)
     Yhat = code.decode(Yall[r], r)
-    assert Yhat.shape == (K, 1) and np.isfinite(code.last_lam_dec) and code.last_lam_dec > 0
+    D, lam = code.decoding_matrix_and_lam(r, Yall[r])
+    assert Yhat.shape == (K, 1) and np.isfinite(lam) and lam > 0
+    np.testing.assert_array_equal(D @ Yall[r], Yhat)
+    # columns follow the caller's order of returned, and a fixed lam_dec is reported as it is
+    D2, lam2 = code.decoding_matrix_and_lam(r[::-1], Yall[r[::-1]])
+    assert lam2 == lam
+    np.testing.assert_allclose(D2, D[:, ::-1], atol=1e-12)
+    fixed = GCC(K, N, kernel="cubic", lam_dec=1e-3)
+    Df, lamf = fixed.decoding_matrix_and_lam(r)
+    assert lamf == 1e-3
+    np.testing.assert_array_equal(Df, fixed.decoding_matrix(r))
     assert len(code._cache) == 0  # a data-dependent decoder is never cached
     with pytest.raises(ValueError, match="pass Y"):
         code.decoding_matrix(r)

@@ -109,3 +109,33 @@ def reference(code, X, returned, f=smooth, perm=None):
     out = np.empty_like(Yp)
     out[perm] = Yp
     return out
+
+
+LINEAR_A = np.random.default_rng(11).normal(size=(3, 4))
+
+
+def linear(X):
+    """Batched linear f: R^4 -> R^3, so the exact parity model of ParM is f itself."""
+    return np.asarray(X, dtype=float).reshape(len(X), -1) @ LINEAR_A.T
+
+
+linear.batched = True
+
+
+class LinearFactory:
+    """Builds `linear` (on the worker, for executors built from a factory)."""
+
+    def __call__(self):
+        return linear
+
+
+class OffsetParity:
+    """A parity model that is `linear` plus `offset`, so where it was used shows in the outputs."""
+
+    batched = True
+
+    def __init__(self, offset: float = 0.0):
+        self.offset = offset
+
+    def __call__(self, X):
+        return linear(X) + self.offset

@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from runtime_helpers import LinearFactory, OffsetParity, linear
 
 import gencc
-from gencc.runtime import JobFailed, LocalExecutor, RayExecutor, run
-from gencc.runtime.base import Task
+from gencc.runtime import JobFailed, LocalExecutor, run
 
 INF = np.inf
-A = np.random.default_rng(11).normal(size=(3, 4))
-
-
-def linear(X):
-    """Batched linear f: R^4 -> R^3, so the exact parity model is f itself."""
-    return np.asarray(X, dtype=float).reshape(len(X), -1) @ A.T
-
-
-linear.batched = True
 
 
 class Parity:
@@ -34,11 +25,6 @@ class Parity:
         if self.fail:
             raise RuntimeError("parity model down")
         return linear(X) + self.offset
-
-
-class LinearFactory:
-    def __call__(self):
-        return linear
 
 
 def test_lost_data_worker_is_recovered_through_the_parity_model(ex, X):
@@ -87,16 +73,23 @@ def test_factory_executor_torch_and_ordering(X):
     np.testing.assert_allclose(r.outputs.numpy(), linear(X), atol=1e-10)
 
 
-def test_executors_that_build_one_function_refuse_per_worker_functions(X):
-    code = gencc.ParM(6, k=2, parity=Parity())
-    with LocalExecutor(processes=1) as e, pytest.raises(ValueError, match="their own function"):
-        run(linear, X, code, e)
-    ray_ex = RayExecutor(factory=LinearFactory())  # refuses before Ray is imported or started
-    with pytest.raises(ValueError, match="RayExecutor runs one function"):
-        run(None, X, code, ray_ex)
-    assert ray_ex.actors == [] and ray_ex._ray is None
-    with pytest.raises(ValueError, match="their own function"):
-        ray_ex.submit(None, [Task(0, X[0], 0.0, fn=linear)])
+def test_process_pool_builds_the_parity_model_in_its_processes(X):
+    code = gencc.ParM(6, k=2, parity=OffsetParity(0.5))
+    delays = np.zeros(9)
+    delays[3] = INF  # input 3 is recovered through its group's parity worker, which ran in a child process
+    with LocalExecutor(processes=2, factory=LinearFactory()) as e:
+        for _ in range(2):  # the second job finds the parity model already built in the processes
+            r = run(None, X, code, e, wait_for=8, latency=delays, order=False)
+            expected = linear(X)
+            expected[3] += 0.5
+            np.testing.assert_allclose(r.outputs, expected, atol=1e-12)
+            assert 3 in r.stragglers and r.missing.size == 0
+
+
+def test_a_per_worker_function_that_cannot_be_shipped_fails_the_call(X):
+    code = gencc.ParM(6, k=2, parity=lambda Z: linear(Z))  # a lambda does not pickle to a process
+    with LocalExecutor(processes=1, factory=LinearFactory()) as e, pytest.raises(ValueError, match="must pickle"):
+        run(None, X, code, e)
     # without a parity model every worker runs f, so ParM needs no per-worker function there
     with LocalExecutor() as e:
         r = run(linear, X, gencc.ParM(6, k=2), e, order=False)

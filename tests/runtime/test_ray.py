@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 import runtime_helpers
-from runtime_helpers import Faulty, TinyNet, reference, smooth
+from runtime_helpers import Faulty, LinearFactory, OffsetParity, TinyNet, linear, reference, smooth
 
 import gencc
 from gencc.runtime import Hedged, RayExecutor, Replicated, Uncoded, run, stream
@@ -73,9 +74,25 @@ def test_actor_crash_mid_job_is_lost_and_job_completes(X):
         r = run(None, X, code, e, order=False, timeout=60)  # wait for all: only the loss can end worker 3
         assert r.stragglers == {3: r.stragglers[3]} and r.stragglers[3].startswith("lost")
         np.testing.assert_allclose(r.outputs, reference(code, X, [w for w in range(10) if w != 3]), atol=1e-12)
-        X2 = X + 1.0  # the actor is restarted for later jobs
+        # Ray restarts the actor (rebuilding f) for later jobs; a job sent while it restarts would find worker 3
+        # unavailable, a straggler, so wait for the restart before the next job
+        assert _wait_until_ready(e.actor_for(3)) != e.actor_pids[3]
+        X2 = X + 1.0
         r2 = run(None, X2, code, e, order=False, timeout=60)
         assert r2.stragglers == {}
+        np.testing.assert_allclose(r2.outputs, reference(code, X2, range(10)), atol=1e-12)
+
+
+def _wait_until_ready(actor, timeout: float = 90.0) -> int:
+    """The pid of `actor` once it answers (after a restart, which may take a while on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ray.get(actor.ready.remote(), timeout=5)
+        except (ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_actor_killed_mid_job(X):
@@ -120,6 +137,19 @@ def test_stream_and_baselines(ex):
         d = lat[: scheme.N] if scheme.N == 12 else np.zeros(6)
         r = run(smooth, X, scheme, ex, latency=d)
         np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+
+
+def test_parm_parity_model_is_built_on_the_actors(X):
+    code = gencc.ParM(6, k=2, parity=OffsetParity(0.5))  # N = 9 workers on 3 actors
+    delays = np.zeros(9)
+    delays[[1, 4]] = INF  # inputs 1 and 4 come back through the parity workers 6 and 8
+    with RayExecutor(factory=LinearFactory(), num_actors=3) as e:
+        for _ in range(2):  # the second job finds the parity model already built on the actors
+            r = run(None, X, code, e, wait_for=7, latency=delays, order=False)
+            expected = linear(X)
+            expected[[1, 4]] += 0.5
+            np.testing.assert_allclose(r.outputs, expected, atol=1e-12)
+            assert r.returned.tolist() == [0, 2, 3, 5, 6, 7, 8] and r.missing.size == 0
 
 
 def test_garbage_worker_is_excluded_and_reported_on_ray():

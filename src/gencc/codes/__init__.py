@@ -5,6 +5,7 @@ from .berrut import BACC, berrut_weights
 from .gcc import GCC
 from .lagrange import LCC
 from .parm import ParM
+from .registry import CODES, make_code, parse_option
 from .replication import Replication
 
-__all__ = ["BACC", "GCC", "LCC", "Code", "ParM", "Replication", "berrut_weights"]
+__all__ = ["BACC", "CODES", "GCC", "LCC", "Code", "ParM", "Replication", "berrut_weights", "make_code", "parse_option"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._arrays import apply_matrix, is_torch, to_numpy
+from .._validate import check_int
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
@@ -20,20 +22,21 @@ class Code(ABC):
 
     Subclasses set `alpha` (K sorted data points), `beta` (N sorted worker points), implement
     `_encoding_matrix()` and `_decoding_matrix(returned_sorted, Y_sorted)`, and state `min_results`.
+    A code may be shared between threads (`gencc.stream` does): its decoder cache is locked, and nothing a
+    decode chooses is kept on the instance.
     """
 
     name: str = "code"
 
     def __init__(self, K: int, N: int):
-        for label, v in (("K", K), ("N", N)):
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{label} must be a positive integer, got {v!r}")
+        K, N = check_int("K", K, 1), check_int("N", N, 1)
         if N < K:
             raise ValueError(f"need at least as many workers as inputs: N={N} < K={K}; raise N or split the "
                              "inputs into batches of at most N")
-        self.K, self.N = int(K), int(N)
+        self.K, self.N = K, N
         self._E: np.ndarray | None = None
         self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self.alpha: np.ndarray
         self.beta: np.ndarray
 
@@ -77,26 +80,36 @@ class Code(ABC):
 
         `Y` is only needed by decoders that adapt to the data (lam chosen by cross-validation).
         """
+        order, srt, Ys = self._sorted(returned, Y)
+        return _unsort(self._cached_decoder(srt, Ys), order)
+
+    def _sorted(self, returned: Sequence[int], Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(the order sorting `returned`, the validated sorted indices, Y flattened in that order or None)."""
         idx = self.check_returned(returned)
         order = np.argsort(idx, kind="stable")
-        srt = idx[order]
         Ys = None
         if Y is not None:
             Yn = to_numpy(Y)
             Ys = Yn.reshape(Yn.shape[0], -1)[order].astype(float)
+        return order, idx[order], Ys
+
+    def _cached_decoder(self, srt: np.ndarray, Ys: np.ndarray | None) -> np.ndarray:
+        """D for sorted `srt`, from the LRU cache when the code allows it. The lock covers only the cache's
+        bookkeeping; two threads missing on one key may both compute D (the same matrix)."""
         key = self._cache_key(srt, Ys)
-        D = self._cache.get(key) if key is not None else None
-        if D is None:
-            D = np.asarray(self._decoding_matrix(srt, Ys), dtype=float)
-            if key is not None:
-                self._cache[key] = D
-                if len(self._cache) > DECODER_CACHE_SIZE:
-                    self._cache.popitem(last=False)
-        elif key is not None:
-            self._cache.move_to_end(key)
-        out = np.empty_like(D)
-        out[:, order] = D
-        return out
+        if key is None:
+            return np.asarray(self._decoding_matrix(srt, Ys), dtype=float)
+        with self._cache_lock:
+            D = self._cache.get(key)
+            if D is not None:
+                self._cache.move_to_end(key)
+                return D
+        D = np.asarray(self._decoding_matrix(srt, Ys), dtype=float)
+        with self._cache_lock:
+            self._cache[key] = D
+            while len(self._cache) > DECODER_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return D
 
     def decode(self, Y: Any, returned: Sequence[int]) -> Any:
         """Estimates (K, *out_shape) of f(x_1..x_K) from results Y (len(returned), *out_shape).
@@ -167,5 +180,22 @@ class Code(ABC):
                              f"N={self.N} workers, got {arr.size}; wait for more workers or use more workers")
         return arr
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_cache_lock"]  # a lock does not pickle; the copy gets its own
+        state["_cache"] = OrderedDict()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cache_lock = threading.Lock()
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"
+
+
+def _unsort(D: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """D's columns (for sorted workers) put back in the caller's order of `returned`."""
+    out = np.empty_like(D)
+    out[:, order] = D
+    return out

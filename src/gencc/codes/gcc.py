@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
+from .._validate import check_nonneg, check_real
 from ..kernels import CubicSpline, Kernel, Matern32, get_kernel
 from ..points import NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
-from .base import Code
+from .base import Code, _unsort
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline
 AUTO_DENSE_MAX = 512
@@ -45,14 +49,9 @@ class GCC(Code):
         super().__init__(K, N)
         self.auto_kernel = isinstance(kernel, str) and kernel == "auto"
         self.kernel = Matern32(0.3, null_degree=1) if self.auto_kernel else get_kernel(kernel)
-        self.lam_enc = float(lam_enc)
-        if self.lam_enc < 0 or not np.isfinite(self.lam_enc):
-            raise ValueError(f"lam_enc must be a finite non-negative number, got {lam_enc!r}")
-        if isinstance(lam_dec, str):
-            if lam_dec not in ("gcv", "loo"):
-                raise ValueError(f"lam_dec must be a non-negative number, 'gcv' or 'loo', got {lam_dec!r}")
-        elif not (np.isfinite(lam_dec) and lam_dec >= 0):
-            raise ValueError(f"lam_dec must be a finite non-negative number, 'gcv' or 'loo', got {lam_dec!r}")
+        self.lam_enc = check_nonneg("lam_enc", lam_enc)
+        if not (isinstance(lam_dec, str) and lam_dec in ("gcv", "loo")):
+            lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
         self.lam_dec = lam_dec
         self.alpha = _points(alpha, K, "alpha")
         if isinstance(beta, str) and beta in NESTED:
@@ -86,14 +85,26 @@ class GCC(Code):
         return None if self.data_dependent else tuple(returned.tolist())
 
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
+        return self._fit_decoder(returned, Y)[0]
+
+    def _fit_decoder(self, returned: np.ndarray, Y: np.ndarray | None) -> tuple[np.ndarray, float]:
+        """(D for sorted `returned`, the lam it was fitted with)."""
         t = self.beta[returned]
         lam = self.lam_dec
         if isinstance(lam, str):
             if Y is None:
                 raise ValueError(f"lam_dec={lam!r} chooses lam from the results: pass Y to decoding_matrix")
             lam = select_lam(t, Y, self.kernel_for(t.size), lam)
-        self.last_lam_dec = float(lam)
-        return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam)
+        return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), float(lam)
+
+    def decoding_matrix_and_lam(self, returned: Sequence[int], Y: Any = None) -> tuple[np.ndarray, float]:
+        """D_F as `decoding_matrix` gives it, and the lam_dec it was fitted with: lam_dec itself, or the lam
+        that GCV / LOO chose for these results (`Y` then required). Safe to call from several threads."""
+        if not self.data_dependent:
+            return self.decoding_matrix(returned), float(self.lam_dec)
+        order, srt, Ys = self._sorted(returned, Y)
+        D, lam = self._fit_decoder(srt, Ys)
+        return _unsort(np.asarray(D, dtype=float), order), lam
 
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)

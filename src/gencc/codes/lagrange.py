@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.polynomial import chebyshev as C
 
+from .._validate import check_int
 from ..points import chebyshev1
 from .base import Code
 
@@ -21,9 +22,7 @@ class LCC(Code):
 
     def __init__(self, K: int, N: int, degree: int = 1):
         super().__init__(K, N)
-        if isinstance(degree, bool) or int(degree) != degree or degree < 1:
-            raise ValueError(f"degree must be a positive integer (the degree of polynomial f), got {degree!r}")
-        self.degree = int(degree)
+        self.degree = check_int("degree", degree, 1, hint="the degree of polynomial f")
         self.threshold = (K - 1) * self.degree + 1
         if N < self.threshold:
             raise ValueError(f"LCC with K={K} and degree={degree} needs N >= (K-1)*degree+1 = {self.threshold} "

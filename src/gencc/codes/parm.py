@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._validate import check_int
 from ..points import equispaced
 from .base import Code
 
@@ -28,13 +29,10 @@ class ParM(Code):
     name = "parm"
 
     def __init__(self, K: int, k: int = 2, parity: Callable | None = None):
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-            raise ValueError(f"K must be a positive integer, got {K!r}")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= K:
-            raise ValueError(f"k (inputs per parity group) must be an integer in [1, K={K}], got {k!r}")
+        K = check_int("K", K, 1)
+        k = check_int("k (inputs per parity group)", k, 1, K, what=f"an integer in [1, K={K}]")
         if parity is not None and not callable(parity):
             raise ValueError(f"parity must be a callable parity model or None, got {type(parity).__name__}")
-        K, k = int(K), int(k)
         groups = math.ceil(K / k)
         super().__init__(K, K + groups)
         self.k = k
@@ -54,8 +52,7 @@ class ParM(Code):
 
     def worker_function(self, f: Callable | None, n: int) -> Callable | None:
         """f for data workers (n < K), the parity model for parity workers (f itself when parity is None)."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < self.N:
-            raise ValueError(f"worker index must be an integer in [0, N={self.N}), got {n!r}")
+        n = check_int("worker index", n, 0, self.N - 1, what=f"an integer in [0, N={self.N})")
         if n < self.K or self.parity is None:
             return f
         return self.parity

@@ -4,7 +4,7 @@ This layer sits on top of the math layer and the workloads; nothing below import
 numpy only: matplotlib, rich and typer are imported inside the functions that need them.
 """
 
-from .codes import SCHEMES, make_code
+from .builders import SCHEMES, make_code
 from .fit import SlopeFit, fit_slope
 from .sweep import GridPoint, SweepSpec, parse_straggler, read_rows, run_sweep, stable_seed
 

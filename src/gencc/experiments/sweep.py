@@ -26,8 +26,8 @@ import numpy as np
 
 from ..simulate import simulate
 from ..stragglers import Bernoulli, FixedCount
-from .codes import make_code, scheme_label
-from .workloads import get_workload
+from .builders import make_code, scheme_label
+from .functions import get_workload
 
 #: columns of the tidy sweep CSV, in order (one row per straggler draw)
 COLUMNS = (
@@ -95,7 +95,7 @@ class GridPoint:
         return 1 if self.straggler.startswith("worst") else self.trials
 
     def code(self):
-        return make_code(self.scheme, self.K, self.N, **dict(self.opts))
+        return make_code(self.scheme, self.K, self.N, self.workload, **dict(self.opts))
 
 
 @dataclass

@@ -5,11 +5,13 @@ backends; `Uncoded`, `Replicated` and `Hedged` are the baselines engineers use t
 Nothing here imports ray or torch at import time.
 """
 
-from .base import Completion, Executor, JobFailed, JobTimeout, RunResult, Task
 from .baselines import Baseline, Hedged, Replicated, Uncoded
+from .errors import JobFailed, JobTimeout
+from .executor import Completion, Executor, Task
 from .job import default_executor, run, stream
 from .local import LocalExecutor
 from .ray import RayExecutor
+from .results import RunResult
 
 __all__ = [
     "Baseline",

@@ -13,13 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Policy, Task
-
-
-def _positive_int(name: str, v: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
+from .._validate import check_int, check_nonneg
+from .executor import Task
+from .policy import Policy
 
 
 class Baseline:
@@ -32,6 +28,13 @@ class Baseline:
     def policy(self, X: object, delays: np.ndarray, hedge_default: float | None) -> tuple[Policy, list[Task]]:
         """The collection policy and the first tasks for inputs X (rows in the caller's order)."""
         raise NotImplementedError
+
+    def _check_workers(self) -> None:
+        """K and N checked and stored as ints, N >= K (for the frozen dataclasses below that have N)."""
+        object.__setattr__(self, "K", check_int("K", self.K, 1))
+        object.__setattr__(self, "N", check_int("N", self.N, 1))
+        if self.N < self.K:
+            raise ValueError(f"{self.name} needs N >= K workers, got N={self.N} < K={self.K}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"
@@ -112,7 +115,7 @@ class Uncoded(Baseline):
     name = "uncoded"
 
     def __post_init__(self):
-        _positive_int("K", self.K)
+        object.__setattr__(self, "K", check_int("K", self.K, 1))
 
     @property
     def N(self) -> int:  # noqa: N802 - matches the Code interface
@@ -133,10 +136,7 @@ class Replicated(Baseline):
     name = "replication"
 
     def __post_init__(self):
-        _positive_int("K", self.K)
-        _positive_int("N", self.N)
-        if self.N < self.K:
-            raise ValueError(f"replication needs N >= K workers, got N={self.N} < K={self.K}")
+        self._check_workers()
 
     def policy(self, X, delays, hedge_default):
         p = _StaticPolicy(self.K, self.N)
@@ -156,12 +156,9 @@ class Hedged(Baseline):
     name = "hedged"
 
     def __post_init__(self):
-        _positive_int("K", self.K)
-        _positive_int("N", self.N)
-        if self.N < self.K:
-            raise ValueError(f"hedging needs N >= K workers, got N={self.N} < K={self.K}")
-        if self.hedge_delay is not None and not (np.isfinite(self.hedge_delay) and self.hedge_delay >= 0):
-            raise ValueError(f"hedge_delay must be a non-negative number of seconds, got {self.hedge_delay!r}")
+        self._check_workers()
+        object.__setattr__(self, "hedge_delay", check_nonneg("hedge_delay", self.hedge_delay, optional=True,
+                                                             unit="seconds"))
 
     def policy(self, X, delays, hedge_default):
         delay = self.hedge_delay if self.hedge_delay is not None else hedge_default

@@ -7,9 +7,12 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from ..codes.registry import CODES
 from ..stragglers import Bimodal, LatencyModel, Pareto, ShiftedExponential
 
-SCHEMES = ("gcc", "bacc", "replication", "hedged", "uncoded")
+#: codes from the registry (lcc needs a polynomial f; "replication" here is the Replicated baseline)
+CODED = tuple(name for name in CODES if name not in ("lcc", "replication"))
+SCHEMES = (*CODED, "replication", "hedged", "uncoded")
 LATENCIES = {
     "none": (None, {}),
     "bimodal": (Bimodal, {"p": 0.05, "factor": 10.0, "base": 0.005}),
@@ -43,7 +46,7 @@ def parse_latency(spec: str) -> LatencyModel | None:
 
 def run_command(
     backend: Annotated[str, typer.Option(help="local (threads) or ray (actors on 127.0.0.1 or --address)")] = "local",
-    scheme: Annotated[str, typer.Option(help="gcc, bacc, replication, hedged or uncoded")] = "gcc",
+    scheme: Annotated[str, typer.Option(help=f"{', '.join(SCHEMES)} (parm: k=2, the trained parity model)")] = "gcc",
     K: Annotated[int, typer.Option("--K", help="inputs per job")] = 8,  # noqa: N803
     N: Annotated[int, typer.Option("--N", help="workers (uncoded uses K)")] = 16,  # noqa: N803
     wait_for: Annotated[int | None, typer.Option(help="coded: stop at the first this many results")] = 12,
@@ -64,8 +67,8 @@ def run_command(
     from rich.progress import track
 
     from .. import metrics
-    from ..codes import BACC, GCC
-    from ..workloads import load
+    from ..codes.registry import make_code
+    from ..workloads import load, load_parity
     from .baselines import Hedged, Replicated, Uncoded
     from .job import stream
     from .local import LocalExecutor
@@ -80,11 +83,16 @@ def run_command(
     model = parse_latency(latency)
     console = Console()
     try:
-        code = {"gcc": lambda: GCC(K, N), "bacc": lambda: BACC(K, N), "replication": lambda: Replicated(K, N),
-                "hedged": lambda: Hedged(K, N, hedge_delay), "uncoded": lambda: Uncoded(K)}[scheme]()
+        if scheme == "parm":
+            code = make_code(scheme, K, None, parity=load_parity("digits-cnn", 2, progress=progress))
+        elif scheme in CODED:
+            code = make_code(scheme, K, N)
+        else:
+            code = {"replication": lambda: Replicated(K, N), "hedged": lambda: Hedged(K, N, hedge_delay),
+                    "uncoded": lambda: Uncoded(K)}[scheme]()
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
-    coded = scheme in ("gcc", "bacc")
+    coded = scheme in CODED
     w = load("digits-cnn", progress=progress)
     rng = np.random.default_rng(seed)
     batches = [w.sample(K, rng) for _ in range(jobs)]

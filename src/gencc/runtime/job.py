@@ -12,25 +12,20 @@ from typing import Any
 import numpy as np
 
 from .._arrays import is_torch
+from .._validate import check_int
 from ..codes.base import Code
 from ..ordering import METHODS, order_inputs
 from ..stragglers import LatencyModel
-from .base import (
-    DEFAULT_TIMEOUT,
-    CodedPolicy,
-    Executor,
-    RunResult,
-    Task,
-    as_rng,
-    check_deadline,
-    check_inputs,
-    check_timeout,
-    draw_delays,
-    execute,
-    restore_kind,
-)
 from .baselines import Baseline
+from .collect import execute
+from .executor import Executor, Task
+from .inputs import as_rng, check_deadline, check_inputs, check_timeout, draw_delays, restore_kind
 from .local import LocalExecutor
+from .policy import CodedPolicy
+from .results import RunResult
+
+#: default hard timeout (seconds) of a job that cannot yet decode
+DEFAULT_TIMEOUT = 60.0
 
 _DEFAULT: LocalExecutor | None = None
 _DEFAULT_LOCK = threading.Lock()
@@ -144,11 +139,8 @@ def run(
     else:
         if wait_for is not None:
             lo = max(code.min_results, 1)
-            if isinstance(wait_for, bool) or not isinstance(wait_for, (int, np.integer)) \
-                    or not lo <= wait_for <= code.N:
-                raise ValueError(f"wait_for must be an integer in [{lo}, N={code.N}] ({code.name} decodes from "
-                                 f"at least {code.min_results} results), got {wait_for!r}")
-            wait_for = int(wait_for)
+            wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
+                                 hint=f"{code.name} decodes from at least {code.min_results} results")
         t0 = time.perf_counter()
         perm = order_inputs(Xn, "chain" if order is True else order) if order else np.arange(code.K)
         Xp = _take(X, Xn, perm)
@@ -186,10 +178,8 @@ def stream(
     kwargs go to `run` (wait_for, deadline, latency, order, timeout). Job j draws its latencies from
     default_rng([seed, j]) so a seeded stream is reproducible. A job that fails raises when its turn comes.
     """
-    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    max_in_flight = check_int("max_in_flight", max_in_flight, 1)
+    seed = check_int("seed", seed, 0, optional=True)
     if "seed" in kwargs:
         raise ValueError("pass seed once")
     executor = executor if executor is not None else default_executor()

@@ -19,9 +19,21 @@ from typing import Any
 
 import numpy as np
 
-from .base import Batch, Completion, Executor, QueueBatch, Task, call_one, refuse_task_functions
+from .._validate import check_int
+from .executor import (
+    Batch,
+    Completion,
+    Constant,
+    Executor,
+    FunctionTable,
+    QueueBatch,
+    Task,
+    call_one,
+    describe_error,
+)
 
 _PROC_F: Callable | None = None
+_PROC_FNS: dict[int, Callable] = {}  # the tasks' own functions, built once per process
 
 
 def _proc_init(blob: bytes) -> None:
@@ -30,25 +42,16 @@ def _proc_init(blob: bytes) -> None:
     _PROC_F = factory()
 
 
-def _proc_call(x: Any) -> tuple[np.ndarray, float]:
+def _proc_call(x: Any, fn_key: int | None = None, fn_blob: bytes | None = None) -> tuple[np.ndarray, float]:
     assert _PROC_F is not None, "process worker was not initialised"
+    f = _PROC_F
+    if fn_key is not None:
+        if fn_key not in _PROC_FNS:
+            _PROC_FNS[fn_key] = pickle.loads(fn_blob)  # type: ignore[arg-type]
+        f = _PROC_FNS[fn_key]
     t = time.perf_counter()
-    y = call_one(_PROC_F, x)
+    y = call_one(f, x)
     return y, time.perf_counter() - t
-
-
-def _describe(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}"
-
-
-class _Constant:
-    """A picklable factory returning a fixed callable."""
-
-    def __init__(self, f: Callable):
-        self.f = f
-
-    def __call__(self) -> Callable:
-        return self.f
 
 
 class LocalExecutor(Executor):
@@ -60,10 +63,8 @@ class LocalExecutor(Executor):
     """
 
     def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512):
-        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 0:
-            raise ValueError(f"processes must be a non-negative integer (0: threads), got {processes!r}")
-        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
-            raise ValueError(f"max_threads must be a positive integer, got {max_threads!r}")
+        processes = check_int("processes", processes, 0, hint="0: threads")
+        max_threads = check_int("max_threads", max_threads, 1)
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
         self.processes, self.factory, self.max_threads = processes, factory, max_threads
@@ -74,6 +75,7 @@ class LocalExecutor(Executor):
         self._pool: ProcessPoolExecutor | None = None
         self._pool_f: Any = None
         self._local_f: Callable | None = None
+        self._functions = FunctionTable()
         self._closed = False
 
     # ----- threads -------------------------------------------------------------------------------------
@@ -103,7 +105,8 @@ class LocalExecutor(Executor):
             return
         try:
             if self._pool is not None:
-                fut = self._pool.submit(_proc_call, task.x)
+                extra = self._functions.entry(task.fn, "a process-backed LocalExecutor") if task.fn else ()
+                fut = self._pool.submit(_proc_call, task.x, *extra)
                 while not fut.done():
                     if cancel.wait(0.005):
                         fut.cancel()
@@ -115,7 +118,7 @@ class LocalExecutor(Executor):
                 dt = time.perf_counter() - t
             c = Completion(task.worker, value=y, compute_time=dt)
         except Exception as e:  # a failing worker is a straggler, never a crash of the master
-            c = Completion(task.worker, error=_describe(e))
+            c = Completion(task.worker, error=describe_error(e))
         if np.isinf(task.delay):  # never delivers: wait for the job to cancel it
             cancel.wait()
             return
@@ -135,13 +138,13 @@ class LocalExecutor(Executor):
             return f
         with self._lock:
             if self._pool is None:
-                factory = self.factory if self.factory is not None else _Constant(f) if f is not None else None
+                factory = self.factory if self.factory is not None else Constant(f) if f is not None else None
                 if factory is None:
                     raise ValueError("no function: pass f to run, or build LocalExecutor(factory=...)")
                 try:
                     blob = pickle.dumps(factory)
                 except Exception as e:
-                    raise ValueError(f"processes need a picklable f or factory: {_describe(e)}") from e
+                    raise ValueError(f"processes need a picklable f or factory: {describe_error(e)}") from e
                 self._pool = ProcessPoolExecutor(self.processes, mp_context=mp.get_context("spawn"),
                                                  initializer=_proc_init, initargs=(blob,))
                 self._pool_f = f
@@ -151,8 +154,10 @@ class LocalExecutor(Executor):
         return None
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
-        if self.processes:
-            refuse_task_functions(tasks, "a process-backed LocalExecutor")
+        if self.processes:  # a function that cannot be shipped fails the call, not the workers
+            for t in tasks:
+                if t.fn is not None:
+                    self._functions.entry(t.fn, "a process-backed LocalExecutor")
         fn = self._bind(f)
         batch = QueueBatch(lambda b, t: self._enqueue((b, fn, t)))
         batch.add(tasks)

@@ -3,7 +3,9 @@
 Ray is imported lazily (inside the executor), so `import gencc` never imports it.
 
 - f: the actor calls `factory()` once when it starts (a torch model is built there, not shipped per call).
-  Without a factory, the first f passed to `run` is shipped once to each actor.
+  Without a factory, the first f passed to `run` is shipped once to each actor. A worker's own function (a
+  code's `worker_function`, e.g. ParM's parity model) is put in the object store once and built once per
+  actor, on first use (a gencc workload model pickles as its factory).
 - Collection: `ray.wait(refs, num_returns=1, timeout=...)`, then a zero-timeout sweep of whatever else is
   ready.
 - Cancellation is cooperative: `cancel()` on the actor (a threaded actor, so it runs beside the tasks) sets
@@ -27,19 +29,10 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .base import Batch, Completion, Executor, Task, call_one, refuse_task_functions
+from .._validate import check_int, check_positive
+from .executor import Batch, Completion, Constant, Executor, FunctionTable, Task, call_one, describe_error
 
 _ACTOR_CLS: Any = None
-
-
-class _Constant:
-    """A picklable factory returning a fixed callable."""
-
-    def __init__(self, f: Callable):
-        self.f = f
-
-    def __call__(self) -> Callable:
-        return self.f
 
 
 class _Worker:
@@ -52,6 +45,8 @@ class _Worker:
         self.f = factory()
         self._flags: OrderedDict[Any, threading.Event] = OrderedDict()
         self._lock = threading.Lock()
+        self._fns: dict[int, Callable] = {}
+        self._fn_lock = threading.Lock()
 
     def ready(self) -> int:
         return os.getpid()
@@ -65,16 +60,28 @@ class _Worker:
                     self._flags.popitem(last=False)
             return ev
 
-    def compute(self, key: Any, x: Any, delay: float) -> tuple[str, Any, float]:
+    def _function(self, fn_key: int, fn_box: list) -> Callable:
+        """A task's own function, fetched from the object store and built on its first use on this actor."""
+        with self._fn_lock:
+            fn = self._fns.get(fn_key)
+            if fn is None:
+                import ray
+
+                fn = self._fns[fn_key] = ray.get(fn_box[0])
+            return fn
+
+    def compute(self, key: Any, x: Any, delay: float, fn_key: int | None = None,
+                fn_box: list | None = None) -> tuple[str, Any, float]:
         flag = self._flag(key)
         try:
             if flag.is_set():
                 return ("cancelled", None, 0.0)
             t = time.perf_counter()
             try:
-                out = ("ok", call_one(self.f, x), time.perf_counter() - t)
+                f = self.f if fn_key is None else self._function(fn_key, fn_box)  # type: ignore[arg-type]
+                out = ("ok", call_one(f, x), time.perf_counter() - t)
             except Exception as e:  # reported to the master as a straggler
-                out = ("error", f"{type(e).__name__}: {e}", time.perf_counter() - t)
+                out = ("error", describe_error(e), time.perf_counter() - t)
             if flag.is_set():
                 return ("cancelled", None, 0.0)
             if delay == float("inf"):
@@ -116,11 +123,10 @@ class RayExecutor(Executor):
                  temp_dir: str | None = None, ready_timeout: float = 180.0):
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
-        if num_actors is not None and (isinstance(num_actors, bool) or not isinstance(num_actors, int)
-                                       or num_actors < 1):
-            raise ValueError(f"num_actors must be a positive integer or None, got {num_actors!r}")
-        if not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+        num_actors = check_int("num_actors", num_actors, 1, optional=True)
+        max_concurrency = check_int("max_concurrency", max_concurrency, 1)
+        max_restarts = check_int("max_restarts", max_restarts, -1, hint="-1: restart without limit")
+        ready_timeout = check_positive("ready_timeout", ready_timeout, unit="seconds")
         self.factory, self.num_actors, self.address = factory, num_actors, address
         self.num_cpus, self.max_concurrency, self.max_restarts = num_cpus, max_concurrency, max_restarts
         self.actor_options = dict(actor_options or {})
@@ -133,6 +139,7 @@ class RayExecutor(Executor):
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._ray: Any = None
+        self._functions = FunctionTable(lambda fn: self._ray.put(fn))
 
     # ----- setup --------------------------------------------------------------------------------------------
     def _init_ray(self) -> Any:
@@ -165,7 +172,7 @@ class RayExecutor(Executor):
             if factory is None:
                 if f is None:
                     raise ValueError("no function: pass f to run, or build RayExecutor(factory=...)")
-                factory, self._f = _Constant(f), f
+                factory, self._f = Constant(f), f
             n = self.num_actors or num_workers
             if n is None:
                 raise ValueError("num_actors unknown: pass num_actors or num_workers")
@@ -185,9 +192,11 @@ class RayExecutor(Executor):
 
     # ----- the Executor interface ---------------------------------------------------------------------------
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
-        refuse_task_functions(tasks, "RayExecutor")
         n = max((t.worker for t in tasks), default=0) + 1
         self.start(f, n)
+        for t in tasks:  # a function that cannot be shipped fails the call, not the workers
+            if t.fn is not None:
+                self._functions.entry(t.fn, "RayExecutor")
         batch = _RayBatch(self, next(self._ids))
         batch.add(tasks)
         return batch
@@ -203,6 +212,7 @@ class RayExecutor(Executor):
                 except Exception:  # an actor already gone
                     pass
             self.actors = []
+            self._functions.clear()
             if self._owns_ray and self._ray.is_initialized():
                 self._ray.shutdown()
             self._ray = None
@@ -220,8 +230,13 @@ class _RayBatch(Batch):
 
     def add(self, tasks: Sequence[Task]) -> None:
         for t in tasks:
-            ref = self.ex.actor_for(t.worker).compute.remote((self.bid, t.worker), t.x, float(t.delay))
+            extra = () if t.fn is None else self._shipped(t.fn)
+            ref = self.ex.actor_for(t.worker).compute.remote((self.bid, t.worker), t.x, float(t.delay), *extra)
             self.refs[ref] = t.worker
+
+    def _shipped(self, fn: Callable) -> tuple[int, list]:
+        key, ref = self.ex._functions.entry(fn, "RayExecutor")
+        return key, [ref]  # inside a list, so Ray hands the actor the ref, not the (rebuilt) function
 
     def _convert(self, ref: Any, w: int) -> Completion | None:
         ray = self.ray

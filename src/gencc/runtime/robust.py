@@ -11,7 +11,8 @@ import numpy as np
 
 from ..codes.base import Code
 from ..codes.robust import min_results
-from .base import CodedPolicy, JobFailed
+from .errors import JobFailed
+from .policy import CodedPolicy
 
 REASON = "inconsistent result: flagged by the robust decode and excluded"
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._validate import check_int
 from ._cache import ENV_VAR, cache_root, models_dir, recipe_hash
 
 if TYPE_CHECKING:
@@ -86,8 +87,7 @@ class Workload:
 
     def sample(self, K: int, rng: np.random.Generator | int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """K distinct test inputs chosen with `rng` (a numpy Generator, or a seed), and their labels (or None)."""
-        if isinstance(K, bool) or not isinstance(K, int | np.integer) or K < 1:
-            raise ValueError(f"K must be a positive integer, got {K!r}")
+        K = check_int("K", K, 1)
         n = len(self.X_test)
         if K > n:
             raise ValueError(f"K={K} exceeds the {n} test inputs of {self.name!r}")

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from .._validate import check_int
 from ._cache import read_json, recipe_hash
 from ._torch import (
     IN_SHAPES,
@@ -40,9 +40,7 @@ EVAL_TUPLES = 4000  # held-out k-tuples of test inputs for the metadata's recons
 
 
 def check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k (inputs per parity query) must be a positive integer, got {k!r}")
-    return int(k)
+    return check_int("k (inputs per parity query)", k, 1)  # type: ignore[return-value]
 
 
 def parity_recipe(name: str, k: int) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""The one list of codes: name -> class and keyword options, read by `gencc info`, the experiments and `gencc run`.
+
+`make_code(name, K, N, **options)` builds a code by name and refuses unknown names and unknown or ill-typed
+options with a message listing the valid ones; `parse_option` turns an option's text (a command line's
+`gcc.lam_dec=gcv`) into the value its type wants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._validate import check_int, check_real
+from ..kernels import KERNELS
+from ..points import DESIGNS, NESTED
+from .base import Code
+from .berrut import BACC
+from .gcc import GCC
+from .lagrange import LCC
+from .parm import ParM
+from .replication import Replication
+
+#: a parameter with no default must be given
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    """A keyword option of a code. `type` is one of int, float, float|gcv|loo, choice, callable."""
+
+    name: str
+    type: str
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def describe(self) -> str:
+        kind = "|".join(self.choices) if self.type == "choice" else self.type
+        default = "required" if self.required else f"default {self.default!r}"
+        return f"{self.name} ({kind}, {default}): {self.help}"
+
+    def check(self, code: str, value: Any) -> Any:
+        """`value` checked against this parameter's type (a ValueError names the code and the option)."""
+        label = f"{code} option {self.name}"
+        if self.type == "int":
+            return check_int(label, value, 1)
+        if self.type == "float":
+            return check_real(label, value, 0.0)
+        if self.type == "float|gcv|loo":
+            if isinstance(value, str) and value in ("gcv", "loo"):
+                return value
+            return check_real(label, value, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
+        if self.type == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                raise ValueError(f"{label} must be one of {', '.join(self.choices)}, got {value!r}")
+            return value
+        if value is not None and not callable(value):
+            raise ValueError(f"{label} must be a callable or None, got {type(value).__name__}")
+        return value
+
+    def parse(self, code: str, text: str) -> Any:
+        """The value of this option written as text on a command line."""
+        if self.type == "callable":
+            raise ValueError(f"{code} option {self.name} is a callable and has no text form: {self.help}")
+        try:
+            if self.type == "int":
+                return self.check(code, int(text))
+            if self.type == "float" or (self.type == "float|gcv|loo" and text not in ("gcv", "loo")):
+                return self.check(code, float(text))
+        except ValueError as e:
+            if "option" in str(e):
+                raise
+            words = {"int": "an integer", "float": "a number"}.get(self.type, "a number, 'gcv' or 'loo'")
+            raise ValueError(f"{code} option {self.name} must be {words}, got {text!r}") from None
+        return self.check(code, text)
+
+
+@dataclass(frozen=True)
+class CodeSpec:
+    """A code by name: its class, a one-line summary, its keyword options. `fixed_N`: N follows from K and
+    the options (ParM), so make_code checks a given N against it instead of passing it on."""
+
+    name: str
+    cls: type[Code]
+    summary: str
+    params: tuple[Param, ...] = ()
+    fixed_N: Callable[[int, dict], int] | None = None  # noqa: N815 - N is the paper's name
+
+    def param(self, key: str) -> Param:
+        for p in self.params:
+            if p.name == key:
+                return p
+        valid = ", ".join(p.name for p in self.params) or "none"
+        raise ValueError(f"{self.name} has no option {key!r}; its options: {valid}")
+
+
+_LAM = "penalty weight of the {} fit (0 interpolates)"
+CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
+    CodeSpec("gcc", GCC, "general coded computing: RKHS (smoothing-spline) encoder and decoder", (
+        Param("kernel", "choice", "auto", "RKHS kernel (auto: Matern 3/2 up to 512 points, then the cubic spline)",
+              ("auto", *KERNELS)),
+        Param("lam_enc", "float", 0.0, _LAM.format("encoder")),
+        Param("lam_dec", "float|gcv|loo", 0.0, _LAM.format("decoder") + "; gcv or loo choose it per pattern"),
+        Param("alpha", "choice", "chebyshev1", "data points", DESIGNS),
+        Param("beta", "choice", "chebyshev2-nested", "worker points (-nested: a worker on each data point)",
+              (*DESIGNS, *NESTED)),
+    )),
+    CodeSpec("bacc", BACC, "Berrut approximated coded computing (rational interpolation)"),
+    CodeSpec("lcc", LCC, "Lagrange coded computing, exact for polynomial f", (
+        Param("degree", "int", REQUIRED, "the degree of polynomial f (decodes from (K-1) degree + 1 results)"),
+    )),
+    CodeSpec("replication", Replication, "each input on about N/K workers; the first replica wins"),
+    CodeSpec("parm", ParM, "parity models: k inputs per group plus one parity query (N = K + ceil(K/k))", (
+        Param("k", "int", 2, "inputs per parity group"),
+        Param("parity", "callable", None, "the parity model F_P, None: f itself (exact for linear f only); "
+              "build it with gencc.workloads.load_parity(workload, k); `gencc sweep` and `gencc run` do so "
+              "for their workload"),
+    ), fixed_N=lambda K, opts: K + math.ceil(K / opts.get("k", 2))),
+)}
+
+
+def code_spec(name: str) -> CodeSpec:
+    """The registry entry of code `name`."""
+    if not isinstance(name, str) or name not in CODES:
+        raise ValueError(f"unknown code {name!r}; choose one of {', '.join(CODES)}")
+    return CODES[name]
+
+
+def make_code(name: str, K: int, N: int | None = None, **options: Any) -> Code:
+    """The code `name` for K inputs on N workers with keyword `options` (omitted ones keep the class's
+    defaults, so `make_code("gcc", K, N)` is `GCC(K, N)`). For ParM N follows from K and k: None, or that N."""
+    spec = code_spec(name)
+    opts = {key: spec.param(key).check(name, v) for key, v in options.items()}
+    missing = [p.name for p in spec.params if p.required and p.name not in opts]
+    if missing:
+        raise ValueError(f"{name} needs option(s) {', '.join(missing)}: "
+                         + "; ".join(spec.param(m).describe() for m in missing))
+    if spec.fixed_N is not None:
+        K = check_int("K", K, 1)
+        want = spec.fixed_N(K, opts)
+        if N is not None and N != want:
+            raise ValueError(f"{name} with K={K} and these options runs on N={want} workers, got N={N}; "
+                             f"pass N={want} or None")
+        return spec.cls(K, **opts)
+    if N is None:
+        raise ValueError(f"{name} needs N, the number of workers")
+    return spec.cls(K, N, **opts)
+
+
+def parse_option(name: str, key: str, text: str) -> Any:
+    """Option `key` of code `name` from its text form (`lam_dec`, "gcv" -> "gcv"; `degree`, "2" -> 2)."""
+    return code_spec(name).param(key).parse(name, text)

@@ -1,0 +1,35 @@
+"""The one place experiments construct codes: by name from the math layer's registry, so its defaults (GCC's in
+particular) flow through, with ParM's parity model built for the workload at hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gencc
+from gencc.codes.registry import CODES
+from gencc.codes.registry import make_code as _registry_code
+
+#: code names the sweeps understand (the registry's)
+SCHEMES = tuple(CODES)
+
+
+def make_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: Any) -> gencc.Code:
+    """A code for `scheme` with K inputs on N workers; `opts` are checked by the registry, and omitted ones keep
+    the defaults of the math layer (so `make_code("gcc", K, N)` is exactly `gencc.GCC(K, N)`).
+
+    ParM without a `parity` option gets the parity model trained for `workload` with its k
+    (`gencc.workloads.load_parity`, cached); the analytic `toy-` workloads have none, so their parity workers
+    run f itself (exact for linear f only).
+    """
+    if scheme == "parm" and "parity" not in opts and workload is not None and not workload.startswith("toy-"):
+        from gencc.workloads import load_parity
+
+        opts = {**opts, "parity": load_parity(workload, opts.get("k", 2), progress=False)}
+    return _registry_code(scheme, K, N, **opts)
+
+
+def scheme_label(scheme: str, opts: dict[str, Any] | None = None) -> str:
+    """The name a scheme with options carries in tables: `gcc`, or `gcc[lam_dec=0]` with options."""
+    if not opts:
+        return scheme
+    return scheme + "[" + ",".join(f"{k}={opts[k]}" for k in sorted(opts)) + "]"

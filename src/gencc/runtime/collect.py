@@ -1,0 +1,132 @@
+"""The collection loop: gather completions until the policy stops, sort out the stragglers, assemble.
+
+A worker that raises, returns a non-finite or wrongly shaped output, is late, or is lost is a straggler: it
+is listed with its reason and its result is never used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+
+from .errors import JobFailed, JobTimeout
+from .executor import Batch, Executor, Task
+from .policy import Policy
+
+
+def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
+            outstanding: set[int]) -> tuple[dict[int, np.ndarray], dict[int, str], dict[int, float], float]:
+    """Gather completions until the policy stops; returns (valid, stragglers, arrivals, first_result).
+
+    Validation: errors and lost workers are stragglers at once; non-finite outputs likewise; shapes are
+    judged against the most common shape among the finite results, so one worker with a wrong shape can
+    never set the reference.
+    """
+    finite: dict[int, np.ndarray] = {}
+    stragglers: dict[int, str] = {}
+    arrivals: dict[int, float] = {}
+    first = float("nan")
+
+    def valid_now() -> dict[int, np.ndarray]:
+        if not finite:
+            return {}
+        shapes = Counter(v.shape for v in finite.values())
+        ref = max(shapes, key=lambda s: (shapes[s], -min(w for w, v in finite.items() if v.shape == s)))
+        return {w: v for w, v in finite.items() if v.shape == ref}
+
+    valid: dict[int, np.ndarray] = {}
+    while True:
+        elapsed = time.perf_counter() - t_dispatch
+        for t in policy.extra_tasks(valid, outstanding, elapsed):
+            outstanding.add(t.worker)
+            batch.add([t])
+        decodable = policy.decodable(valid)
+        if decodable and (policy.satisfied(valid, elapsed) or not outstanding):
+            break
+        if not outstanding:
+            raise JobFailed(_too_few(policy, valid, finite, stragglers, "every worker has answered or failed"),
+                            _reasons(stragglers, finite, valid))
+        if elapsed >= timeout:
+            raise JobTimeout(_too_few(policy, valid, finite, stragglers, f"hard timeout of {timeout:g} s passed"),
+                             _reasons(stragglers, finite, valid))
+        limit = timeout - elapsed
+        wake = policy.wakeup(elapsed)
+        if wake is not None:
+            limit = min(limit, max(wake - elapsed, 0.0))
+        c = batch.next(max(limit, 0.0))
+        if c is None:
+            continue
+        # one completion at a time, so "the first wait_for" is exact even when several arrive together
+        now = time.perf_counter() - t_dispatch
+        if np.isnan(first):
+            first = now
+        outstanding.discard(c.worker)
+        arrivals[c.worker] = now
+        if c.lost:
+            stragglers[c.worker] = f"lost: {c.error}"
+        elif c.error is not None:
+            stragglers[c.worker] = f"raised: {c.error}"
+        else:
+            try:
+                v = np.asarray(c.value, dtype=float)
+            except (TypeError, ValueError) as e:
+                stragglers[c.worker] = f"wrong shape: output is not a numeric array ({e})"
+            else:
+                if not np.all(np.isfinite(v)):
+                    stragglers[c.worker] = "non-finite output (NaN or inf)"
+                else:
+                    finite[c.worker] = v
+        valid = valid_now()
+    return valid, _reasons(stragglers, finite, valid), arrivals, first
+
+
+def _reasons(stragglers: dict[int, str], finite: dict[int, np.ndarray], valid: dict[int, np.ndarray]) -> dict:
+    out = dict(stragglers)
+    if valid:
+        ref = next(iter(valid.values())).shape
+        for w, v in finite.items():
+            if w not in valid:
+                out[w] = f"wrong shape: output {v.shape}, expected {ref}"
+    return out
+
+
+def _too_few(policy: Policy, valid: dict, finite: dict, stragglers: dict, why: str) -> str:
+    reasons = _reasons(stragglers, finite, valid)
+    listed = "; ".join(f"worker {w}: {r}" for w, r in sorted(reasons.items())[:6])
+    more = f" (and {len(reasons) - 6} more)" if len(reasons) > 6 else ""
+    return (f"job cannot decode: {why} with {len(valid)} valid result(s) of N={policy.N}, not enough to "
+            f"estimate every input. Stragglers: {listed or 'none yet'}{more}. Raise the timeout, add workers, "
+            "or fix the failing workers.")
+
+
+def execute(executor: Executor, f: Callable | None, tasks: list[Task], policy: Policy, timeout: float,
+            t_start: float, t_encode: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict, dict, dict]:
+    """Dispatch `tasks`, collect by `policy`, cancel the rest, assemble.
+
+    Returns (outputs, used workers, missing inputs, stragglers, arrivals, timings).
+    """
+    t0 = time.perf_counter()
+    batch = executor.submit(f, tasks)
+    t_dispatch = time.perf_counter() - t0
+    try:
+        outstanding = {t.worker for t in tasks}
+        valid, stragglers, arrivals, first = collect(batch, policy, timeout, t0, outstanding)
+        if outstanding:
+            batch.cancel(sorted(outstanding))
+        for w in outstanding:
+            stragglers.setdefault(w, "late: no result when the job stopped")
+    finally:
+        batch.close()
+    t1 = time.perf_counter()
+    out, used, missing = policy.assemble(valid)
+    t_dec = time.perf_counter() - t1
+    stragglers.update(getattr(policy, "excluded", {}))  # results a robust decode flagged and left out
+    for w in valid:
+        if w not in set(used.tolist()):
+            stragglers.setdefault(w, "unused: another replica answered first")
+    timings = {"encode": t_encode, "dispatch": t_dispatch, "first_result": first, "decode": t_dec,
+               "total": time.perf_counter() - t_start}
+    return out, used, missing, stragglers, arrivals, timings

@@ -1,0 +1,67 @@
+"""A job's inputs checked and converted: X, injected delays, deadlines, seeds; outputs in X's array kind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._arrays import is_torch, to_numpy
+from .._validate import check_positive
+from ..stragglers import LatencyModel
+
+
+def check_deadline(deadline: float | None) -> float | None:
+    return check_positive("deadline", deadline, optional=True, unit="seconds")
+
+
+def check_timeout(timeout: float) -> float:
+    return check_positive("timeout", timeout, unit="seconds")  # type: ignore[return-value]
+
+
+def draw_delays(latency: LatencyModel | Sequence[float] | np.ndarray | None, n: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """Per-worker injected delays: a latency model's draw, a given array (inf: never delivered), or zeros."""
+    if latency is None:
+        return np.zeros(n)
+    if isinstance(latency, LatencyModel):
+        d = np.asarray(latency.sample(n, rng), dtype=float)
+    elif hasattr(latency, "sample"):
+        raise ValueError(f"latency must be a gencc LatencyModel or an array of {n} delays, got {latency!r}")
+    else:
+        d = np.asarray(latency, dtype=float)
+        if d.shape != (n,):
+            raise ValueError(f"latency given as an array must hold one delay per worker: shape ({n},), "
+                             f"got {d.shape}")
+    if np.any(np.isnan(d)) or np.any(d < 0):
+        raise ValueError("latency delays must be non-negative (inf means the worker never delivers)")
+    return d
+
+
+def as_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def check_inputs(X: Any, K: int) -> np.ndarray:
+    """X as numpy, checked: first dimension K, numeric, finite."""
+    if X is None or not hasattr(X, "shape") and not isinstance(X, (list, tuple)):
+        raise ValueError(f"X must be an array of shape (K={K}, *in_shape), got {type(X).__name__}")
+    Xn = np.asarray(to_numpy(X))
+    if Xn.ndim == 0 or Xn.shape[0] != K:
+        raise ValueError(f"X must have first dimension K={K} (one row per input), got shape {Xn.shape}")
+    if Xn.dtype == object or not np.issubdtype(Xn.dtype, np.number):
+        raise ValueError(f"X must be numeric, got dtype {Xn.dtype}")
+    if not np.all(np.isfinite(Xn)):
+        raise ValueError("X contains non-finite values (NaN or inf); coded computing needs finite inputs")
+    return Xn
+
+
+def restore_kind(out: np.ndarray, X: Any) -> Any:
+    """numpy out for numpy in; a torch tensor on X's device (X's float dtype) for torch in."""
+    if is_torch(X):
+        import torch
+
+        dtype = X.dtype if X.is_floating_point() else torch.get_default_dtype()
+        return torch.as_tensor(out, device=X.device).to(dtype)
+    return out

@@ -1,0 +1,62 @@
+"""Collection policies: when a job stops, and how the valid results become outputs."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from ..codes.base import Code
+from .executor import Task
+
+
+class Policy(ABC):
+    """Decides when a job stops and assembles the outputs from the valid results."""
+
+    N: int
+
+    @abstractmethod
+    def decodable(self, valid: dict[int, np.ndarray]) -> bool: ...
+
+    @abstractmethod
+    def satisfied(self, valid: dict[int, np.ndarray], elapsed: float) -> bool:
+        """True when the stop rule is met (the caller also requires decodable)."""
+
+    def wakeup(self, elapsed: float) -> float | None:
+        """Seconds from dispatch at which the policy wants to be asked again (deadline, hedge)."""
+        return None
+
+    def extra_tasks(self, valid: dict[int, np.ndarray], outstanding: set[int], elapsed: float) -> list[Task]:
+        """Tasks to add now (hedging); the default adds none."""
+        return []
+
+    @abstractmethod
+    def assemble(self, valid: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(outputs in the code's input order, used workers sorted, missing inputs)."""
+
+
+class CodedPolicy(Policy):
+    """Stop at the first `wait_for` valid results, at `deadline` seconds, or both (whichever first), never
+    before the code can decode (every input estimated); with neither, wait for every worker."""
+
+    def __init__(self, code: Code, wait_for: int | None, deadline: float | None):
+        self.code, self.N, self.wait_for, self.deadline = code, code.N, wait_for, deadline
+
+    def decodable(self, valid: dict[int, np.ndarray]) -> bool:
+        r = sorted(valid)
+        return self.code.can_decode(r) and self.code.missing(r).size == 0
+
+    def satisfied(self, valid: dict[int, np.ndarray], elapsed: float) -> bool:
+        if self.wait_for is None and self.deadline is None:
+            return False
+        if self.wait_for is not None and len(valid) >= self.wait_for:
+            return True
+        return self.deadline is not None and elapsed >= self.deadline
+
+    def wakeup(self, elapsed: float) -> float | None:
+        return self.deadline if self.deadline is not None and elapsed < self.deadline else None
+
+    def assemble(self, valid: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        r = np.array(sorted(valid), dtype=np.int64)
+        Y = np.stack([valid[int(w)] for w in r]).astype(float, copy=False)
+        return np.asarray(self.code.decode(Y, r)), r, np.asarray(self.code.missing(r), dtype=np.int64)
