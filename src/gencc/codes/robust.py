@@ -237,53 +237,6 @@ def energy_drop(G: np.ndarray, P: np.ndarray) -> Callable[[np.ndarray], np.ndarr
     return drop
 
 
-# ----- BACC: closed-form Berrut LOO ------------------------------------------------------------------------
-def berrut_loo_residuals(t: np.ndarray, Y: np.ndarray) -> Residuals:
-    """LOO residuals of Berrut's interpolant through sorted t: worker j predicted from the others, with
-    the alternating signs re-indexed over the nodes that remain."""
-    n = t.size
-
-    def one(keep: np.ndarray) -> np.ndarray:
-        tk, Yk = t[keep], Y[keep]
-        k = tk.size
-        rank = np.arange(k)
-        # sign of node i when node j is left out: (-1)^(i - [i > j])
-        sgn = np.where(((rank[None, :] - (rank[None, :] > rank[:, None])) % 2) == 0, 1.0, -1.0)
-        with np.errstate(divide="ignore"):
-            W = sgn / (tk[:, None] - tk[None, :])
-        np.fill_diagonal(W, 0.0)
-        W /= W.sum(axis=1, keepdims=True)
-        out = np.zeros((n, Y.shape[1]))
-        out[keep] = Yk - W @ Yk
-        return out
-
-    def residuals(subsets: list[tuple[int, ...]]) -> np.ndarray:
-        outs = []
-        for S in subsets:
-            keep = np.ones(n, dtype=bool)
-            keep[list(S)] = False
-            outs.append(one(keep))
-        return np.stack(outs)
-
-    return residuals
-
-
-def berrut_drop(t: np.ndarray, Y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """For subsets S (B, s): the squared misfit of S's results to the Berrut interpolant through the rest
-    (how much leaving S out explains; BACC's analogue of GCC's energy drop)."""
-    from .berrut import berrut_weights
-
-    def drop(S: np.ndarray) -> np.ndarray:
-        out = np.empty(len(S))
-        for b, sub in enumerate(S):
-            keep = np.ones(t.size, dtype=bool)
-            keep[sub] = False
-            out[b] = np.sum((Y[sub] - berrut_weights(t[keep], t[sub]) @ Y[keep]) ** 2)
-        return out
-
-    return drop
-
-
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
                   method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
@@ -357,6 +310,8 @@ def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, thresh
         P = G @ Ys
         residuals, drop, refine, pairs = downdate_residuals(G, P), energy_drop(G, P), True, pair_residuals(G, P)
     else:
+        from .robust_bacc import berrut_drop, berrut_loo_residuals
+
         residuals, drop, refine, pairs = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True, None
     pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine, pairs=pairs)
     return pos
@@ -399,5 +354,5 @@ def _prepare(code: Code, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, n
     return idx, Yn
 
 
-__all__ = ["DEFAULT_THRESHOLD", "min_results", "berrut_loo_residuals", "downdate_residuals", "loo_matrix",
+__all__ = ["DEFAULT_THRESHOLD", "min_results", "downdate_residuals", "loo_matrix",
            "robust_decode", "robust_spread", "search"]
