@@ -70,7 +70,7 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     below `threshold`. `residuals(subsets)` gives (len(subsets), n, m) LOO residuals of the remaining
     positions (excluded rows are ignored); `drop(S)`, for an array of subsets (B, s), how much each exclusion
     explains (larger is better). Per size, the subset with the largest drop is tested (with `refine`, the
-    one among the BEAM largest drops that leaves the smallest remaining score). Returns (S sorted,
+    one among the BEAM largest drops that leaves the smallest summed squared remaining scores). Returns (S sorted,
     consistent): consistent is False when no set of size <= adversaries passes (then S is the best set of
     the largest size). `pairs(S)`, when given, adds a check of the accepted set: each remaining worker
     predicted with its nearest remaining neighbour also left out (rms residual per position, 0 for S), so
@@ -89,7 +89,8 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
         if refine:  # the shortlist by drop, then the subset that leaves the rest most consistent
             sc = np.sqrt(np.mean(residuals([tuple(S) for S in beam]) ** 2, axis=2)) / scale
             sc[np.arange(len(beam))[:, None], beam] = 0.0
-            beam = beam[np.argsort(sc.max(axis=1), kind="stable")]
+            # total remaining misfit, not its max: the max is often an unrelated worker, the same for all
+            beam = beam[np.argsort(np.sum(sc**2, axis=1), kind="stable")]
         best = tuple(int(i) for i in beam[0])
         rest = _remaining_max(residuals([best])[0], best, scale)
         if pairs is not None and rest < threshold:  # only a set that passes needs the pair check
