@@ -115,7 +115,8 @@ def tried_section(w, Ns, trials):
     print("| detector | N | recall, A = 2 | recall, A = 3 | honest runs flagging anyone (A = 3) |")
     print("|---|---|---|---|---|")
     variants = [("greedy, flag above 6 x median LOO residual", lambda c, Y, r, A: greedy(c, Y, r, A, "median")),
-                ("greedy, flag above 0.35 x robust spread", lambda c, Y, r, A: greedy(c, Y, r, A, "spread")),
+                (f"greedy, flag above {robust.DEFAULT_THRESHOLD} x robust spread",
+                 lambda c, Y, r, A: greedy(c, Y, r, A, "spread")),
                 ("subset search, energy drop, gap-rescaled (the default)",
                  lambda c, Y, r, A: c.robust_decode(Y, r, adversaries=A)[1])]
     for label, detect in variants:

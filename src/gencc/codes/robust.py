@@ -35,7 +35,7 @@ from .._arrays import check_finite, is_torch, to_numpy
 from .base import Code
 
 #: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
-DEFAULT_THRESHOLD = 0.35
+DEFAULT_THRESHOLD = 0.5
 #: candidate pool: this many top-scoring workers per allowed adversary (plus their neighbours)
 POOL_PER_ADVERSARY = 2
 #: a passing set whose remaining worst score is above UPGRADE_LEVEL x threshold gives way to a larger set
