@@ -1,4 +1,4 @@
-"""Linear smoothers (DESIGN section 3) against SciPy's splines, closed forms and brute force."""
+"""Linear smoothers (docs/design.md section 3) against SciPy's splines, closed forms and brute force."""
 
 import mpmath as mp
 import numpy as np
@@ -147,7 +147,7 @@ def test_banded_accepts_unsorted_points():
 
 
 def test_lam_convention_penalty_over_minus_one_one():
-    # DESIGN section 3: lam multiplies int_{-1}^{1} u''^2. On s = (t + 1) / 2 in [0, 1] the same curve has
+    # docs/design.md section 3: lam multiplies int_{-1}^{1} u''^2. On s = (t + 1) / 2 in [0, 1] the same curve has
     # int_0^1 g''^2 ds = 8 int_{-1}^{1} u''^2 dt, so SciPy on [0, 1] needs lam_scipy = n lam / 8.
     n, lam = 25, 1e-3
     t = jittered(n)

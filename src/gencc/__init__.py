@@ -9,7 +9,7 @@ a smooth (RKHS) curve, let workers compute f, decode from whichever workers answ
 """
 
 from . import adversaries, kernels, metrics, points, smoothing
-from .codes import BACC, GCC, LCC, Code, ParM, Replication
+from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
 from .ordering import order_inputs
 from .runtime import (
     Hedged,
@@ -60,8 +60,10 @@ __all__ = [
     "Pareto",
     "Replication",
     "ShiftedExponential",
+    "SystematicGCC",
     "adversaries",
     "apply_f",
+    "calibrate_rho",
     "first_returned",
     "kernels",
     "metrics",

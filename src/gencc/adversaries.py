@@ -1,4 +1,4 @@
-"""Adversary models: workers that return wrong but finite results (DESIGN section 9).
+"""Adversary models: workers that return wrong but finite results (docs/design.md section 9).
 
 Each model corrupts A of the returned workers' results. Magnitudes are relative to `spread`, the standard
 deviation of the honest results (over workers and output coordinates), so one model fits any f. A model

@@ -77,7 +77,7 @@ def simulate(
     """Run `trials` straggler draws and return one tidy record per trial.
 
     Each record holds scheme, K, N, S, p, pattern, trial, seed, n_returned, decodable, missing (inputs with
-    no estimate), every metric of DESIGN section 2, and encode/decode times in seconds. `order` applies
+    no estimate), every metric of docs/design.md section 2, and encode/decode times in seconds. `order` applies
     `order_inputs` (True, or a method name) and restores the caller's order before scoring. The worst
     pattern is deterministic: it runs once, maximising `metric`, and records `exact` (False: a lower bound).
 

@@ -7,5 +7,7 @@ from .lagrange import LCC
 from .parm import ParM
 from .registry import CODES, make_code, parse_option
 from .replication import Replication
+from .systematic import SystematicGCC, calibrate_rho
 
-__all__ = ["BACC", "CODES", "GCC", "LCC", "Code", "ParM", "Replication", "berrut_weights", "make_code", "parse_option"]
+__all__ = ["BACC", "CODES", "GCC", "LCC", "Code", "ParM", "Replication", "SystematicGCC", "berrut_weights",
+           "calibrate_rho", "make_code", "parse_option"]

@@ -21,6 +21,7 @@ from .gcc import GCC
 from .lagrange import LCC
 from .parm import ParM
 from .replication import Replication
+from .systematic import SystematicGCC
 
 #: a parameter with no default must be given
 REQUIRED = object()
@@ -122,6 +123,14 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
               "build it with gencc.workloads.load_parity(workload, k); `gencc sweep` and `gencc run` do so "
               "for their workload"),
     ), fixed_N=lambda K, opts: K + math.ceil(K / opts.get("k", 2))),
+    CodeSpec("sgcc", SystematicGCC, "systematic GCC for low redundancy (N <= 2K): K raw inputs, coded group "
+             "means, kriging decoder", (
+        Param("rho", "float", SystematicGCC.__init__.__kwdefaults__["rho"],
+              "coded results' residual variance relative to the prior's (SystematicGCC.calibrated fits it)"),
+        Param("kernel", "choice", "auto", "prior kernel over the inputs (auto: Matern 3/2)", ("auto", *KERNELS)),
+        Param("parity", "callable", None, "a parity model run by the coded workers (gencc.workloads.load_parity); "
+              "None: f itself"),
+    )),
 )}
 
 

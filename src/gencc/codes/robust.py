@@ -1,4 +1,4 @@
-"""Robust decoding: locate and exclude up to A workers whose results are wrong but finite (DESIGN section 9).
+"""Robust decoding: locate and exclude up to A workers whose results are wrong but finite (docs/design.md section 9).
 
 A decode mixes every returned result into every estimate, so one wrong result spoils all K answers. The
 redundancy beyond what decoding needs lets us find them: predict each returned result from the others

@@ -1,0 +1,230 @@
+"""Coded prediction serving at equal resources: real runs (thread pool), the simulator validated on them, scale-out.
+
+    python benchmarks/bench_serving.py real  --out results/serving   # W=12, K=8, digits CNN, every scheme
+    python benchmarks/bench_serving.py sim   --out results/serving   # same points in the simulator (long runs)
+    python benchmarks/bench_serving.py scale --out results/serving   # W=100 and W=1000, 10%..90% load
+    python benchmarks/bench_serving.py plot --inputs a.json b.json --png fig.png   # one figure from saved runs
+
+Load is a fraction of uncoded capacity W / E[task time], E[task time] = S (1 - F + F X) for service S, slow
+fraction F, slow factor X. Every scheme gets the same W workers. Persistent stragglers: each worker is slow
+(x X) about F of the time, in exponential periods of mean `--mean-slow-s`. `real` also saves the measured
+normal-state task times, which `sim` and `scale` draw service times from (the validation compares the two).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from gencc.serving import (  # noqa: E402
+    PersistentStragglers,
+    Service,
+    ServiceTimes,
+    SimEnv,
+    make_dispatcher,
+    simulate_load,
+)
+from gencc.serving.load import summary  # noqa: E402
+from gencc.serving.sim import poisson_arrivals  # noqa: E402
+
+SCHEMES = ["uncoded", "replication", "hedged", "parm", "parm-hedge", "bacc", "gcc", "gcc-hedge"]
+
+
+def capacity(W: int, s: float, F: float, X: float) -> float:
+    return W / (s * (1 - F + F * X))
+
+
+def stats(lat_ms: np.ndarray, status: np.ndarray, degraded: np.ndarray, tasks: float) -> dict:
+    ok = status == 200
+    out = summary(lat_ms[ok]) if ok.any() else {}
+    out.update(n=int(len(status)), ok=int(ok.sum()), status={int(k): int(v) for k, v in
+                                                             zip(*np.unique(status, return_counts=True), strict=True)},
+               degraded=float(degraded[ok].mean()) if ok.any() else 0.0, tasks_per_request=float(tasks))
+    return out
+
+
+def real_point(a, scheme: str, load: float, w, seed: int) -> tuple[dict, list[float]]:
+    svc = Service.build("digits-cnn", scheme, a.workers, a.K, service_ms=a.service_ms, slow_fraction=a.F,
+                        slow_factor=a.X, mean_slow_s=a.mean_slow_s, max_wait_ms=a.max_wait_ms, seed=seed,
+                        max_pending=100_000)
+    rate = load * capacity(a.workers, a.service_ms / 1000 + a.compute_ms / 1000, a.F, a.X)
+    times = poisson_arrivals(rate, a.duration, np.random.default_rng([seed, 7]))
+    idx = np.random.default_rng([seed, 8]).integers(len(w.X_test), size=len(times))
+    t0 = time.perf_counter()
+    futs = []
+    for t, i in zip(times, idx, strict=True):
+        d = t - (time.perf_counter() - t0)
+        if d > 0:
+            time.sleep(d)
+        futs.append(svc.submit(w.X_test[i]))
+    reqs = [f.result(timeout=120) for f in futs]
+    svc.close()
+    lat = np.array([r.latency for r in reqs]) * 1000
+    st = np.array([r.status for r in reqs])
+    deg = np.array([r.degraded for r in reqs])
+    ex = list(svc.pool.executed)
+    res = stats(lat, st, deg, len(ex) / max(len(reqs), 1))
+    res.update(scheme=scheme, load=load, rate=rate, backend="local")
+    dk = [k for k, r in enumerate(reqs) if r.status == 200 and r.degraded]
+    if dk:
+        truth = np.argmax(w.f(w.X_test[idx[dk]]), axis=1)
+        got = np.argmax(np.stack([reqs[k].output for k in dk]), axis=1)
+        res["degraded_agreement"] = float(np.mean(truth == got))
+    samples = [t.t_end - t.t_start for t in ex if t.ok and not t.slow]
+    return res, samples
+
+
+def sim_point(a, scheme: str, load: float, W: int, service: ServiceTimes, duration: float, seed: int,
+              rate: float | None = None) -> dict:
+    env = SimEnv(W, service, PersistentStragglers(W, a.F, a.X, a.mean_slow_s, seed=seed), seed=seed)
+    rate = rate or load * capacity(W, service.mean_s, a.F, a.X)
+    K = a.K
+    reqs = simulate_load(lambda e: make_dispatcher(scheme, e, K=K, max_wait=a.max_wait_ms / 1000, seed=seed,
+                                                   request_timeout=120.0), env, rate, duration, seed=seed,
+                         drain=300)
+    lat = np.array([r.latency for r in reqs]) * 1000
+    res = stats(lat, np.array([r.status for r in reqs]), np.array([r.degraded for r in reqs]),
+                len(env.executed) / max(len(reqs), 1))
+    res.update(scheme=scheme, load=load, rate=rate, W=W, backend="sim")
+    return res
+
+
+def table(rows: list[dict], title: str) -> str:
+    base = {(r.get("W"), r["load"]): r for r in rows if r["scheme"] == "uncoded"}
+    lines = [f"\n{title}", "| W | load | scheme | p50 ms | p99 ms | p99.9 ms | gap / uncoded | p50 / uncoded | "
+             "degraded | agreement | tasks/req |", "|" + "---|" * 11]
+    for r in rows:
+        u = base.get((r.get("W"), r["load"]))
+        if not r.get("p50"):
+            continue
+        gr = r["gap"] / u["gap"] if u and u.get("gap") else float("nan")
+        pr = r["p50"] / u["p50"] if u and u.get("p50") else float("nan")
+        ag = r.get("degraded_agreement")
+        lines.append(f"| {r.get('W', '')} | {r['load']:.2f} | {r['scheme']} | {r['p50']:.1f} | {r['p99']:.1f} | "
+                     f"{r['p999']:.1f} | {gr:.2f} | {pr:.2f} | {r['degraded']:.3f} | "
+                     f"{'' if ag is None else f'{ag:.3f}'} | {r['tasks_per_request']:.2f} |")
+    return "\n".join(lines)
+
+
+def figure(rows: list[dict], path: Path, title: str) -> None:
+    """p50 (dashed) and p99.9 (solid) against load, one panel per W, one colour per scheme."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted({r.get("W", 0) for r in rows})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 4.2), squeeze=False)
+    for ax, W in zip(axes[0], sizes, strict=True):
+        for i, s in enumerate(dict.fromkeys(r["scheme"] for r in rows)):
+            pts = sorted((r["load"], r["p50"], r["p999"]) for r in rows if r["scheme"] == s and r.get("W", 0) == W
+                         and r.get("p50"))
+            if pts:
+                x, p50, p999 = zip(*pts, strict=True)
+                ax.plot(x, p999, marker="o", color=f"C{i}", label=s)
+                ax.plot(x, p50, ls="--", color=f"C{i}", alpha=0.6)
+        ax.set_yscale("log")
+        ax.set_xlabel("offered load (fraction of uncoded capacity)")
+        ax.set_ylabel("ms (solid p99.9, dashed p50)")
+        ax.set_title(f"{title}, W = {W}" if W else title)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["real", "sim", "scale", "plot"])
+    ap.add_argument("--inputs", nargs="+", default=[], help="plot: saved real/sim/scale JSON files")
+    ap.add_argument("--png", default="serving.png", help="plot: the figure to write")
+    ap.add_argument("--out", default="results/serving")
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--K", type=int, default=8)
+    ap.add_argument("--service-ms", type=float, default=40.0)
+    ap.add_argument("--compute-ms", type=float, default=2.0, help="expected model compute per task (capacity)")
+    ap.add_argument("--F", type=float, default=0.1, help="slow fraction")
+    ap.add_argument("--X", type=float, default=10.0, help="slow factor")
+    ap.add_argument("--mean-slow-s", type=float, default=1.0)
+    ap.add_argument("--max-wait-ms", type=float, default=50.0)
+    ap.add_argument("--loads", type=float, nargs="+", default=[0.1, 0.3, 0.5, 0.6])
+    ap.add_argument("--schemes", nargs="+", default=SCHEMES)
+    ap.add_argument("--duration", type=float, default=20.0, help="seconds of arrivals per point")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="scale: worker counts")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if a.mode == "plot":
+        rows = [r for f in a.inputs for r in json.loads(Path(f).read_text())["rows"]]
+        figure(rows, Path(a.png), f"simulated, K={a.K}, {a.F:.0%} slow x{a.X:g}")
+        print(f"figure: {a.png}")
+        return
+    if a.mode == "real":
+        import torch
+
+        from gencc.workloads import load
+
+        torch.set_num_threads(1)
+        w = load("digits-cnn", progress=False)
+        rows, samples = [], []
+        for ld in a.loads:
+            for s in a.schemes:
+                r, smp = real_point(a, s, ld, w, a.seed)
+                rows.append(r)
+                samples += smp
+                print(json.dumps({k: r[k] for k in ("scheme", "load", "n", "p50", "p99", "p999", "degraded")}),
+                      flush=True)
+        if (out / "real.json").exists():  # points measured earlier and not rerun now are kept
+            done = {(r["scheme"], r["load"]) for r in rows}
+            rows = [r for r in json.loads((out / "real.json").read_text())["rows"]
+                    if (r["scheme"], r["load"]) not in done] + rows
+            samples += json.loads((out / "service_samples.json").read_text())[: 200_000]
+        (out / "real.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
+        (out / "service_samples.json").write_text(json.dumps(samples))
+        print(table(rows, f"real: W={a.workers}, K={a.K}, service {a.service_ms} ms, F={a.F}, X={a.X}"))
+        figure(rows, out / "real.png", f"measured, W={a.workers}, K={a.K}")
+        return
+    smp = out / "service_samples.json"
+    service = ServiceTimes(samples=json.loads(smp.read_text())) if smp.exists() else \
+        ServiceTimes((a.service_ms + a.compute_ms) / 1000)
+    print(f"service times: {'measured' if smp.exists() else 'model'}, mean {service.mean_s * 1000:.1f} ms")
+    rows = []
+    real = out / "real.json"
+    meas = {(r["scheme"], r["load"]): r for r in json.loads(real.read_text())["rows"]} if real.exists() else {}
+    sizes = [a.workers] if a.mode == "sim" else a.sizes
+    for W in sizes:
+        for ld in a.loads:
+            for s in a.schemes:
+                m = meas.get((s, ld)) if a.mode == "sim" else None  # the measured point's own arrival rate
+                rows.append(sim_point(a, s, ld, W, service, a.duration, a.seed, m["rate"] if m else None))
+                r = rows[-1]
+                print(json.dumps({k: r.get(k) for k in ("W", "scheme", "load", "n", "p50", "p99", "p999")}),
+                      flush=True)
+    (out / f"{a.mode}.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
+    print(table(rows, f"{a.mode}: K={a.K}, F={a.F}, X={a.X}, {a.duration} s simulated per point"))
+    figure(rows, out / f"{a.mode}.png", f"simulated, K={a.K}, {a.F:.0%} slow x{a.X:g}")
+    print(f"figure: {out / f'{a.mode}.png'}")
+    if a.mode == "sim" and meas:
+        print("\nvalidation: simulated / measured")
+        print("| load | scheme | p50 sim/real | p99 sim/real |\n|---|---|---|---|")
+        worst = 0.0
+        for r in rows:
+            m = meas.get((r["scheme"], r["load"]))
+            if m and m.get("p50"):
+                e50, e99 = r["p50"] / m["p50"], r["p99"] / m["p99"]
+                worst = max(worst, abs(e50 - 1), abs(e99 - 1))
+                print(f"| {r['load']:.2f} | {r['scheme']} | {e50:.2f} | {e99:.2f} |")
+        print(f"worst relative error: {worst:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+"""SystematicGCC: a code for low redundancy (N/K <= 2) with a systematic encoder and a kriging decoder.
+
+Workers sit on the data points alpha (systematic: worker of input k computes f(x_k) itself) or are coded:
+the N - K coded workers get the means of consecutive groups of inputs (inputs ordered by `order_inputs`, so
+a group holds similar inputs). The decoder reads every returned result through one linear-Gaussian model,
+
+    y_n = sum_k E[n, k] c_k + r_n,   c = (f(x_1), .., f(x_K)) ~ GP(kernel) at alpha (+ unknown constant),
+
+with r_n = 0 for systematic workers and r_n ~ N(0, rho) (independent) for coded ones: the residual of f
+against its own linearisation on the group mean, as a fraction of the GP's signal variance. The estimate is
+the posterior mean of c (universal kriging), a fixed linear map D_F of the returned results per straggler
+set F, so it is cached and used like any other code's. It is exact wherever the input's own worker answered;
+a single loss per group is read mostly from the group's coded result (ParM's recovery, untrained); several
+losses, or a lost coded worker, fall back on the GP prior (GCC's smoothness along the ordered inputs).
+
+With `parity` (a parity model F_P trained so that F_P(x_1 + .. + x_s) ~ f(x_1) + .. + f(x_s), e.g.
+`gencc.workloads.load_parity(name, k)`) coded workers run z -> F_P(s z) / s, which is exactly ParM's parity
+query on the group, so at one straggler the decode matches ParM and at two or more it keeps what ParM loses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import linalg
+
+from .._arrays import to_numpy
+from ..kernels import Kernel, Matern32, get_kernel
+from .base import Code
+
+#: default residual-to-signal variance ratio of the coded results (see `calibrate_rho` to measure it)
+DEFAULT_RHO = 1e-2
+#: length scales `SystematicGCC.calibrated` chooses from (by restricted maximum likelihood)
+LENGTH_SCALES = (0.05, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 1.0)
+
+
+class SystematicGCC(Code):
+    """Systematic code with group-mean coded workers and a kriging decoder (module docstring).
+
+    K systematic workers at alpha (equispaced in [-1, 1]), N - K coded workers; coded worker g gets the mean
+    of the inputs in group g (K inputs split into N - K consecutive groups of nearly equal size) and sits
+    between the middle two of them on [-1, 1], so `beta` is sorted in worker order. rho > 0: variance of a
+    coded result's residual relative to the prior's signal variance (`calibrate_rho`); kernel: the GP prior
+    of f along the ordered inputs (default "auto": GCC's Matern 3/2 with length scale 0.3, with an unknown
+    constant mean (ordinary kriging) instead of GCC's linear trend: nothing makes a classifier's outputs
+    trend linearly along the chain of inputs, and the constant measured better).
+    """
+
+    name = "sgcc"
+
+    def __init__(self, K: int, N: int, *, rho: float = DEFAULT_RHO, kernel: str | Kernel = "auto",
+                 parity: Callable | None = None):
+        super().__init__(K, N)
+        if N > 2 * K:
+            raise ValueError(f"SystematicGCC is for low redundancy, N <= 2K (got N={N}, K={K}); above that use "
+                             "GCC, whose coded curve uses the extra workers better")
+        try:
+            rho = float(rho)
+        except (TypeError, ValueError):
+            raise ValueError(f"rho must be a positive number, got {rho!r}") from None
+        if not (np.isfinite(rho) and rho > 0):
+            raise ValueError(f"rho must be a finite positive number (the coded results' residual variance "
+                             f"relative to the prior's), got {rho!r}")
+        if parity is not None and not callable(parity):
+            raise ValueError(f"parity must be a callable parity model or None, got {type(parity).__name__}")
+        self.rho = rho
+        self.kernel = Matern32(0.3, null_degree=0) if isinstance(kernel, str) and kernel == "auto" \
+            else get_kernel(kernel)
+        if K < self.kernel.q:
+            raise ValueError(f"kernel {self.kernel.name} has a null space of dimension {self.kernel.q}; "
+                             f"need K >= {self.kernel.q}, got K={K}")
+        self.parity = parity
+        self.groups = [g for g in np.array_split(np.arange(K), N - K)] if N > K else []
+        self.alpha = np.linspace(-1.0, 1.0, K) if K > 1 else np.zeros(1)
+        # coded worker g sits a third of a gap beyond its group on the side away from the nearer end of
+        # [-1, 1]: no two neighbouring workers then hold an end input and the only other source of it
+        h = 2.0 / max(K - 1, 1)
+        cpos = np.array([self._coded_point(g, h) for g in self.groups])
+        pts = np.concatenate([self.alpha, cpos])
+        order = np.argsort(pts, kind="stable")
+        self.beta = pts[order]
+        where = np.empty(N, dtype=np.int64)
+        where[order] = np.arange(N)
+        self.systematic = where[:K]  # worker of input k
+        self.coded = where[K:]  # worker of group g
+        self.group_size = np.zeros(N, dtype=np.int64)
+        self.group_size[self.coded] = [len(g) for g in self.groups]
+
+    @classmethod
+    def calibrated(cls, K: int, N: int, f: Callable, X_sets: Sequence[Any], *, parity: Callable | None = None,
+                   length_scales: Sequence[float] = LENGTH_SCALES) -> SystematicGCC:
+        """A code whose prior is fitted to f on `X_sets` (sets of K inputs in coding order; training inputs,
+        never the ones you will score on): the Matern 3/2 length scale (constant mean) that maximises the
+        restricted likelihood of the f values, then rho by `calibrate_rho`. `calibration` holds both."""
+        Xs = [np.asarray(to_numpy(X)) for X in X_sets]
+        if not Xs:
+            raise ValueError("calibration needs at least one input set")
+        from ..simulate import apply_f
+
+        c = apply_f(f, np.concatenate(Xs)).reshape(len(Xs), K, -1)
+        alpha = cls(K, N).alpha
+        best = max(length_scales, key=lambda ell: reml(Matern32(float(ell), null_degree=0), alpha, c))
+        kernel = Matern32(float(best), null_degree=0)
+        rho = calibrate_rho(cls(K, N, kernel=kernel, parity=parity), f, Xs)
+        code = cls(K, N, rho=rho, kernel=kernel, parity=parity)
+        code.calibration = {"length_scale": float(best), "rho": rho}
+        return code
+
+    def _coded_point(self, g: np.ndarray, h: float) -> float:
+        after, before = self.alpha[g[-1]] + h / 3, self.alpha[g[0]] - h / 3
+        first, second = (after, before) if self.alpha[g].mean() < 0 else (before, after)
+        for t in (first, second):
+            if -1.0 <= t <= 1.0:
+                return float(t)
+        return float(self.alpha[g[(len(g) - 1) // 2]] + h / 3)  # one group holding every input
+
+    @property
+    def min_results(self) -> int:
+        return max(self.kernel.q, 1)
+
+    @property
+    def uniform_workers(self) -> bool:
+        return self.parity is None
+
+    def worker_function(self, f: Callable | None, n: int) -> Callable | None:
+        """f for systematic workers; with `parity`, coded worker n (group of s inputs) runs z -> F_P(s z) / s."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < self.N:
+            raise ValueError(f"worker index must be an integer in [0, N={self.N}), got {n!r}")
+        s = int(self.group_size[n])
+        if self.parity is None or s == 0:
+            return f
+        cache = self.__dict__.setdefault("_parity_fns", {})
+        if s not in cache:
+            cache[s] = _ScaledParity(self.parity, s)
+        return cache[s]
+
+    def _encoding_matrix(self) -> np.ndarray:
+        E = np.zeros((self.N, self.K))
+        E[self.systematic, np.arange(self.K)] = 1.0
+        for n, g in zip(self.coded, self.groups, strict=True):
+            E[n, g] = 1.0 / len(g)
+        return E
+
+    def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
+        E = self.encoding_matrix[returned]
+        coded = self.group_size[returned] > 0
+        known = E[~coded].argmax(axis=1)  # inputs whose own worker answered
+        unknown = np.ones(self.K, dtype=bool)
+        unknown[known] = False
+        # the posterior is the same without coded results whose group lost nothing (they only carry their own
+        # residual); leaving them out keeps the system well conditioned for small rho
+        use = ~coded | (E[:, unknown].sum(axis=1) > 0)
+        D = np.zeros((self.K, returned.size))
+        if unknown.any():
+            D[:, use] = kriging_decoder(E[use], self.kernel(self.alpha, self.alpha),
+                                        self.kernel.null_space(self.alpha), self.rho * coded[use])
+        D[known] = 0.0
+        D[known, np.flatnonzero(~coded)] = 1.0  # exact: the posterior interpolates exact results
+        return D
+
+    def __repr__(self) -> str:
+        par = "" if self.parity is None else ", parity=..."
+        return f"SystematicGCC(K={self.K}, N={self.N}, rho={self.rho:g}, kernel={self.kernel!r}{par})"
+
+
+class _ScaledParity:
+    """z -> F_P(s z) / s: a parity model trained on sums of s inputs, applied to their mean."""
+
+    def __init__(self, parity: Callable, s: int):
+        self.parity, self.s = parity, s
+        self.batched = bool(getattr(parity, "batched", False))
+
+    def __call__(self, Z: Any) -> Any:
+        return self.parity(Z * self.s) / self.s
+
+
+def kriging_decoder(H: np.ndarray, Kc: np.ndarray, T: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """D (K x n) with c_hat = D y: the posterior mean of c from y = H c + r (universal kriging).
+
+    c has prior covariance Kc (K x K) plus an unpenalised trend T d (T: K x q, flat prior on d); r is
+    independent N(0, diag(noise)) (zeros: exact results). Solves the bordered system
+    [[H Kc H^T + diag(noise), H T], [(H T)^T, 0]] [a; b] = [I; 0] and returns Kc H^T a + T b.
+    """
+    n, q = H.shape[0], T.shape[1]
+    C = H @ Kc @ H.T + np.diag(noise)
+    C = (C + C.T) / 2
+    C[np.diag_indices(n)] += 1e-12 * max(float(np.trace(C)) / max(n, 1), 1.0)
+    HT = H @ T
+    M = np.zeros((n + q, n + q))
+    M[:n, :n], M[:n, n:], M[n:, :n] = C, HT, HT.T
+    rhs = np.zeros((n + q, n))
+    rhs[:n] = np.eye(n)
+    try:
+        sol = linalg.solve(M, rhs, assume_a="sym")
+    except linalg.LinAlgError:
+        sol = linalg.lstsq(M, rhs)[0]
+    return Kc @ H.T @ sol[:n] + T @ sol[n:]
+
+
+def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batched: bool | None = None) -> float:
+    """The residual-to-signal variance ratio rho of `code`'s coded results, measured on input sets.
+
+    For each set X (K inputs, in coding order; use training inputs, not the ones you will score on): c = f(X)
+    and the coded workers' results y; the residuals r = y_coded - E_coded c, and the GP signal variance
+    sigma^2 = c^T P c / ((K - q) m), P the prior precision with the trend projected out (the REML estimate).
+    Returns mean(r^2) / mean(sigma^2) over the sets: the moment estimate of the model's rho.
+    """
+    from ..simulate import apply_f
+
+    if code.N == code.K:
+        return DEFAULT_RHO
+    Xs = [np.asarray(to_numpy(X)) for X in X_sets]
+    if not Xs:
+        raise ValueError("calibrate_rho needs at least one input set")
+    B, M = len(Xs), code.coded.size
+    # one call of each worker function over all sets: a torch model is far faster on one large batch
+    c = apply_f(f, np.concatenate(Xs), batched).reshape(B, code.K, -1)
+    Z = np.stack([code.encode(X)[code.coded] for X in Xs])
+    y = np.empty((B, M, c.shape[2]))
+    fns = [code.worker_function(f, int(n)) for n in code.coded]
+    for fn in {id(g): g for g in fns}.values():
+        js = [j for j, g in enumerate(fns) if g is fn]
+        y[:, js] = apply_f(fn, Z[:, js].reshape(B * len(js), *Z.shape[2:]), batched).reshape(B, len(js), -1)
+    Kc = code.kernel(code.alpha, code.alpha)
+    T = code.kernel.null_space(code.alpha)
+    if T.shape[1]:
+        Q = linalg.qr(T)[0][:, T.shape[1]:]
+        P = Q @ linalg.inv(Q.T @ Kc @ Q) @ Q.T
+    else:
+        P = linalg.inv(Kc)
+    E = code.encoding_matrix[code.coded]
+    res = [np.mean((y[b] - E @ c[b]) ** 2) for b in range(B)]
+    sig = [np.trace(c[b].T @ P @ c[b]) / ((code.K - T.shape[1]) * c.shape[2]) for b in range(B)]
+    return float(np.mean(res) / np.mean(sig))
+
+
+def reml(kernel: Kernel, alpha: np.ndarray, C: np.ndarray) -> float:
+    """Restricted log-likelihood (up to a constant) of value sets C (B, K, m) at points alpha under a GP with
+    `kernel`, its null space as an unknown mean and the signal variance profiled out; columns independent."""
+    C = np.asarray(C, dtype=float)
+    B, K, m = C.shape
+    T = kernel.null_space(alpha)
+    q = T.shape[1]
+    Q = linalg.qr(T)[0][:, q:] if q else np.eye(K)
+    G = Q.T @ kernel(alpha, alpha) @ Q
+    Z = np.einsum("kj,bkm->bjm", Q, C)
+    quad = float(np.einsum("bjm,jl,blm->", Z, linalg.inv(G), Z))
+    n = (K - q) * m * B
+    return -0.5 * n * np.log(quad / n) - 0.5 * m * B * float(np.linalg.slogdet(G)[1])

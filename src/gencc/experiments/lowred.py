@@ -1,0 +1,253 @@
+"""The low-redundancy table (issue 10): every scheme at N/K = 1.5 and 1.25 on trained classifiers, S = 1..3
+uniformly random stragglers and the worst adjacent pair of workers.
+
+Random stragglers are scored by their exact expectation: for each input set every one of the C(N, S) straggler
+sets is decoded (D_F is cached per set, so this costs little), and the per-set mean is averaged over input sets
+with a 95% confidence interval over input sets (1.96 standard errors). "Worst adjacent pair": per input set
+the largest loss over the N - 1 pairs of neighbouring workers (n, n + 1) in the code's worker order, averaged
+over input sets. Inputs are ordered by `order_inputs` (chain) as `simulate` does; inputs with no estimate
+(ParM) count as zero vectors, as in `simulate`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import combinations
+from math import ceil
+from typing import Any
+
+import numpy as np
+
+import gencc
+from gencc.codes.systematic import calibrate_rho
+from gencc.ordering import order_inputs
+from gencc.simulate import apply_f
+
+#: (K, N) pairs of the issue: N/K = 1.5 and 1.25
+SETTINGS = ((10, 15), (8, 10))
+WORKLOADS = ("digits-cnn", "mnist1d-cnn")
+#: input sets from the training inputs used to calibrate rho (never the scored test inputs)
+CALIBRATION_SETS = 50
+
+
+@dataclass
+class Cell:
+    """A scheme's figures at one setting: mean rel_mse / agreement and CI half-widths per column."""
+
+    scheme: str
+    workload: str
+    K: int
+    N: int
+    column: str
+    rel_mse: float
+    rel_mse_ci: float
+    agreement: float
+    agreement_ci: float
+
+
+def ordered_sets(X_pool: np.ndarray, K: int, count: int, seed: int) -> list[np.ndarray]:
+    """`count` sets of K distinct inputs drawn from X_pool (set b from seed + b), each in chain order."""
+    out = []
+    for b in range(count):
+        idx = np.random.default_rng(seed + b).choice(len(X_pool), size=K, replace=False)
+        X = X_pool[idx]
+        out.append(X[order_inputs(X)])
+    return out
+
+
+def _scores(D: np.ndarray, Y: np.ndarray, T: np.ndarray, returned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    Yh = np.einsum("kf,bfm->bkm", D, Y[:, returned])
+    rel = ((Yh - T) ** 2).sum(axis=(1, 2)) / (T**2).sum(axis=(1, 2))
+    agr = (Yh.argmax(axis=2) == T.argmax(axis=2)).mean(axis=1)
+    return rel, agr
+
+
+def _results(code: gencc.Code, f: Callable, sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Every worker's result (B, N, m) and the truth (B, K, m), with one call per distinct worker function
+    over all input sets (a torch model is far faster on one large batch than on many small ones)."""
+    B = len(sets)
+    Xt = np.stack([code.encode(X) for X in sets])
+    fns = [code.worker_function(f, n) for n in range(code.N)]
+    rows: dict[int, list[int]] = {}
+    for n, fn in enumerate(fns):
+        rows.setdefault(id(fn), []).append(n)
+    parts = {}
+    for key, ns in rows.items():
+        Z = Xt[:, ns].reshape(B * len(ns), *Xt.shape[2:])
+        parts[key] = apply_f(fns[ns[0]], Z).reshape(B, len(ns), -1)
+    Y = np.empty((B, code.N, next(iter(parts.values())).shape[2]))
+    for key, ns in rows.items():
+        Y[:, ns] = parts[key]
+    X = np.stack(sets)
+    T = apply_f(f, X.reshape(B * code.K, *X.shape[2:])).reshape(B, code.K, -1)
+    return Y, T
+
+
+def evaluate(code: gencc.Code, f: Callable, sets: list[np.ndarray], Ss: Iterable[int] = (1, 2, 3)) -> dict:
+    """{column: (rel_mse per input set, agreement per input set)} for columns S=1.., and "adjacent"."""
+    Y, T = _results(code, f, sets)
+    Y, T = Y.reshape(*Y.shape[:2], -1), T.reshape(*T.shape[:2], -1)
+    N = code.N
+    out = {}
+    for S in Ss:
+        rel, agr = np.zeros(len(sets)), np.zeros(len(sets))
+        count = 0
+        for lost in combinations(range(N), S):
+            ret = np.setdiff1d(np.arange(N), lost)
+            r, a = _scores(code.decoding_matrix(ret), Y, T, ret)
+            rel += r
+            agr += a
+            count += 1
+        out[f"S={S}"] = (rel / count, agr / count)
+    pairs = [_scores(code.decoding_matrix(ret), Y, T, ret)
+             for ret in (np.setdiff1d(np.arange(N), [n, n + 1]) for n in range(N - 1))]
+    rels = np.stack([p[0] for p in pairs], axis=1)
+    agrs = np.stack([p[1] for p in pairs], axis=1)
+    worst = rels.argmax(axis=1)
+    out["adjacent"] = (rels.max(axis=1), agrs[np.arange(len(sets)), worst])
+    return out
+
+
+def _ci(v: np.ndarray) -> float:
+    return float(1.96 * v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
+
+
+def schemes(workload: str, K: int, N: int, f: Callable, calib: list[np.ndarray],
+            extra: bool = False) -> list[tuple[str, gencc.Code, dict]]:
+    """(label, code, facts) for every scheme of the table at (K, N); facts hold SystematicGCC's calibrated rho
+    and length scale (`SystematicGCC.calibrated` on `calib`, training inputs) and the parity training seconds."""
+    from gencc.workloads import load_parity
+
+    k = ceil(K / (N - K))
+    parity = load_parity(workload, k, progress=False)
+    train_s = float(parity.info["train_seconds"])
+    out: list[tuple[str, gencc.Code, dict]] = [
+        ("GCC (default)", gencc.GCC(K, N), {}),
+        ("BACC", gencc.BACC(K, N), {}),
+        ("replication", gencc.Replication(K, N), {}),
+        (f"ParM k={k} (trained parity)", gencc.ParM(K, k, parity=parity), {"train_s": train_s}),
+    ]
+    for label, par in (("SystematicGCC (untrained)", None), ("SystematicGCC + parity", parity)):
+        code = gencc.SystematicGCC.calibrated(K, N, f, calib, parity=par)
+        facts = {"rho": code.rho, "ell": code.kernel.length_scale}
+        out.append((label, code, facts if par is None else {**facts, "train_s": train_s}))
+    if extra:
+        base = out[-2][1]
+        for r in (base.rho / 10, base.rho * 10):
+            out.append((f"SystematicGCC (untrained), rho x {r / base.rho:g}",
+                        gencc.SystematicGCC(K, N, rho=r, kernel=base.kernel),
+                        {"rho": r, "ell": base.kernel.length_scale}))
+        fixed = gencc.SystematicGCC(K, N)  # GCC's length scale 0.3, rho calibrated
+        rho = calibrate_rho(fixed, f, calib)
+        out.append(("SystematicGCC (untrained), length scale 0.3", gencc.SystematicGCC(K, N, rho=rho),
+                    {"rho": rho, "ell": 0.3}))
+    return out
+
+
+def run_table(sets: int = 200, workloads: Iterable[str] = WORKLOADS, settings: Iterable[tuple[int, int]] = SETTINGS,
+              seed: int = 0, extra: bool = False, log: Callable[[str], Any] | None = None) -> list[dict]:
+    """Rows (one per workload, setting, scheme) with rel_mse, its CI and agreement per column."""
+    from gencc.workloads import load
+
+    rows = []
+    for wname in workloads:
+        w = load(wname, progress=False)
+        for K, N in settings:
+            t0 = time.perf_counter()
+            test = ordered_sets(w.X_test, K, sets, seed)
+            calib = ordered_sets(w.X_train, K, CALIBRATION_SETS, seed + 10_000)
+            for label, code, facts in schemes(wname, K, N, w.f, calib, extra):
+                res = evaluate(code, w.f, test)
+                row: dict[str, Any] = {"workload": wname, "K": K, "N": N, "scheme": label, **facts}
+                for col, (rel, agr) in res.items():
+                    row[f"{col} rel_mse"] = float(rel.mean())
+                    row[f"{col} rel_mse_ci"] = _ci(rel)
+                    row[f"{col} agreement"] = float(agr.mean())
+                rows.append(row)
+            if log:
+                log(f"{wname} K={K} N={N}: {time.perf_counter() - t0:.0f} s")
+    return rows
+
+
+COLUMNS = ("S=1", "S=2", "S=3", "adjacent")
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    """The table as markdown lines: rel_mse ± CI (agreement) per column, one block per workload and setting."""
+    lines = ["| workload | K, N | scheme | S=1 | S=2 | S=3 | S=2, worst adjacent pair | rho, length scale | "
+             "training s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{r[f'{c} rel_mse']:.4f} ± {r[f'{c} rel_mse_ci']:.4f} ({r[f'{c} agreement']:.3f})" for c in COLUMNS]
+        rho = f"{r['rho']:.2g}, {r['ell']:g}" if r.get("rho") is not None else ""
+        tr = f"{r['train_s']:.0f}" if r.get("train_s") is not None else ""
+        lines.append(f"| {r['workload']} | {r['K']}, {r['N']} | {r['scheme']} | " + " | ".join(cells)
+                     + f" | {rho} | {tr} |")
+    return lines
+
+
+# ----- the `low-redundancy` preset of `gencc reproduce` ----------------------------------------------------
+PRESET = "low-redundancy"
+DESCRIPTION = ("Low redundancy (issue 10): every scheme at N/K = 1.5 (K = 10, N = 15) and 1.25 (K = 8, N = 10) on "
+               "the digits CNN and mnist1d, S = 1, 2, 3 uniformly random stragglers (exact expectation over every "
+               "straggler set) and the worst adjacent pair of workers; mean rel_mse over input sets ± 95% CI "
+               "(agreement in parentheses). ParM and SystematicGCC + parity use the parity model of "
+               "`gencc.workloads.load_parity` (trained once, cached; training seconds as measured when it was "
+               "trained); SystematicGCC's prior length scale and rho are calibrated on training inputs "
+               "(`SystematicGCC.calibrated`).")
+DEFAULT_SETS = 200
+
+
+def _preset_args(overrides: Any) -> tuple[int, tuple[str, ...]]:
+    sets, workloads = DEFAULT_SETS, WORKLOADS
+    items = overrides.items() if isinstance(overrides, dict) else (o.split("=", 1) for o in (overrides or ()))
+    for key, val in items:
+        key = key.strip()
+        if key == "sets":
+            try:
+                sets = int(val)
+            except (TypeError, ValueError):
+                raise ValueError(f"sets must be an integer (input sets per setting), got {val!r}") from None
+            if sets < 2:
+                raise ValueError(f"sets must be at least 2 (confidence intervals need two), got {sets}")
+        elif key == "workloads":
+            workloads = tuple(v.strip() for v in str(val).split(",") if v.strip()) if isinstance(val, str) \
+                else tuple(val)
+            bad = [w for w in workloads if w not in WORKLOADS]
+            if bad or not workloads:
+                raise ValueError(f"{PRESET} runs on {', '.join(WORKLOADS)}; got {', '.join(bad) or 'none'}")
+        else:
+            raise ValueError(f"cannot override {key!r} in {PRESET}; choose from sets, workloads")
+    return sets, workloads
+
+
+def reproduce(out: str | Any, overrides: Any = None, progress: bool = True) -> dict[str, Any]:
+    """Compute the table into <out>/tables/low-redundancy.csv; `overrides`: sets=N, workloads=a,b."""
+    from pathlib import Path
+
+    from .analysis import write_csv
+
+    sets, workloads = _preset_args(overrides)
+    t0 = time.perf_counter()
+    rows = run_table(sets=sets, workloads=workloads, log=print if progress else None)
+    for r in rows:
+        r["sets"] = sets
+    path = write_csv(Path(out) / "tables" / f"{PRESET}.csv", rows)
+    return {"seconds": time.perf_counter() - t0, "rows": len(rows), "paths": [path], "points": len(rows)}
+
+
+def section(out: Any) -> list[str]:
+    """The preset's part of docs/results.md (empty when its table is absent)."""
+    from pathlib import Path
+
+    from .analysis import read_csv
+
+    path = Path(out) / "tables" / f"{PRESET}.csv"
+    if not path.exists():
+        return []
+    rows = read_csv(path)
+    return [f"## {PRESET}", "", DESCRIPTION, "",
+            f"Command: `gencc reproduce --preset {PRESET} --out docs`. {rows[0]['sets']} sets of test inputs per "
+            "setting.", "",
+            *markdown(rows), ""]

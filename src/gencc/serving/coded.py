@@ -1,0 +1,295 @@
+"""The coded dispatcher: groups of K requests, systematic dispatch, eager or hedged coded tasks, early decode.
+
+With a systematic code (GCC or BACC with beta="chebyshev2-nested", ParM) K of the N worker slots compute the
+raw inputs, so each request goes to its own (systematic) worker at once; the N - K coded tasks need the whole
+group. A request is answered by its own worker or by the decode, whichever comes first (`degraded` when
+decoded). Modes:
+- "eager": the coded tasks leave when the group forms (K requests, or `max_wait` after its first one);
+- "hedge" (a coded hedge): a coded task leaves only for a member still unanswered after the observed
+  `quantile` of latency; one coded task covers whichever member is late (ParM: that member's parity group).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..codes import Code
+from ..ordering import order_inputs
+from .core import Env, Request, RollingQuantile, Task
+from .policy import Dispatcher
+
+MODES = ("eager", "hedge")
+
+
+class _Group:
+    __slots__ = ("members", "formed", "results", "tasks", "sent", "source", "pos", "X", "done")
+
+    def __init__(self) -> None:
+        self.members: list[Request] = []
+        self.formed = False
+        self.results: dict[int, Any] = {}
+        self.tasks: list[Task] = []
+        self.sent: set[int] = set()  # coded slots sent
+        self.source: list[int] = []  # position -> member index (pads repeat a member)
+        self.pos: list[int] = []  # member index -> position (its alpha point)
+        self.X: Any = None
+        self.done = False
+
+
+def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
+    """Per input k, the worker slot whose encoded input is x_k itself; None when the code is not systematic."""
+    E = code.encoding_matrix
+    slots = []
+    for k in range(code.K):
+        e = np.zeros(code.K)
+        e[k] = 1.0
+        hits = np.flatnonzero(np.all(np.abs(E - e) < tol, axis=1))
+        if hits.size == 0:
+            return None
+        slots.append(int(hits[0]))
+    return slots
+
+
+class Coded(Dispatcher):
+    """Serve with `code` on groups of K requests (see the module docstring); needs N <= workers.
+
+    min_decode: results needed before a decode (default K; codes that report `missing` inputs, like ParM,
+    decode each input as soon as it can be recovered). spare: coded hedge, coded tasks sent beyond one per
+    late member (a coded task can land on a slow worker too). order: GCC / BACC place the members of a group
+    at alphas by `gencc.order_inputs` when the group forms (similar inputs side by side decode better).
+    """
+
+    def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
+                 min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
+                 order: bool = True,
+                 name: str | None = None, **kw):
+        super().__init__(env, **kw)
+        if mode not in MODES:
+            raise ValueError(f"unknown coded mode {mode!r}; choose one of {', '.join(MODES)}")
+        if code.N > env.n_workers:
+            raise ValueError(f"{code!r} needs N={code.N} distinct workers per group, only {env.n_workers} exist")
+        if not max_wait > 0:
+            raise ValueError(f"max_wait must be positive, got {max_wait}")
+        self.code, self.mode, self.max_wait = code, mode, float(max_wait)
+        self.name = name or code.name
+        self.K, self.N = code.K, code.N
+        self.sys = systematic_slots(code)
+        sys_set = set(self.sys or ())
+        self.coded_slots = [n for n in range(self.N) if n not in sys_set]
+        self.exact_missing = type(code).missing is not Code.missing
+        self.min_decode = int(min_decode) if min_decode is not None else (1 if self.exact_missing else self.K)
+        sentinel = object()
+        self.fn_of = ["f" if code.worker_function(sentinel, n) is sentinel else "parity" for n in range(self.N)]
+        self.latency = RollingQuantile(quantile, default=initial_delay)
+        self.spare, self.order = int(spare), bool(order)
+        self.open: _Group | None = None
+        self.decodes = 0
+
+    # ----- arrival and group formation ----------------------------------------------------------------
+    def dispatch(self, req: Request) -> None:
+        g = self.open
+        if g is None:
+            g = self.open = _Group()
+            self.env.call_later(self.max_wait, lambda: self._form(g))
+        k = len(g.members)
+        g.members.append(req)
+        g.pos.append(k)
+        req.group = g
+        if self.sys is not None:
+            req.slot = self.sys[k]
+            w = self.least_loaded(self._busy(g))
+            if w < 0:
+                self.answer(req, None, status=503, error="no live worker")
+            else:
+                t = Task("f", req.x, self._done, kind="systematic", slot=req.slot, owner=req)
+                req.tasks.append(t)
+                self.send(w, t)
+        if self.mode == "hedge":
+            self.env.call_later(self.latency.value, lambda: self._late(g, req))
+        if len(g.members) == self.K:
+            self._form(g)
+
+    def _form(self, g: _Group, trigger: Request | None = None) -> None:
+        if g.formed:
+            return
+        g.formed = True
+        if self.open is g:
+            self.open = None
+        m = len(g.members)
+        parm = hasattr(self.code, "group_of")
+        perm = list(range(m))
+        if self.order and not parm and self.sys is not None and m > 2 and g.members[0].x is not None:
+            # place similar inputs at neighbouring alphas (the systematic tasks compute f(x) whatever the slot,
+            # so positions can still be chosen now); results so far move with their members
+            perm = [int(i) for i in order_inputs(np.stack([np.asarray(r.x) for r in g.members]))]
+            old = {i: g.results.pop(self.sys[i]) for i in range(m) if self.sys[i] in g.results}
+            for j, i in enumerate(perm):
+                g.pos[i] = j
+                g.members[i].slot = self.sys[j]
+            for i, out in old.items():
+                g.results[self.sys[g.pos[i]]] = out
+        # pads repeat the last member (a smooth curve for GCC / BACC); ParM cycles through the members, so a
+        # pad never sits in the parity group of the member it repeats
+        g.source = [perm[k] if k < m else (perm[k % m] if parm else perm[m - 1]) for k in range(self.K)]
+        if g.members[0].x is not None:
+            X = np.stack([np.asarray(g.members[i].x, dtype=np.float32) for i in g.source])
+            g.X = self.code.encode(X)
+        if self.sys is not None:  # pads take the results of the members they repeat
+            for k in range(m, self.K):
+                src = self.sys[g.pos[g.source[k]]]
+                if src in g.results:
+                    g.results[self.sys[k]] = g.results[src]
+        if all(r.status for r in g.members):
+            g.done = True
+        elif self.mode == "eager" or self.sys is None:
+            self._send_coded(g, self._eager_slots(m))
+        else:
+            self._late(g, trigger)
+        self._try_decode(g)
+
+    def _eager_slots(self, m: int) -> list[int]:
+        """Coded slots for a group of m members: ParM the parity of each parity group holding a member; other
+        codes the ceil((N - K) m / K) coded slots nearest the members' points (so partial groups cost no more
+        per request than full ones)."""
+        if self.sys is None or m == self.K:
+            return list(self.coded_slots)
+        if hasattr(self.code, "group_of"):
+            return sorted({self.K + int(self.code.group_of[k]) for k in range(m)})
+        r = math.ceil(len(self.coded_slots) * m / self.K)
+        lo, hi = self.code.alpha[0], self.code.alpha[m - 1]
+        dist = [max(lo - self.code.beta[n], self.code.beta[n] - hi, 0.0) for n in self.coded_slots]
+        order = np.argsort(dist, kind="stable")[:r]
+        return [self.coded_slots[i] for i in order]
+
+    # ----- coded tasks --------------------------------------------------------------------------------
+    @staticmethod
+    def _busy(g: _Group) -> set[int]:
+        """Workers holding an unfinished task of this group: a new task of the group goes elsewhere (a worker
+        that already returned its result is free again, so with W = N coded tasks need not land on the
+        workers the systematic tasks avoided, i.e. the slow ones)."""
+        busy = {t.worker for r in g.members for t in r.tasks if not t.cancelled and math.isnan(t.t_end)}
+        busy.update(t.worker for t in g.tasks if not t.cancelled and math.isnan(t.t_end))
+        return busy
+
+    def _send_coded(self, g: _Group, slots: list[int]) -> None:
+        if len(g.members) == 1 and self.exact_missing and slots and not g.sent:
+            # ParM cannot recover a lone member (its pads repeat it): a plain copy does the parity's job
+            g.sent.update(slots)
+            t = self.send_copy(g.members[0], "copy", exclude=self._busy(g))
+            if t is not None:
+                g.tasks.append(t)
+            return
+        for n in slots:
+            if n in g.sent or g.done:
+                continue
+            w = self.least_loaded(self._busy(g))
+            if w < 0:
+                return
+            g.sent.add(n)
+            x = None if g.X is None else g.X[n]
+            t = Task(self.fn_of[n], x, self._done, kind="coded", slot=n, owner=g)
+            g.tasks.append(t)
+            self.send(w, t)
+
+    def _late(self, g: _Group, trigger: Request | None = None) -> None:
+        """Coded hedge: cover every member still unanswered after the threshold with a coded task (`trigger`,
+        the member whose timer fired, counts as late even if the threshold moved since)."""
+        if g.done:
+            return
+        now, thr = self.env.now(), self.latency.value
+        late = [k for k, r in enumerate(g.members) if not r.status and (r is trigger or now - r.t_arrival >= thr)]
+        if not late:
+            return
+        if not g.formed:
+            self._form(g, trigger)
+            return
+        failed = sum(1 for t in g.tasks if t.reason)
+        want: list[int] = []
+        if self.exact_missing and hasattr(self.code, "group_of"):
+            want = [self.K + int(self.code.group_of[g.pos[k]]) for k in late]
+        else:
+            free = [n for n in self.coded_slots if n not in g.sent]
+            need = len(late) + self.spare + failed - len(g.sent)
+            for k in late + late[-1:] * self.spare:
+                if need <= 0 or not free:
+                    break
+                a = self.code.alpha[g.pos[k]]
+                n = min(free, key=lambda s: abs(self.code.beta[s] - a))
+                free.remove(n)
+                want.append(n)
+                need -= 1
+        self._send_coded(g, want)
+
+    # ----- results -----------------------------------------------------------------------------------
+    def task_done(self, task: Task) -> None:
+        if task.kind in ("retry", "copy"):
+            super().task_done(task)
+            return
+        if task.kind == "systematic":
+            req: Request = task.owner
+            g: _Group = req.group
+            if task.ok:
+                self._record(g, req.slot, task.output)
+                self.answer(req, task.output, degraded=False)
+                self._try_decode(g)
+            else:
+                self._try_decode(g)
+                self.maybe_retry(req)
+                if self.mode == "hedge" and g.formed:
+                    self._late(g)
+            return
+        g = task.owner
+        if task.ok:
+            self._record(g, task.slot, task.output)
+            self._try_decode(g)
+        elif self.mode == "hedge":
+            self._late(g)
+
+    def _record(self, g: _Group, slot: int, output: Any) -> None:
+        g.results[slot] = output
+        if g.formed and self.sys is not None:
+            m = len(g.members)
+            for k in range(m, self.K):
+                if slot == self.sys[g.pos[g.source[k]]]:
+                    g.results[self.sys[k]] = output
+
+    def _try_decode(self, g: _Group) -> None:
+        if g.done or not g.formed:
+            return
+        m = len(g.members)
+        pads = 0 if self.sys is None else sum(1 for k in range(m, self.K) if self.sys[k] in g.results)
+        real = len(g.results) - pads
+        if real < min(self.min_decode, m):
+            return
+        todo = [k for k, r in enumerate(g.members) if not r.status]
+        if not todo:
+            return
+        R = sorted(g.results)
+        if self.exact_missing:
+            miss = set(self.code.missing(R).tolist())
+            todo = [k for k in todo if g.pos[k] not in miss]
+            if not todo:
+                return
+        vals = [g.results[s] for s in R]
+        Yhat = None
+        if all(v is not None for v in vals):
+            try:
+                Yhat = self.code.decode(np.stack(vals), R)
+            except ValueError:
+                return
+        self.decodes += 1
+        for k in todo:
+            g.members[k].decoded_from = R
+            self.answer(g.members[k], None if Yhat is None else Yhat[g.pos[k]], degraded=True)
+
+    def answered(self, req: Request) -> None:
+        g: _Group | None = req.group
+        if g is None or g.done or not g.formed:
+            return
+        if all(r.status for r in g.members):
+            g.done = True
+            for t in g.tasks:
+                t.cancel()

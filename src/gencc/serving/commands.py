@@ -1,0 +1,109 @@
+"""`gencc serve` (the HTTP front door) and `gencc loadtest` (open-loop Poisson load, CSV and PNGs)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlparse
+
+import typer
+
+from .service import SCHEMES
+
+#: most requests one loadtest may send
+MAX_REQUESTS = 200_000
+
+
+def serve_command(
+    workload: Annotated[str, typer.Option(help="a gencc.workloads name, e.g. digits-cnn")] = "digits-cnn",
+    scheme: Annotated[str, typer.Option(help=", ".join(SCHEMES))] = "gcc",
+    workers: Annotated[int, typer.Option(help="model replicas (every scheme gets the same number)")] = 12,
+    K: Annotated[int, typer.Option("--K", help="coded schemes: requests per coding group")] = 8,  # noqa: N803
+    backend: Annotated[str, typer.Option(help="local (threads) or ray (one actor per worker)")] = "local",
+    address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
+    service_ms: Annotated[float, typer.Option(help="injected service time per task, ms")] = 0.0,
+    slow_fraction: Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow")] = 0.0,
+    slow_factor: Annotated[float, typer.Option(help="persistent stragglers: slowdown while slow")] = 10.0,
+    max_wait_ms: Annotated[float, typer.Option(help="coded: flush a group after this many ms")] = 50.0,
+    parm_k: Annotated[int, typer.Option(help="parm: inputs per parity query (2 to 4)")] = 2,
+    max_pending: Annotated[int, typer.Option(help="requests in flight before answering 503")] = 1000,
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to bind")] = 8000,
+) -> None:
+    """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn)."""
+    if scheme not in SCHEMES:
+        raise typer.BadParameter(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    if backend not in ("local", "ray"):
+        raise typer.BadParameter(f"--backend must be local or ray, got {backend!r}")
+    if workers < 1 or K < 1 or max_pending < 1:
+        raise typer.BadParameter("--workers, --K and --max-pending must be positive")
+    if service_ms < 0 or max_wait_ms <= 0 or not 1 <= port <= 65535:
+        raise typer.BadParameter("need --service-ms >= 0, --max-wait-ms > 0 and --port in 1..65535")
+    if not 2 <= parm_k <= 4:
+        raise typer.BadParameter(f"--parm-k must lie in 2..4, got {parm_k}")
+    import uvicorn
+
+    from ..workloads import WORKLOADS
+    from .app import create_app
+    from .service import Service
+
+    if workload not in WORKLOADS:
+        raise typer.BadParameter(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    try:
+        svc = Service.build(workload, scheme, workers, K, backend=backend, address=address, service_ms=service_ms,
+                            slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
+                            parm_k=parm_k, max_pending=max_pending)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at http://{host}:{port}")
+    uvicorn.run(create_app(svc), host=host, port=port, log_level="warning")
+
+
+def loadtest_command(
+    url: Annotated[str, typer.Option(help="the server, e.g. http://127.0.0.1:8000")],
+    rate: Annotated[float, typer.Option(help="requests per second (Poisson, open loop)")],
+    duration: Annotated[float, typer.Option(help="seconds of arrivals")],
+    out: Annotated[Path, typer.Option(help="CSV file, one row per request")],
+    workload: Annotated[str, typer.Option(help="workload whose test inputs are sent")] = "digits-cnn",
+    plots: Annotated[Path | None, typer.Option(help="folder for percentile and CDF PNGs")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds before a request counts as unanswered")] = 30.0,
+    seed: Annotated[int, typer.Option(help="seeds the arrival times")] = 0,
+) -> None:
+    """Send open-loop Poisson load to URL/predict; write one CSV row per request and print percentiles."""
+    import numpy as np
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise typer.BadParameter(f"--url must look like http://127.0.0.1:8000, got {url!r}")
+    if not (rate > 0 and duration > 0 and timeout > 0):
+        raise typer.BadParameter("--rate, --duration and --timeout must be positive")
+    if rate * duration > MAX_REQUESTS:
+        raise typer.BadParameter(f"rate x duration must stay under {MAX_REQUESTS} requests")
+    try:
+        if not ipaddress.ip_address(parsed.hostname).is_loopback:
+            typer.echo(f"note: sending load to non-loopback {parsed.hostname}", err=True)
+    except ValueError:
+        pass
+    from ..workloads import WORKLOADS, load
+    from .load import plot, run_http, summary, write_csv
+
+    if workload not in WORKLOADS:
+        raise typer.BadParameter(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    inputs = load(workload, progress=False).X_test.tolist()
+    rows = run_http(url, rate, duration, inputs, seed=seed, timeout=timeout)
+    write_csv(rows, out)
+    lat = np.array([r["latency_ms"] for r in rows if r["status"] == 200])
+    counts: dict[int, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    deg = sum(r["degraded"] for r in rows)
+    typer.echo(f"{len(rows)} requests, status counts {dict(sorted(counts.items()))}, degraded {deg}")
+    if lat.size:
+        s = summary(lat)
+        typer.echo(f"p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, p99.9 {s['p999']:.1f} ms -> {out}")
+    if counts.get(0):
+        typer.echo(f"{counts[0]} requests got no HTTP answer (connection refused or timed out)", err=True)
+    if plots is not None and lat.size:
+        for p in plot(rows, plots):
+            typer.echo(f"wrote {p}")

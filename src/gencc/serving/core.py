@@ -1,0 +1,116 @@
+"""What dispatchers and environments share: requests, tasks, the environment interface, a rolling quantile.
+
+A dispatcher (policy) is written once against `Env`; the real pool (threads or Ray actors, wall clock) and the
+simulator (virtual time) both implement `Env` and call the dispatcher from one thread only, so policies hold no
+locks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+#: failure reasons a worker reports (a failed task is a straggler, never a crash)
+FAULTS = ("raise", "nan", "hang", "crash")
+
+
+@dataclass(eq=False)
+class Request:
+    """One prediction request. `respond(req)` is called exactly once, when status leaves 0."""
+
+    id: int
+    x: Any
+    t_arrival: float
+    respond: Callable[[Request], None] | None = None
+    status: int = 0  # 0 pending, 200 answered, 503 overloaded / failed, 504 timed out
+    output: Any = None
+    degraded: bool = False
+    error: str = ""
+    t_done: float = math.nan
+    tasks: list[Task] = field(default_factory=list, repr=False)
+    retries: int = 0
+    group: Any = field(default=None, repr=False)
+    slot: int = -1
+    decoded_from: list[int] | None = None  # worker slots a degraded answer was decoded from
+
+    @property
+    def latency(self) -> float:
+        return self.t_done - self.t_arrival
+
+
+@dataclass(eq=False)
+class Task:
+    """One unit of work on one worker: `fn` names the model ("f" or "parity") applied to input `x`."""
+
+    fn: str
+    x: Any
+    on_done: Callable[[Task], None]
+    kind: str = "primary"
+    cancelled: bool = False
+    worker: int = -1
+    t_sent: float = math.nan
+    t_start: float = math.nan
+    t_end: float = math.nan
+    ok: bool = False
+    output: Any = None
+    reason: str = ""
+    slow: bool = False
+    slot: int = -1
+    owner: Any = field(default=None, repr=False)
+    on_cancel: Callable[[Task], None] | None = field(default=None, repr=False)
+
+    def cancel(self) -> None:
+        """Mark as no longer needed: a worker drops it if it has not started it yet (the env's `on_cancel`
+        hook, set while the task is queued, keeps its load count right)."""
+        if not self.cancelled:
+            self.cancelled = True
+            if self.on_cancel is not None:
+                self.on_cancel(self)
+
+
+class Env(Protocol):
+    """What a dispatcher needs from the system it drives (real pool or simulator)."""
+
+    n_workers: int
+
+    def now(self) -> float:
+        """Seconds on this environment's clock."""
+
+    def send(self, worker: int, task: Task) -> None:
+        """Append `task` to `worker`'s FIFO queue; the env later calls `task.on_done(task)` exactly once
+        unless the task is dropped (cancelled before it started)."""
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run `fn()` (on the dispatcher's thread) after `delay` seconds."""
+
+    def loads(self) -> np.ndarray:
+        """Per worker: tasks queued (not cancelled) plus running; inf for a dead worker."""
+
+
+class RollingQuantile:
+    """A quantile of the last `window` observations, recomputed every `every` additions (cheap enough per
+    request); `default` until `min_count` observations exist."""
+
+    def __init__(self, q: float, default: float, window: int = 2000, min_count: int = 50, every: int = 25):
+        if not 0 < q < 1:
+            raise ValueError(f"quantile must lie in (0, 1), got {q}")
+        self.q, self.default, self.min_count, self.every = q, float(default), min_count, every
+        self.values: deque[float] = deque(maxlen=window)
+        self._value = float(default)
+        self._since = 0
+
+    def add(self, v: float) -> None:
+        self.values.append(float(v))
+        self._since += 1
+        if self._since >= self.every and len(self.values) >= self.min_count:
+            self._value = float(np.quantile(np.fromiter(self.values, float), self.q))
+            self._since = 0
+
+    @property
+    def value(self) -> float:
+        return self._value if len(self.values) >= self.min_count else self.default

@@ -1,0 +1,158 @@
+"""The prediction service: a scheme's dispatcher on a worker pool, with bounded admission and graceful close.
+
+    svc = Service.build("digits-cnn", scheme="gcc", workers=12, K=8, service_ms=30)
+    req = svc.submit(x).result()        # Request: status 200 / 503 / 504, output, degraded
+    svc.close()                         # answers everything in flight first
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from ..codes import BACC, GCC, ParM
+from .coded import Coded
+from .core import Env, Request
+from .policy import Dispatcher, Hedged, Replicated, Uncoded
+from .pool import LocalBackend, Pool
+from .stragglers import Faults, PersistentStragglers, ServiceTimes
+
+#: the contract's schemes, then the coded hedges
+SCHEMES = ("uncoded", "replication", "hedged", "parm", "bacc", "gcc", "gcc-hedge", "parm-hedge")
+
+
+def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
+                    max_wait: float = 0.05, **kw: Any) -> Dispatcher:
+    """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
+
+    Coded schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
+    K slots are systematic; ParM, as in its paper, groups parm_k requests with one parity query (N = parm_k + 1)
+    and runs `parity` on the parity slot."""
+    W = env.n_workers
+    if scheme == "uncoded":
+        return Uncoded(env, **kw)
+    if scheme == "replication":
+        return Replicated(env, **kw)
+    if scheme == "hedged":
+        return Hedged(env, **kw)
+    mode = "hedge" if scheme.endswith("-hedge") else "eager"
+    base = scheme.removesuffix("-hedge")
+    if base == "parm":
+        code = ParM(parm_k, parm_k, parity=parity)
+    elif base in ("gcc", "bacc"):
+        N = min(W, K + math.ceil(K / 2))  # redundancy 1.5 (ParM k = 2's) at any W
+        if N <= K:
+            raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
+        beta = GCC(K, N).beta
+        code = GCC(K, N) if base == "gcc" else BACC(K, N, beta=beta)
+    else:
+        raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    return Coded(env, code, mode=mode, max_wait=max_wait, name=scheme, **kw)
+
+
+class Service:
+    """A dispatcher on a `Pool`, thread-safe `submit`, at most `max_pending` requests in flight (more: 503)."""
+
+    def __init__(self, pool: Pool, make: Callable[[Env], Dispatcher], max_pending: int = 1000,
+                 on_answer: Callable[[Request], None] | None = None):
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be positive, got {max_pending}")
+        self.pool, self.max_pending = pool, int(max_pending)
+        self.dispatcher = make(pool)
+        self.dispatcher.on_answer = on_answer
+        self.scheme = self.dispatcher.name
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._inflight: dict[int, Request] = {}
+        self._closing = False
+        self.rejected = 0
+
+    @classmethod
+    def build(cls, workload: str, scheme: str = "gcc", workers: int = 12, K: int = 8, *, backend: str = "local",
+              address: str | None = None, service_ms: float = 0.0, slow_fraction: float = 0.0,
+              slow_factor: float = 10.0, mean_slow_s: float = 1.0, faults: Faults | None = None,
+              max_wait_ms: float = 50.0, parm_k: int = 2, max_pending: int = 1000, request_timeout: float = 30.0,
+              seed: int = 0, on_answer: Callable[[Request], None] | None = None) -> Service:
+        """A service for a named workload (gencc.workloads) with the contract's knobs."""
+        from ..workloads import load, load_parity
+
+        w = load(workload, progress=False)
+        fns: dict[str, Callable] = {"f": w.f}
+        parity = None
+        if scheme.startswith("parm"):
+            parity = load_parity(workload, parm_k, progress=False)
+            fns["parity"] = parity
+        if backend == "local":
+            be: Any = LocalBackend(fns)
+        elif backend == "ray":
+            from .ray_backend import RayBackend
+
+            factories = {"f": w.factory}
+            if parity is not None:
+                factories["parity"] = parity.info["factory"]
+            be = RayBackend(workers, factories, address=address)
+        else:
+            raise ValueError(f"unknown backend {backend!r}; choose local or ray")
+        pool = Pool(workers, be, ServiceTimes(service_ms / 1000),
+                    PersistentStragglers(workers, slow_fraction, slow_factor, mean_slow_s, seed=seed), faults,
+                    seed=seed)
+        svc = cls(pool, lambda env: make_dispatcher(scheme, env, K=K, parm_k=parm_k, parity=parity,
+                                                    max_wait=max_wait_ms / 1000, request_timeout=request_timeout,
+                                                    seed=seed),
+                  max_pending=max_pending, on_answer=on_answer)
+        svc.workload = w
+        return svc
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._inflight)
+
+    def submit(self, x: Any) -> Future:
+        """Queue one input; the future resolves to its answered `Request` (503 at once when overloaded)."""
+        fut: Future = Future()
+        req = Request(-1, None if x is None else np.asarray(x, dtype=np.float32), self.pool.now())
+        with self._lock:
+            req.id = next(self._ids)
+            if self._closing or len(self._inflight) >= self.max_pending:
+                self.rejected += 1
+                req.status, req.t_done = 503, req.t_arrival
+                req.error = "shutting down" if self._closing else \
+                    f"overloaded: {self.max_pending} requests already in flight; retry later"
+                fut.set_result(req)
+                return fut
+            self._inflight[req.id] = req
+
+        def respond(r: Request) -> None:
+            with self._lock:
+                self._inflight.pop(r.id, None)
+            fut.set_result(r)
+
+        req.respond = respond
+        self.pool.post(lambda: self.dispatcher.submit(req))
+        return fut
+
+    def close(self, drain_s: float = 30.0) -> None:
+        """Stop admitting, wait up to `drain_s` for in-flight requests, answer any left with 503, stop workers."""
+        with self._lock:
+            self._closing = True
+        deadline = time.monotonic() + drain_s
+        while self.pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+        done = threading.Event()
+
+        def flush() -> None:
+            for r in list(self._inflight.values()):
+                self.dispatcher.answer(r, None, status=503, error="shutting down")
+            done.set()
+
+        self.pool.post(flush)
+        done.wait(5)
+        self.pool.close()

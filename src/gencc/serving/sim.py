@@ -1,0 +1,141 @@
+"""A discrete-event simulator (a heap, virtual time) implementing `Env`, so the serving policies run unchanged.
+
+Workers are FIFO queues running one task at a time; a task's duration is a base service time (drawn from
+`ServiceTimes`, e.g. measured samples) times the worker's persistent-straggler multiplier at its start. With
+`functions` the models really run (outputs and decodes are real, time stays virtual); without, outputs are None.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from .core import Request, Task
+from .stragglers import Faults, PersistentStragglers, ServiceTimes
+
+
+class SimEnv:
+    """Virtual-time environment: `send`, `call_later`, `loads`, `now` for a dispatcher; `run` advances time."""
+
+    def __init__(self, n_workers: int, service: ServiceTimes, stragglers: PersistentStragglers | None = None,
+                 faults: Faults | None = None, functions: dict[str, Callable] | None = None, seed: int = 0):
+        if n_workers < 1:
+            raise ValueError(f"need at least one worker, got {n_workers}")
+        self.n_workers = n_workers
+        self.service, self.stragglers, self.faults = service, stragglers, faults
+        self.functions = functions
+        self.rng = np.random.default_rng([seed, 1])
+        self.t = 0.0
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self.queues = [deque() for _ in range(n_workers)]
+        self.busy = [False] * n_workers
+        self._loads = np.zeros(n_workers)
+        self.dead = np.zeros(n_workers, dtype=bool)
+        self.executed: list[Task] = []
+        self.dropped = 0
+
+    # ----- Env ---------------------------------------------------------------------------------------
+    def now(self) -> float:
+        return self.t
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._heap, (self.t + max(float(delay), 0.0), next(self._seq), fn))
+
+    def loads(self) -> np.ndarray:
+        return np.where(self.dead, np.inf, self._loads)
+
+    def send(self, worker: int, task: Task) -> None:
+        self._loads[worker] += 1
+        task.on_cancel = self._cancelled
+        self.queues[worker].append(task)
+        if not self.busy[worker]:
+            self._start(worker)
+
+    # ----- mechanics -------------------------------------------------------------------------------
+    def _cancelled(self, task: Task) -> None:
+        self._loads[task.worker] -= 1
+
+    def _start(self, w: int) -> None:
+        q = self.queues[w]
+        while q and q[0].cancelled:
+            q.popleft()
+            self.dropped += 1
+        if not q:
+            self.busy[w] = False
+            return
+        task = q.popleft()
+        task.on_cancel = None
+        self.busy[w] = True
+        task.t_start = self.t
+        mult = self.stragglers.multiplier(w, self.t) if self.stragglers is not None else 1.0
+        task.slow = mult > 1
+        fault = self.faults.draw(self.rng) if self.faults is not None else ""
+        dur = self.service.draw(self.rng) * mult
+        if fault == "hang":
+            dur = self.faults.hang_s
+        self.call_later(dur, lambda: self._finish(w, task, fault))
+
+    def _finish(self, w: int, task: Task, fault: str) -> None:
+        task.t_end = self.t
+        self._loads[w] -= 1
+        if fault:
+            task.ok, task.reason = False, fault
+        else:
+            task.ok = True
+            if self.functions is not None and task.x is not None:
+                task.output = np.asarray(self.functions[task.fn](np.asarray(task.x)[None]), dtype=float)[0]
+        self.executed.append(task)
+        if fault == "crash":
+            self.dead[w] = True
+            for t in self.queues[w]:  # what was queued on a dead worker fails too
+                if not t.cancelled:
+                    t.on_cancel, t.ok, t.reason, t.t_end = None, False, "crash", self.t
+                    self._loads[w] -= 1
+                    self.call_later(0.0, lambda t=t: t.on_done(t))
+            self.queues[w].clear()
+            self.busy[w] = False
+        else:
+            self._start(w)
+        task.on_done(task)
+
+    def run(self, until: float = math.inf, max_events: int = 50_000_000) -> None:
+        """Process events in time order up to virtual time `until` (bounded in count)."""
+        for _ in range(max_events):
+            if not self._heap or self._heap[0][0] > until:
+                break
+            self.t, _, fn = heapq.heappop(self._heap)
+            fn()
+        else:
+            raise RuntimeError(f"simulation exceeded {max_events} events")
+
+
+def poisson_arrivals(rate: float, duration: float, rng: np.random.Generator, max_count: int = 5_000_000
+                     ) -> np.ndarray:
+    """Open-loop arrival times of a Poisson process of `rate` per second on [0, duration)."""
+    if not rate > 0 or not duration > 0:
+        raise ValueError(f"rate and duration must be positive, got rate={rate}, duration={duration}")
+    n = min(int(rate * duration * 1.2 + 10 * math.sqrt(rate * duration) + 10), max_count)
+    t = np.cumsum(rng.exponential(1 / rate, size=n))
+    return t[t < duration]
+
+
+def simulate_load(make_dispatcher: Callable[[SimEnv], object], env: SimEnv, rate: float, duration: float,
+                  inputs: np.ndarray | None = None, seed: int = 0, drain: float = 60.0) -> list[Request]:
+    """Drive a dispatcher with Poisson arrivals for `duration` virtual seconds; every request is answered by the
+    end (drain up to `drain` more seconds). Returns the requests (inputs cycled from `inputs`, or None)."""
+    rng = np.random.default_rng([seed, 2])
+    disp = make_dispatcher(env)
+    reqs: list[Request] = []
+    for i, t in enumerate(poisson_arrivals(rate, duration, rng)):
+        x = None if inputs is None else inputs[i % len(inputs)]
+        r = Request(i, x, float(t))
+        reqs.append(r)
+        env.call_later(t - env.t, lambda r=r: disp.submit(r))
+    env.run(until=duration + drain)
+    return reqs

@@ -1,0 +1,122 @@
+"""The HTTP front door, in process (FastAPI's TestClient) and over loopback with the open-loop generator."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from gencc.serving import Faults, Service  # noqa: E402
+from gencc.serving.app import create_app  # noqa: E402
+from gencc.serving.load import run_http, run_inprocess  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def workload():
+    from gencc.workloads import load
+
+    return load("digits-cnn", progress=False)
+
+
+def build(scheme="gcc", **kw):
+    kw.setdefault("service_ms", 2.0)
+    return Service.build("digits-cnn", scheme, workers=6, K=4, **kw)
+
+
+def test_predict_answers_f_and_validates_input(workload):
+    svc = build("gcc", max_wait_ms=5)
+    with TestClient(create_app(svc)) as c:
+        x = workload.X_test[3]
+        r = c.post("/predict", json={"input": x.tolist()})
+        assert r.status_code == 200
+        body = r.json()
+        assert body["scheme"] == "gcc" and body["degraded"] is False
+        assert np.allclose(body["output"], workload.f(x[None])[0], atol=1e-5)
+        bad = [({"input": [[1, 2]]}, "shape"), ({"input": [[["a"] * 8] * 8]}, "non-numeric"),
+               ({"inp": []}, "missing 'input'"), ({"input": np.zeros((1, 8, 800)).tolist()}, "shape"),
+               ([1, 2], "JSON object")]
+        for payload, word in bad:
+            r = c.post("/predict", json=payload)
+            assert r.status_code == 422 and word in r.json()["detail"], (payload, r.text)
+        r = c.post("/predict", content=b"{not json")
+        assert r.status_code == 422
+        r = c.post("/predict/batch", json={"inputs": workload.X_test[:5].tolist()})
+        assert r.status_code == 200 and [x["status"] for x in r.json()["results"]] == [200] * 5
+        assert c.get("/healthz").json()["alive"] == 6
+        m = c.get("/metrics").text
+        assert 'gencc_requests_total{status="200"} 6.0' in m and "gencc_request_latency_seconds_bucket" in m
+
+
+def test_overload_gets_503_and_every_request_one_answer(workload):
+    svc = build("uncoded", service_ms=20.0, max_pending=8)
+    rows = run_inprocess(svc, rate=2 * 6 / 0.022, duration=1.0, inputs=workload.X_test)  # 2x capacity
+    svc.close()
+    st = [r["status"] for r in rows]
+    assert set(st) <= {200, 503} and st.count(503) > 0.2 * len(st) and st.count(200) > 0.3 * len(st)
+    assert len(rows) == len({r["id"] for r in rows})
+
+
+@pytest.mark.parametrize("scheme", ["uncoded", "hedged", "gcc", "parm"])
+def test_worker_faults_are_stragglers(workload, scheme):
+    svc = build(scheme, faults=Faults(raise_p=0.1, nan_p=0.1, hang_p=0.05, crash_p=0.01, hang_s=0.2),
+                max_wait_ms=5, request_timeout=3.0)
+    rows = run_inprocess(svc, rate=150, duration=1.0, inputs=workload.X_test)
+    svc.close()
+    st = [r["status"] for r in rows]
+    assert set(st) <= {200, 503, 504} and st.count(200) >= 0.8 * len(st)
+    assert svc.pool.errors == []
+    assert sum(svc.dispatcher.failures.values()) > 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_loopback_load_and_graceful_shutdown_loses_nothing(workload):
+    import uvicorn
+
+    svc = build("gcc", service_ms=10.0, slow_fraction=0.1, slow_factor=10, max_wait_ms=10)
+    port = free_port()
+    app = create_app(svc)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.02)
+    out: dict = {}
+
+    def load():
+        out["rows"] = run_http(f"http://127.0.0.1:{port}", rate=150, duration=1.5,
+                               inputs=workload.X_test[:50].tolist())
+
+    lt = threading.Thread(target=load)
+    lt.start()
+    time.sleep(1.0)
+    server.should_exit = True  # mid-load: in-flight requests are answered, later ones refused
+    lt.join(30)
+    th.join(30)
+    rows = out["rows"]
+    st = [r["status"] for r in rows]
+    assert st.count(200) > 20, sorted(set((r["status"], r["error"][:40]) for r in rows))
+    answered = [r for r in rows if r["status"] == 200]
+    assert all(r["scheme"] == "gcc" for r in answered)
+    # no request the server took was left unanswered: it sent exactly as many 200s as the client received,
+    # and the client's other outcomes are connection-level (refused, or a keep-alive connection closed by the
+    # shutdown before the request reached the app) or 503
+    served = app.state.metrics.requests.labels("200")._value.get()
+    assert served == st.count(200)
+    assert all(r["status"] in (200, 503) or (r["status"] == 0 and r["error"].split(":")[0] in
+                                              ("ConnectError", "ReadError", "RemoteProtocolError"))
+               for r in rows), {r["error"] for r in rows if r["status"] != 200}
+    assert svc.pending == 0
