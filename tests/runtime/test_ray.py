@@ -153,6 +153,17 @@ def test_parm_parity_model_is_built_on_the_actors(X):
             assert r.returned.tolist() == [0, 2, 3, 5, 6, 7, 8] and r.missing.size == 0
 
 
+def test_garbage_worker_is_excluded_and_reported_on_ray():
+    X = np.cumsum(np.random.default_rng(0).normal(size=(6, 4)), axis=0) / 4  # smooth along the inputs
+    code = gencc.GCC(K=6, N=12)
+    f = Faulty([(code.encode(X)[5], "garbage")])  # worker 5 sits on an alpha: the decode copies its result
+    with RayExecutor(factory=lambda: f, num_actors=12) as e:
+        r = run(None, X, code, e, order=False, adversaries=1, timeout=300)
+    assert r.stragglers == {5: "inconsistent result: flagged by the robust decode and excluded"}
+    assert 5 not in r.returned.tolist()
+    np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-10)
+
+
 def test_start_reports_progress_and_close_removes_own_temp_dir(ex, X):
     ex.close()  # last test of the module: it needs a Ray started by its own executor
     if ray.is_initialized():
