@@ -1,4 +1,4 @@
-"""Speed of building and applying codes (DESIGN section 3 cost claims). Prints figures; asserts nothing.
+"""Speed of building and applying codes (docs/design.md section 3 cost claims). Prints figures; asserts nothing.
 
     python benchmarks/bench_codes.py [--repeat 5]
 

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import gencc  # noqa: E402
 from gencc import metrics  # noqa: E402
 from gencc.runtime import Hedged, LocalExecutor, RayExecutor, Replicated, Uncoded, run  # noqa: E402
-from gencc.runtime.isolation import in_loopback_namespace, run_in_loopback  # noqa: E402
+from gencc.testing.isolation import in_loopback_namespace, run_in_loopback  # noqa: E402
 
 BASE = 0.02  # seconds: the injected delay of a healthy worker (--base-ms)
 

@@ -3,7 +3,7 @@
     python benchmarks/defaults_table.py [--batches 20] [--trials 10]
 
 K = 10, S = 3, N in {15, 20, 40, 80}; random straggler sets (batches x trials draws) and the worst case (the
-search of DESIGN section 2, one per batch); inputs ordered by order_inputs (chain). Prints a markdown table.
+search of docs/design.md section 2, one per batch); inputs ordered by order_inputs (chain). Prints a markdown table.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Metrics of DESIGN section 2 against hand computations."""
+"""Metrics of docs/design.md section 2 against hand computations."""
 
 import numpy as np
 import pytest

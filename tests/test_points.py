@@ -1,4 +1,4 @@
-"""Point designs on [-1, 1] against their closed forms (DESIGN section 1)."""
+"""Point designs on [-1, 1] against their closed forms (docs/design.md section 1)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Linear smoothers (DESIGN section 3) against SciPy's splines, closed forms and brute force."""
+"""Linear smoothers (docs/design.md section 3) against SciPy's splines, closed forms and brute force."""
 
 import mpmath as mp
 import numpy as np
@@ -147,7 +147,7 @@ def test_banded_accepts_unsorted_points():
 
 
 def test_lam_convention_penalty_over_minus_one_one():
-    # DESIGN section 3: lam multiplies int_{-1}^{1} u''^2. On s = (t + 1) / 2 in [0, 1] the same curve has
+    # docs/design.md section 3: lam multiplies int_{-1}^{1} u''^2. On s = (t + 1) / 2 in [0, 1] the same curve has
     # int_0^1 g''^2 ds = 8 int_{-1}^{1} u''^2 dt, so SciPy on [0, 1] needs lam_scipy = n lam / 8.
     n, lam = 25, 1e-3
     t = jittered(n)
@@ -246,8 +246,10 @@ def test_property_permuting_fit_points_permutes_columns(t, lam, kernel, seed):
     perm = rng.permutation(t.size)
     z = rng.uniform(-1, 1, 7)
     W = smoother_weights(t, z, kernel, lam)
-    # exact in exact arithmetic; the dense solve reorders its rounding (~1e-8 for 14 points at lam = 0)
-    np.testing.assert_allclose(smoother_weights(t[perm], z, kernel, lam), W[:, perm], atol=1e-7)
+    # exact in exact arithmetic; the dense solve reorders its rounding (~1e-8 for 14 points at lam = 0), and
+    # rounding scales with the weights, which reach ~40 when z extrapolates far beyond clustered points
+    np.testing.assert_allclose(smoother_weights(t[perm], z, kernel, lam), W[:, perm],
+                               atol=1e-7 * max(1.0, np.abs(W).max()))
 
 
 # ----- lam selection ----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Straggler-resilient distributed computation of arbitrary functions: encode K inp
 a smooth (RKHS) curve, let workers compute f, decode from whichever workers answer.
 """
 
-from . import kernels, metrics, points, smoothing
+from . import adversaries, kernels, metrics, points, smoothing
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
 from .ordering import order_inputs
 from .runtime import (
@@ -61,6 +61,7 @@ __all__ = [
     "Replication",
     "ShiftedExponential",
     "SystematicGCC",
+    "adversaries",
     "apply_f",
     "calibrate_rho",
     "first_returned",

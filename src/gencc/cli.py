@@ -2,7 +2,31 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import typer
+
+#: what a command raises on bad input (the library's ValueError; OSError: a missing file, an --out that is a
+#: file, no permission; ImportError: a missing optional package): Typer's usage box with the message, exit 2
+USER_ERRORS = (ValueError, OSError, ImportError)
+
+
+def usage_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command` with USER_ERRORS turned into Typer's usage error: one short message and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except USER_ERRORS as err:
+            lines = str(err).strip().splitlines() or [type(err).__name__]
+            msg = lines[0] if len(lines[0]) <= 400 else lines[0][:400] + " ..."
+            raise typer.BadParameter(msg) from None
+
+    return wrapper
+
 
 app = typer.Typer(help="gencc: general coded computing (straggler-resilient computation of any function).",
                   no_args_is_help=True, add_completion=False)
@@ -14,6 +38,7 @@ def _root() -> None:
 
 
 @app.command()
+@usage_errors
 def info() -> None:
     """Print the codes (with their options), kernels, point designs and straggler patterns this install provides."""
     from rich.console import Console
@@ -37,14 +62,18 @@ def info() -> None:
     c.print(f"straggler patterns: {', '.join(PATTERNS)}, bernoulli")
 
 
+def _register(name: str, module: str, attr: str) -> None:
+    app.command(name)(usage_errors(getattr(__import__(module, fromlist=[attr]), attr)))
+
+
 # Subcommands registered from their own modules (each adds one line below).
-app.command("demo")(__import__("gencc.demo", fromlist=["demo_command"]).demo_command)
-app.command()(__import__("gencc.experiments.commands", fromlist=["sweep"]).sweep)
-app.command()(__import__("gencc.experiments.commands", fromlist=["plot"]).plot)
-app.command()(__import__("gencc.experiments.commands", fromlist=["reproduce"]).reproduce)
-app.command("run")(__import__("gencc.runtime.commands", fromlist=["run_command"]).run_command)
-app.command("serve")(__import__("gencc.serving.commands", fromlist=["serve_command"]).serve_command)
-app.command("loadtest")(__import__("gencc.serving.commands", fromlist=["loadtest_command"]).loadtest_command)
+_register("demo", "gencc.demo", "demo_command")
+_register("sweep", "gencc.experiments.commands", "sweep")
+_register("plot", "gencc.experiments.commands", "plot")
+_register("reproduce", "gencc.experiments.commands", "reproduce")
+_register("run", "gencc.runtime.commands", "run_command")
+_register("serve", "gencc.serving.commands", "serve_command")
+_register("loadtest", "gencc.serving.commands", "loadtest_command")
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ from .stragglers import Bimodal
 
 
 def demo_command(
-    batches: int = typer.Option(20, help="batches of K inputs per (N, S) point in the simulation table"),
-    trials: int = typer.Option(5, help="random straggler sets per batch"),
-    jobs: int = typer.Option(40, help="jobs per scheme on the local runtime"),
+    batches: int = typer.Option(20, min=1, help="batches of K inputs per (N, S) point in the simulation table"),
+    trials: int = typer.Option(5, min=1, help="random straggler sets per batch"),
+    jobs: int = typer.Option(40, min=1, help="jobs per scheme on the local runtime"),
     seed: int = typer.Option(0, help="seed for inputs, straggler sets and latencies"),
 ) -> None:
     """Train (once, cached) a LeNet-style CNN on scikit-learn's digits, then compare GCC, BACC and

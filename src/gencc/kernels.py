@@ -1,6 +1,6 @@
 """Reproducing kernels on Omega = [-1, 1] and the bases of their unpenalised null spaces.
 
-A kernel k defines the penalty ||P u||_H^2 of the penalised least-squares problem in DESIGN section 3; its
+A kernel k defines the penalty ||P u||_H^2 of the penalised least-squares problem in docs/design.md section 3; its
 null space (spanned by phi_1..phi_q) is left unpenalised. Sobolev kernels are scaled so that the penalty is
 exactly the integral of (u^(m))^2 over [-1, 1] itself, whatever interval the formula is written on.
 """

@@ -1,4 +1,4 @@
-"""The metrics of DESIGN section 2, by these exact names. Inputs: numpy arrays or torch tensors."""
+"""The metrics of docs/design.md section 2, by these exact names. Inputs: numpy arrays or torch tensors."""
 
 from __future__ import annotations
 

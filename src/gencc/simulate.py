@@ -15,6 +15,7 @@ import numpy as np
 from . import metrics as M
 from ._arrays import to_numpy
 from ._validate import check_int
+from .adversaries import Adversary
 from .codes.base import Code
 from .ordering import order_inputs
 from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
@@ -70,13 +71,21 @@ def simulate(
     classifier: bool | None = None,
     batched: bool | None = None,
     metric: str = "rel_mse",
+    adversaries: Adversary | None = None,
+    robust_method: str = "loo",
 ) -> list[dict]:
     """Run `trials` straggler draws and return one tidy record per trial.
 
     Each record holds scheme, K, N, S, p, pattern, trial, seed, n_returned, decodable, missing (inputs with
-    no estimate), every metric of DESIGN section 2, and encode/decode times in seconds. `order` applies
+    no estimate), every metric of docs/design.md section 2, and encode/decode times in seconds. `order` applies
     `order_inputs` (True, or a method name) and restores the caller's order before scoring. The worst
     pattern is deterministic: it runs once, maximising `metric`, and records `exact` (False: a lower bound).
+
+    `adversaries` (a model of gencc.adversaries) corrupts some returned results each trial; the estimate
+    is then `code.robust_decode(..., adversaries=model.bound, method=robust_method)` and the record adds
+    adversary, A, flagged (worker indices, space-separated), recall (of the corrupted workers; NaN when
+    none), false_alarms (honest workers flagged), missed, and rel_mse_excluded (the decode with the
+    corrupted workers treated as stragglers: the best possible).
     """
     trials = check_int("trials", trials, 1)
     seed = check_int("seed", seed, 0)
@@ -111,6 +120,14 @@ def simulate(
     def score(returned: np.ndarray) -> float:
         return getattr(M, metric)(estimate(returned)[0], Y_true)
 
+    if adversaries is not None:
+        if isinstance(stragglers, FixedCount) and stragglers.pattern == "worst":
+            raise ValueError("adversaries combine with random, block, Bernoulli or Collected stragglers, not "
+                             "the worst-case search")
+        base.update(adversaries.describe())
+        return [_adversarial_trial(code, Y_all, Y_true, stragglers, adversaries, robust_method, perm, rng,
+                                   {**base, "trial": trial, "encode_time": t_enc}, labels, classifier)
+                for trial in range(trials)]
     records = []
     worst = isinstance(stragglers, FixedCount) and stragglers.pattern == "worst"
     for trial in range(1 if worst else trials):
@@ -136,6 +153,41 @@ def simulate(
     return records
 
 
+def _adversarial_trial(code: Code, Y_all: np.ndarray, Y_true: np.ndarray, stragglers, model: Adversary,
+                       method: str, perm: np.ndarray, rng: np.random.Generator, rec: dict, labels: Any,
+                       classifier: bool) -> dict:
+    """One trial with wrong results: draw stragglers, corrupt, robust-decode, score (see `simulate`)."""
+    returned = stragglers.draw(code.N, rng)
+    rec["n_returned"] = int(returned.size)
+    nan = float("nan")
+    try:
+        Yc, bad = model.corrupt(Y_all[returned], returned, rng, code)
+        t = time.perf_counter()
+        Yp, flagged = code.robust_decode(Yc, returned, adversaries=model.bound, method=method)
+        dt = time.perf_counter() - t
+    except ValueError as err:  # too few results for this many adversaries: not decodable
+        rec.update(decodable=False, missing=code.K, decode_time=nan, mse=nan, rmse=nan, rel_mse=nan,
+                   error=str(err))
+        return rec
+    keep = ~np.isin(returned, bad)
+    Yx = code.decode(Y_all[returned[keep]], returned[keep]) if code.can_decode(returned[keep]) else None
+    out = np.empty_like(Yp)
+    out[perm] = Yp
+    rec.update(decodable=True, missing=int(code.missing(np.setdiff1d(returned, flagged)).size), decode_time=dt,
+               **M.all_metrics(out, Y_true, labels, classifier))
+    if Yx is not None:
+        ox = np.empty_like(Yx)
+        ox[perm] = Yx
+        rec["rel_mse_excluded"] = M.rel_mse(ox, Y_true)
+    else:
+        rec["rel_mse_excluded"] = nan
+    caught = np.isin(bad, flagged)
+    rec.update(flagged=" ".join(str(int(i)) for i in flagged), corrupted=" ".join(str(int(i)) for i in bad),
+               recall=float(caught.mean()) if bad.size else nan, missed=int(bad.size - caught.sum()),
+               false_alarms=int(np.setdiff1d(flagged, bad).size))
+    return rec
+
+
 def summarize(records: list[dict], keys: tuple[str, ...] = ("scheme", "K", "N", "S", "p", "pattern")) -> list[dict]:
     """Mean of every numeric metric per group of `keys`, with the count of trials and decodable fraction.
 
@@ -150,12 +202,16 @@ def summarize(records: list[dict], keys: tuple[str, ...] = ("scheme", "K", "N", 
         row = dict(zip(keys, key, strict=True))
         row["trials"] = len(rs)
         row["decodable"] = float(np.mean([r["decodable"] for r in rs]))
-        for m in ("mse", "rmse", "rel_mse", "agreement", "rel_acc", "missing", "decode_time"):
+        for m in ("mse", "rmse", "rel_mse", "agreement", "rel_acc", "missing", "decode_time",
+                  "rel_mse_excluded", "recall", "false_alarms", "missed"):
             vals = np.array([r[m] for r in rs if m in r and r["decodable"]], dtype=float)
             vals = vals[~np.isnan(vals)]
             if vals.size:
                 row[m] = float(vals.mean())
                 if vals.size > 1:
                     row[f"{m}_ci"] = float(1.96 * vals.std(ddof=1) / np.sqrt(vals.size))
+        fa = [r["false_alarms"] for r in rs if r.get("decodable") and "false_alarms" in r]
+        if fa:
+            row["false_alarm_rate"] = float(np.mean(np.asarray(fa) > 0))
         out.append(row)
     return out

@@ -1,4 +1,4 @@
-"""Linear-smoother weights for penalised least squares in an RKHS (DESIGN section 3), and lam selection.
+"""Linear-smoother weights for penalised least squares in an RKHS (docs/design.md section 3), and lam selection.
 
 Fitting u to (t_i, v_i) and evaluating it at points z is a linear map v -> W(z) v. Every code in gencc is
 built from such weight matrices, so this module is the numerical heart of the package:

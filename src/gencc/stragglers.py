@@ -2,7 +2,7 @@
 
 Straggler models decide the returned set F directly: FixedCount(S, pattern) and Bernoulli(p). Latency models
 draw a finish time per worker; a collection policy (first N - S, a deadline, or both) then decides F. The
-worst-case search of DESIGN section 2 lives here too: exact enumeration when C(N, S) is small, otherwise an
+worst-case search of docs/design.md section 2 lives here too: exact enumeration when C(N, S) is small, otherwise an
 adversarial search that reports itself as a lower bound of the true worst case.
 """
 

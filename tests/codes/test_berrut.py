@@ -1,4 +1,4 @@
-"""BACC against a direct implementation of Berrut's formula (DESIGN section 4)."""
+"""BACC against a direct implementation of Berrut's formula (docs/design.md section 4)."""
 
 import numpy as np
 import pytest

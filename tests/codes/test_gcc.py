@@ -131,11 +131,12 @@ def test_bad_parameters_raise():
         GCC(4, 8, lam_dec=-1e-3)
     with pytest.raises(ValueError, match="lam_dec"):
         GCC(4, 8, lam_dec="aic")
-    with pytest.raises(ValueError, match="unknown kernel"):
+    with pytest.raises(ValueError, match="unknown kernel 'spline'; choose auto \\(the default\\), cubic"):
         GCC(4, 8, kernel="spline")
-    with pytest.raises(ValueError, match="unknown point design"):
+    with pytest.raises(ValueError, match="unknown point design 'random' for alpha.*default chebyshev1"):
         GCC(4, 8, alpha="random")
-    with pytest.raises(ValueError, match="unknown point design"):
+    with pytest.raises(ValueError, match="unknown point design 'halton' for beta; choose one of chebyshev2-nested, "
+                                         "equispaced-nested, equispaced.*default chebyshev2-nested"):
         GCC(4, 8, beta="halton")
     with pytest.raises(ValueError, match="alpha must hold 4 points"):
         GCC(4, 8, alpha=[0.0, 0.5])

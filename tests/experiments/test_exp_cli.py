@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gencc.cli import app
@@ -58,6 +59,7 @@ def _tables(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in files}
 
 
+@pytest.mark.slow
 def test_reproduce_tiny_preset_end_to_end_and_deterministic(tmp_path: Path) -> None:
     res = reproduce("rate-worst", tmp_path / "a", TINY, jobs=1, progress=False, n_boot=200)
     assert res["sweep"].ran == len(preset_spec("rate-worst", TINY).points())
@@ -74,6 +76,7 @@ def test_reproduce_tiny_preset_end_to_end_and_deterministic(tmp_path: Path) -> N
     assert again["sweep"].ran == 0 and _tables(tmp_path / "a") == ta
 
 
+@pytest.mark.slow
 def test_reproduce_cli_other_presets(tmp_path: Path) -> None:
     out = str(tmp_path / "d")
     res = runner.invoke(app, ["reproduce", "--preset", "vs-S", "-o", out, "--no-progress", "--set",

@@ -24,7 +24,8 @@ def smooth_one(x):
 
 
 class Faulty:
-    """Batched f that misbehaves on chosen inputs: raise, nan, shape, hang (sleeps), crash (kills the process).
+    """Batched f that misbehaves on chosen inputs: raise, nan, garbage (finite but wrong), shape, hang (sleeps),
+    crash (kills the process).
 
     triggers: list of (input row, kind); an input matching a row (allclose) triggers that kind.
     """
@@ -45,6 +46,8 @@ class Faulty:
                         raise RuntimeError("injected fault")
                     if kind == "nan":
                         Y[i] = np.nan
+                    if kind == "garbage":  # finite, plausible-looking, wrong
+                        Y[i] = -3.0 * Y[i] + 1.5
                     if kind == "shape":
                         return Y[:, :-1]
                     if kind == "hang":

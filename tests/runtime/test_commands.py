@@ -33,3 +33,44 @@ def test_run_command_baseline():
 def test_run_command_rejects_bad_options(args):
     r = _invoke([*args, "--no-progress"])
     assert r.exit_code != 0
+
+
+def test_run_on_ray_reruns_itself_in_a_loopback_namespace(monkeypatch):
+    """Without --address, `gencc run --backend ray` re-executes the same options with --no-isolate inside the
+    namespace (the re-executed command is captured here, not run)."""
+    pytest.importorskip("ray")
+    import subprocess
+
+    from gencc.testing import isolation
+
+    seen = {}
+
+    def fake(argv, **kwargs):
+        seen["argv"] = list(argv)
+        return subprocess.CompletedProcess(argv, 3)
+
+    monkeypatch.setattr(isolation, "in_loopback_namespace", lambda: False)
+    monkeypatch.setattr(isolation, "can_unshare", lambda: (True, "`unshare -rn` (test)"))
+    monkeypatch.setattr(isolation, "run_in_loopback", fake)
+    r = _invoke(["--backend", "ray", "--scheme", "bacc", "--K", "4", "--N", "6", "--wait-for", "5", "--jobs", "2",
+                 "--actors", "3", "--no-progress"])
+    assert r.exit_code == 3, r.output  # the re-executed command's status
+    assert "loopback-only network namespace, made with `unshare -rn` (test)" in r.output
+    argv = seen["argv"]
+    assert argv[1:4] == ["-m", "gencc.cli", "run"] and "--no-isolate" in argv
+    opts = dict(zip(argv[5::2], argv[6::2], strict=False))
+    assert {k: opts[k] for k in ("--backend", "--scheme", "--K", "--N", "--wait-for", "--jobs", "--actors")} == {
+        "--backend": "ray", "--scheme": "bacc", "--K": "4", "--N": "6", "--wait-for": "5", "--jobs": "2",
+        "--actors": "3"}
+    assert "--no-progress" in argv
+
+
+def test_run_on_ray_without_a_namespace_says_how_to_proceed(monkeypatch):
+    pytest.importorskip("ray")
+    from gencc.testing import isolation
+
+    monkeypatch.setattr(isolation, "in_loopback_namespace", lambda: False)
+    monkeypatch.setattr(isolation, "can_unshare", lambda: (False, "unshare -rn: Operation not permitted"))
+    r = _invoke(["--backend", "ray", "--jobs", "2", "--no-progress"])
+    flat = " ".join(" ".join(ln.strip(" │╭╮╰╯─") for ln in r.output.splitlines()).split())
+    assert r.exit_code == 2 and "--no-isolate" in flat and "Operation not permitted" in flat, r.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -150,3 +151,33 @@ def test_parm_parity_model_is_built_on_the_actors(X):
             expected[[1, 4]] += 0.5
             np.testing.assert_allclose(r.outputs, expected, atol=1e-12)
             assert r.returned.tolist() == [0, 2, 3, 5, 6, 7, 8] and r.missing.size == 0
+
+
+def test_garbage_worker_is_excluded_and_reported_on_ray():
+    X = np.cumsum(np.random.default_rng(0).normal(size=(6, 4)), axis=0) / 4  # smooth along the inputs
+    code = gencc.GCC(K=6, N=12)
+    f = Faulty([(code.encode(X)[5], "garbage")])  # worker 5 sits on an alpha: the decode copies its result
+    with RayExecutor(factory=lambda: f, num_actors=12) as e:
+        r = run(None, X, code, e, order=False, adversaries=1, timeout=300)
+    assert r.stragglers == {5: "inconsistent result: flagged by the robust decode and excluded"}
+    assert 5 not in r.returned.tolist()
+    np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-10)
+
+
+def test_start_reports_progress_and_close_removes_own_temp_dir(ex, X):
+    ex.close()  # last test of the module: it needs a Ray started by its own executor
+    if ray.is_initialized():
+        ray.shutdown()
+    seen: list[tuple[int, int]] = []
+    e = RayExecutor(num_actors=3, num_cpus=2, on_ready=lambda ready, total: seen.append((ready, total)))
+    e.start(smooth, 3)
+    tmp = e._own_tmp
+    assert tmp is not None and os.path.isdir(tmp) and os.path.basename(tmp).startswith("gencc-ray-")
+    assert os.listdir(tmp)  # Ray's session files live there
+    code = gencc.GCC(K=6, N=12)  # 12 logical workers on the 3 actors
+    r = run(smooth, X, code, e, order=False)
+    np.testing.assert_allclose(r.outputs, reference(code, X, range(12)), atol=1e-12)
+    e.close()
+    assert not os.path.exists(tmp)
+    assert seen[0] == (0, 3) and seen[-1] == (3, 3)
+    assert [a for a, _ in seen] == sorted(a for a, _ in seen)

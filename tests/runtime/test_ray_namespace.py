@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gencc.runtime.isolation import can_unshare, in_loopback_namespace, run_in_loopback
+from gencc.testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
 
 HERE = Path(__file__).parent
 
@@ -18,7 +18,7 @@ def test_ray_suite_in_loopback_namespace():
         pytest.skip("already inside the namespace: the Ray tests run directly")
     ok, why = can_unshare()
     if not ok:
-        pytest.skip(f"cannot create a network namespace here ({why})")
+        pytest.skip(f"Ray tests not run: cannot create a loopback-only network namespace here ({why})")
     files = [str(HERE / "test_ray.py"), str(HERE / "test_ray_cluster.py")]
     p = run_in_loopback([sys.executable, "-m", "pytest", "-m", "ray", "-q", "-p", "no:cacheprovider", *files],
                         timeout=400, capture_output=True, text=True, cwd=HERE.parent.parent)

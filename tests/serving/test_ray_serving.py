@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gencc.runtime.isolation import can_unshare, in_loopback_namespace, run_in_loopback
+from gencc.testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
 
 HERE = Path(__file__)
 

@@ -125,6 +125,17 @@ class Code(ABC):
         return apply_matrix(D, Y, "Y", nonfinite="Y contains non-finite values (NaN or inf): treat those "
                             "workers as stragglers and leave them out of `returned`")
 
+    def robust_decode(self, Y: Any, returned: Sequence[int], adversaries: int = 1, **options: Any
+                      ) -> tuple[Any, np.ndarray]:
+        """(Yhat, flagged): locate up to `adversaries` wrong results, exclude them, decode the rest.
+
+        `flagged` holds the sorted worker indices excluded; Yhat equals `decode` without them. Implemented
+        for GCC, BACC (also `method="approxifer"`, the baseline) and LCC: see gencc.codes.robust.
+        """
+        from .robust import robust_decode
+
+        return robust_decode(self, Y, returned, adversaries, **options)
+
     @property
     def data_dependent(self) -> bool:
         """True when D_F depends on the results themselves (then decoding is not a fixed linear map)."""

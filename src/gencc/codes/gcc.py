@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from .._validate import check_nonneg, check_real
-from ..kernels import CubicSpline, Kernel, Matern32, get_kernel
-from ..points import NESTED, design, nested
+from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
+from ..points import DESIGNS, NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
 from .base import Code, _unsort
 
@@ -47,6 +47,14 @@ class GCC(Code):
         beta: str | np.ndarray = "chebyshev2-nested",
     ):
         super().__init__(K, N)
+        if isinstance(kernel, str) and kernel != "auto" and kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r}; choose auto (the default), {', '.join(KERNELS)} or pass "
+                             "a gencc.kernels.Kernel")
+        for label, spec, names in (("alpha", alpha, DESIGNS), ("beta", beta, (*NESTED, *DESIGNS))):
+            if isinstance(spec, str) and spec not in names:
+                default = "chebyshev1" if label == "alpha" else "chebyshev2-nested"
+                raise ValueError(f"unknown point design {spec!r} for {label}; choose one of {', '.join(names)} "
+                                 f"(default {default}) or pass points")
         self.auto_kernel = isinstance(kernel, str) and kernel == "auto"
         self.kernel = Matern32(0.3, null_degree=1) if self.auto_kernel else get_kernel(kernel)
         self.lam_enc = check_nonneg("lam_enc", lam_enc)

@@ -256,11 +256,3 @@ def fmt(v: Any, digits: int = 3) -> str:
         return f"{v:.{digits}g}"
     return str(v)
 
-
-def markdown(rows: list[dict], cols: Sequence[str], headers: Sequence[str] | None = None) -> str:
-    """A markdown table of `cols` from `rows`."""
-    headers = list(headers or cols)
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    for r in rows:
-        lines.append("| " + " | ".join(fmt(r.get(c)) for c in cols) + " |")
-    return "\n".join(lines)

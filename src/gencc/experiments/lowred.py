@@ -248,5 +248,6 @@ def section(out: Any) -> list[str]:
         return []
     rows = read_csv(path)
     return [f"## {PRESET}", "", DESCRIPTION, "",
-            f"Command: `gencc reproduce --preset {PRESET}`. {rows[0]['sets']} sets of test inputs per setting.", "",
+            f"Command: `gencc reproduce --preset {PRESET} --out docs`. {rows[0]['sets']} sets of test inputs per "
+            "setting.", "",
             *markdown(rows), ""]

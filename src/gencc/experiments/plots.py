@@ -60,10 +60,17 @@ def _null_formatter() -> Any:
     return NullFormatter()
 
 
-def _log_axes(ax: Any, xbase: int = 10) -> None:
-    ax.set_xscale("log", base=xbase)
+def _log_axes(ax: Any, xs: Sequence[float] = ()) -> None:
+    """Log-log axes; x ticks labelled with grid values (at least 1.9x apart, so labels never collide)."""
+    ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(_null_formatter())
+    ticks: list[float] = []
+    for x in sorted({float(x) for x in xs if x > 0}):
+        if not ticks or x >= 1.9 * ticks[-1]:
+            ticks.append(x)
+    if ticks:
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
 
 
 def _grid(n_rows: int, n_cols: int, w: float = 4.2, h: float = 3.3) -> tuple[Any, np.ndarray]:
@@ -108,7 +115,7 @@ def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "")
             if anchor is not None:  # the theory rate, through GCC's mean at the smallest N
                 N, y0 = anchor
                 ax.plot(N, y0 * (N / N[0]) ** A.THEORY_SLOPE, ":", color="k", lw=1.2, label="theory: slope -3")
-            _log_axes(ax)
+            _log_axes(ax, [p["N"] for p in ps])
             _finish(ax, "N workers", "rel_mse / log³_{1/p}N" if bern else "rel_mse", f"{w}, {st}")
     return _save(fig, path, title)
 
@@ -134,7 +141,7 @@ def plot_vs_s(points: list[dict], fits: list[dict], path: Path, title: str = "")
             ax.plot(S, y, "o-", color=c, ms=3, label=label)
             if sch.startswith("gcc"):
                 ax.plot(S, y[0] * (S / S[0]) ** 3, ":", color="k", lw=1.2, label="theory: S³")
-        _log_axes(ax)
+        _log_axes(ax, [p["S"] for p in ps])
         _finish(ax, "S stragglers", "rel_mse", f"{w}, N={N}, {pat}")
     return _save(fig, path, title)
 
@@ -174,6 +181,10 @@ def stem(prefix: str, kind: str) -> str:
     return prefix if prefix.startswith(kind) else f"{prefix}-{kind}"
 
 
+NEEDS = ("rate needs three or more N for one straggler model, vs-S three or more S at one N, redundancy "
+         "classifier rows at two or more N/K, configs fixed-count stragglers")
+
+
 def detect_kinds(rows: list[dict]) -> list[str]:
     """The figure kinds the rows support: rate (three or more N for some straggler model), vs-S (three or more
     S at one N), redundancy (classifier rows at two or more N/K), configs (fixed-count rows)."""
@@ -201,10 +212,17 @@ def make_outputs(rows: list[dict], out: str | Path, prefix: str, kinds: Sequence
     Returns the tables computed (keyed by name) and the paths written (under "paths").
     """
     out = Path(out)
-    kinds = list(kinds) if kinds else detect_kinds(rows)
+    supported = detect_kinds(rows)
+    kinds = list(kinds) if kinds else supported
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise ValueError(f"unknown plot kind(s) {', '.join(bad)}; choose from {', '.join(KINDS)}")
+    if not kinds:
+        raise ValueError(f"the rows support no figure or table: {NEEDS}")
+    unsupported = [k for k in kinds if k not in supported]
+    if unsupported:
+        raise ValueError(f"the rows do not support kind(s) {', '.join(unsupported)} (they support "
+                         f"{', '.join(supported) or 'none'}); {NEEDS}")
     fig_dir, data_dir, tab_dir = out / "figures", out / "data", out / "tables"
     res: dict[str, Any] = {"paths": []}
     paths = res["paths"]

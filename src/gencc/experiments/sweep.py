@@ -114,19 +114,35 @@ class SweepSpec:
     opts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def points(self) -> list[GridPoint]:
-        """Every valid grid point, in a fixed order (points with N < K or S >= N are left out)."""
-        out = []
+        """Every valid grid point, in a fixed order (see `plan` for what is left out)."""
+        return self.plan()[0]
+
+    def plan(self) -> tuple[list[GridPoint], list[str]]:
+        """The valid grid points in a fixed order, and what was left out and why: one line per reason, with
+        its count. Left out: points with N < K (a code needs at least K workers) and fixed-count stragglers with
+        S >= N (no worker would return); an empty field leaves out everything."""
+        empty = [name for name in ("workloads", "schemes", "K", "stragglers", "seeds") if not getattr(self, name)]
+        if not self.N and not self.ratios:
+            empty.append("N or ratios")
+        if empty:
+            return [], [f"no {name} given" for name in empty]
+        out, dropped = [], {}
         for w, K, seed in product(self.workloads, self.K, self.seeds):
             Ns = sorted(set(int(n) for n in self.N) | {int(round(r * K)) for r in self.ratios})
             for N, st, scheme in product(Ns, self.stragglers, self.schemes):
+                why = None
                 if N < K:
-                    continue
-                model = parse_straggler(st, N)
-                if isinstance(model, FixedCount) and model.S >= N:
+                    why = f"N={N} < K={K} (a code needs at least K workers)"
+                else:
+                    model = parse_straggler(st, N)
+                    if isinstance(model, FixedCount) and model.S >= N:
+                        why = f"{st} at N={N} (S={model.S} >= N: no worker would return)"
+                if why:
+                    dropped[why] = dropped.get(why, 0) + 1
                     continue
                 opts = tuple(sorted(self.opts.get(scheme, {}).items()))
                 out.append(GridPoint(w, scheme, int(K), N, st, int(seed), int(self.trials), opts))
-        return out
+        return out, [f"{why}: {n} point{'s' if n > 1 else ''}" for why, n in dropped.items()]
 
 
 def run_point(pt: GridPoint) -> list[dict]:
@@ -172,16 +188,25 @@ def _parse(col: str, s: str) -> Any:
 
 
 def read_rows(path: str | Path) -> list[dict]:
-    """The rows of a sweep CSV with typed values (a torn last line, from an interrupted write, is dropped)."""
+    """The rows of a sweep CSV with typed values (a torn last line, from an interrupted write, is dropped).
+
+    Raises FileNotFoundError for a missing file and ValueError for a CSV without the sweep columns."""
     path = Path(path)
-    if not path.exists():
-        return []
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a sweep CSV")
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
     text = path.read_text()
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines = lines[:-1]
+    reader = csv.DictReader(lines)
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing and text.strip():
+        raise ValueError(f"{path} is not a sweep CSV (written by `gencc sweep` or `gencc reproduce`): missing "
+                         f"column(s) {', '.join(missing)}")
     rows = []
-    for raw in csv.DictReader(lines):
+    for raw in reader:
         if None in raw or any(v is None for v in raw.values()):
             continue
         rows.append({c: _parse(c, raw.get(c, "")) for c in COLUMNS})
@@ -243,13 +268,15 @@ def _run_in_worker(pt: GridPoint) -> list[dict]:
 
 @dataclass
 class SweepResult:
-    """What a sweep did: points in the grid, skipped (already in the CSV), run now, and rows written."""
+    """What a sweep did: points in the grid, skipped (already in the CSV), run now, rows written, and the grid
+    points left out (one line per reason, see `SweepSpec.plan`)."""
 
     path: Path
     total: int
     skipped: int
     ran: int
     rows_written: int
+    dropped: list[str] = field(default_factory=list)
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, progress: bool = True,
@@ -258,13 +285,15 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, progress: bool = 
 
     `jobs` > 1 runs points in that many processes; rows are written in grid order either way, and each point
     seeds itself from its key, so the CSV is the same for any `jobs`. `limit` stops after that many new
-    points (used to simulate an interruption).
+    points (used to simulate an interruption). An empty grid (every point left out) is a ValueError.
     """
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    points = spec.points()
+    points, dropped = spec.plan()
+    if not points:
+        raise ValueError("the grid is empty: " + "; ".join(dropped))
     want = {pt.key: pt for pt in points}
-    existing = read_rows(out)
+    existing = read_rows(out) if out.exists() else []
+    out.parent.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple, int] = {}
     code_of: dict[tuple, str] = {}
     for r in existing:
@@ -285,7 +314,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, progress: bool = 
     for rows in _execute(todo, jobs, progress, len(points), skipped):
         _write(out, rows, "a")
         written += len(rows)
-    return SweepResult(out, len(points), skipped, len(todo), written)
+    return SweepResult(out, len(points), skipped, len(todo), written, dropped)
 
 
 def _execute(todo: list[GridPoint], jobs: int, progress: bool, total: int, skipped: int) -> Iterator[list[dict]]:

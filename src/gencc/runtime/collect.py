@@ -123,6 +123,7 @@ def execute(executor: Executor, f: Callable | None, tasks: list[Task], policy: P
     t1 = time.perf_counter()
     out, used, missing = policy.assemble(valid)
     t_dec = time.perf_counter() - t1
+    stragglers.update(getattr(policy, "excluded", {}))  # results a robust decode flagged and left out
     for w in valid:
         if w not in set(used.tolist()):
             stragglers.setdefault(w, "unused: another replica answered first")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -53,18 +54,21 @@ def run_command(
     deadline: Annotated[float | None, typer.Option(help="coded: stop this many seconds after dispatch")] = None,
     latency: Annotated[str, typer.Option(help="injected latency: none, bimodal, shifted-exp, pareto "
                                               "(parameters as bimodal:p=0.05,factor=10,base=0.005)")] = "bimodal",
-    jobs: Annotated[int, typer.Option(help="jobs to run")] = 100,
-    in_flight: Annotated[int, typer.Option(help="jobs in flight at once")] = 1,
+    jobs: Annotated[int, typer.Option(min=1, help="jobs to run")] = 100,
+    in_flight: Annotated[int, typer.Option(min=1, help="jobs in flight at once")] = 1,
     hedge_delay: Annotated[float | None, typer.Option(help="hedged: seconds (default: p95 of --latency)")] = None,
     actors: Annotated[int | None, typer.Option(help="ray: actors (default one per worker)")] = None,
     address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
+    isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
+                                               "namespace (unshare -n, or -rn as an ordinary user)")] = True,
     seed: Annotated[int, typer.Option(help="seeds the inputs and the injected latency")] = 0,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
     """Run jobs of K digits through the CNN with a coded scheme or a baseline; print latency percentiles and
-    accuracy (agreement with f, accuracy on the labels)."""
+    accuracy (agreement with f, accuracy on the labels). With --backend ray and no --address, the command
+    re-runs itself inside a loopback-only network namespace and starts a private Ray there (127.0.0.1 only)."""
     from rich.console import Console
-    from rich.progress import track
+    from rich.progress import Progress, track
 
     from .. import metrics
     from ..codes.registry import make_code
@@ -75,13 +79,22 @@ def run_command(
     from .ray import RayExecutor
 
     if backend not in ("local", "ray"):
-        raise typer.BadParameter(f"backend must be local or ray, got {backend!r}")
+        raise typer.BadParameter(f"backend must be local or ray, got {backend!r}", param_hint="--backend")
     if scheme not in SCHEMES:
-        raise typer.BadParameter(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    if jobs < 1 or in_flight < 1:
-        raise typer.BadParameter("--jobs and --in-flight must be positive")
+        raise typer.BadParameter(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}", param_hint="--scheme")
+    if backend == "local" and (actors is not None or address is not None):
+        raise typer.BadParameter("--actors and --address apply to --backend ray only (the local backend runs one "
+                                 "thread per worker)", param_hint="--actors / --address")
     model = parse_latency(latency)
     console = Console()
+    if backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise typer.BadParameter("needs Ray, which is not installed: pip install 'gencc[ray]'",
+                                     param_hint="--backend ray") from None
+        if address is None and isolate:
+            _rerun_isolated(console, locals())
     try:
         if scheme == "parm":
             code = make_code(scheme, K, None, parity=load_parity("digits-cnn", 2, progress=progress))
@@ -97,8 +110,13 @@ def run_command(
     rng = np.random.default_rng(seed)
     batches = [w.sample(K, rng) for _ in range(jobs)]
     if backend == "ray":
-        ex = RayExecutor(factory=w.factory, num_actors=actors, address=address)
-        ex.start(None, code.N)
+        n = actors or code.N
+        console.print(f"starting {n} Ray actors, each building the CNN" + (f" on {address}" if address else ""))
+        with Progress(console=console, disable=not progress) as bar:
+            task = bar.add_task("Ray actors ready", total=n)
+            ex = RayExecutor(factory=w.factory, num_actors=actors, address=address,
+                             on_ready=lambda ready, total: bar.update(task, completed=ready))
+            ex.start(None, code.N)
         f = None
     else:
         ex, f = LocalExecutor(), w.f
@@ -125,3 +143,28 @@ def run_command(
                   f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
     console.print(f"agreement with f: {np.mean(agr):.3f}   accuracy: {np.mean(acc):.3f} "
                   f"(f itself: {np.mean(acc_f):.3f})")
+
+
+def _rerun_isolated(console: Any, params: dict[str, Any]) -> None:
+    """Run this same command again inside a loopback-only network namespace, then exit with its status."""
+    from ..testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
+
+    if in_loopback_namespace():
+        return
+    ok, how = can_unshare()
+    if not ok:
+        raise typer.BadParameter(f"a local Ray runs inside a loopback-only network namespace, which cannot be made "
+                                 f"here ({how}); pass --address of a cluster you run, or --no-isolate to start Ray "
+                                 "bound to 127.0.0.1 without the namespace", param_hint="--backend ray")
+    argv = ["run", "--no-isolate"]
+    for name, val in params.items():
+        if name in OPTIONS and val is not None:
+            flag = "--" + ("K" if name == "K" else "N" if name == "N" else name.replace("_", "-"))
+            argv += [flag, str(val)] if not isinstance(val, bool) else [flag if val else f"--no-{flag[2:]}"]
+    console.print(f"running inside a loopback-only network namespace, made with {how}")
+    raise typer.Exit(run_in_loopback([sys.executable, "-m", "gencc.cli", *argv]).returncode)
+
+
+#: the options `_rerun_isolated` passes on
+OPTIONS = ("backend", "scheme", "K", "N", "wait_for", "deadline", "latency", "jobs", "in_flight", "hedge_delay",
+           "actors", "seed", "progress")

@@ -60,6 +60,18 @@ def _take(X: Any, Xn: np.ndarray, idx: np.ndarray) -> Any:
     return Xn[idx]
 
 
+def robust_policy(code: Code, wait_for: int | None, deadline: float | None, adversaries: int) -> CodedPolicy:
+    """The collection policy of a job that expects up to `adversaries` wrong results (checked)."""
+    from ..codes.robust import min_results
+    from .robust import RobustPolicy
+
+    need = min_results(code, adversaries)  # validates adversaries
+    if need > code.N:
+        raise ValueError(f"{code.name} with N={code.N} cannot decode with adversaries={adversaries} set aside: "
+                         f"that needs {need} results; use more workers or a smaller bound")
+    return RobustPolicy(code, wait_for, deadline, adversaries)
+
+
 def _own_function(code: Code, f: Callable | None, n: int) -> Callable | None:
     """Worker n's own function when the code gives it one other than the job's f (else None)."""
     if code.uniform_workers:
@@ -80,6 +92,7 @@ def run(
     *,
     seed: int | np.random.Generator | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    adversaries: int = 0,
 ) -> RunResult:
     """Run one coded job: order and encode the K inputs, dispatch N tasks, collect, decode.
 
@@ -90,6 +103,10 @@ def run(
     result is delivered; results after the stop are dropped. Baselines (Uncoded, Replicated, Hedged) have
     their own stop rule: the first answer per input. `f` may be None when the executor holds a factory.
     numpy in gives numpy out, torch in gives torch out.
+
+    `adversaries` (codes only: an upper bound A on workers returning wrong but finite results): the job waits
+    for enough results to decode with A of them set aside, decodes with `code.robust_decode`, and lists each
+    flagged worker in `stragglers` with the reason "inconsistent result"; its result is never used.
     """
     t_start = time.perf_counter()
     if not isinstance(code, (Code, Baseline)):
@@ -114,6 +131,8 @@ def run(
         if wait_for is not None or deadline is not None:
             raise ValueError(f"{code.name} has its own stop rule (the first answer per input); "
                              "wait_for and deadline apply to codes only")
+        if adversaries:
+            raise ValueError(f"{code.name} has no robust decode; adversaries= applies to codes (GCC, BACC, LCC)")
         policy, tasks = code.policy(_take(X, Xn, np.arange(code.K)), delays, _hedge_default(latency))
         perm = np.arange(code.K)
         t_encode = 0.0
@@ -128,6 +147,8 @@ def run(
         Xt = code.encode(Xp)
         t_encode = time.perf_counter() - t0
         policy = CodedPolicy(code, wait_for, deadline)
+        if adversaries:
+            policy = robust_policy(code, wait_for, deadline, adversaries)
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
         tasks = [Task(int(n), Xt[n], float(delays[n]), _own_function(code, f, int(n)))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -115,12 +116,16 @@ class RayExecutor(Executor):
     127.0.0.1 (no dashboard, usage stats off unless set, a private temp dir) that `close()` shuts down.
     If Ray is already initialised in this process, it is used as it is.
     max_concurrency: threads per actor (tasks of several logical workers and jobs overlap on one actor).
+    on_ready: called as on_ready(ready, total) when the actors are created and as each one has built f (building
+    a torch model on each of 16 actors takes tens of seconds on a small machine: worth showing).
+    A private temp dir this executor created is removed by `close()`.
     """
 
     def __init__(self, factory: Callable[[], Callable] | None = None, num_actors: int | None = None,
                  address: str | None = None, *, num_cpus: int | None = None, max_concurrency: int = 64,
                  max_restarts: int = 4, actor_options: dict | None = None, init_kwargs: dict | None = None,
-                 temp_dir: str | None = None, ready_timeout: float = 180.0):
+                 temp_dir: str | None = None, ready_timeout: float = 180.0,
+                 on_ready: Callable[[int, int], None] | None = None):
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
         num_actors = check_int("num_actors", num_actors, 1, optional=True)
@@ -131,7 +136,8 @@ class RayExecutor(Executor):
         self.num_cpus, self.max_concurrency, self.max_restarts = num_cpus, max_concurrency, max_restarts
         self.actor_options = dict(actor_options or {})
         self.init_kwargs = dict(init_kwargs or {})
-        self.temp_dir, self.ready_timeout = temp_dir, ready_timeout
+        self.temp_dir, self.ready_timeout, self.on_ready = temp_dir, ready_timeout, on_ready
+        self._own_tmp: str | None = None
         self.actors: list = []
         self.actor_pids: list[int] = []
         self._f: Callable | None = None
@@ -153,7 +159,9 @@ class RayExecutor(Executor):
                 ray.init(address=self.address, **kw)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                tmp = self.temp_dir or tempfile.mkdtemp(prefix="gencc-ray-")
+                tmp = self.temp_dir
+                if tmp is None:
+                    tmp = self._own_tmp = tempfile.mkdtemp(prefix="gencc-ray-")
                 kw.setdefault("num_cpus", self.num_cpus)
                 ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
             self._owns_ray = True
@@ -181,10 +189,24 @@ class RayExecutor(Executor):
             opts = {"num_cpus": 0, "max_concurrency": self.max_concurrency, "max_restarts": self.max_restarts,
                     "max_task_retries": 0, **self.actor_options}
             actors = [cls.options(**opts).remote(factory) for _ in range(n)]
-            self.actor_pids = ray.get([a.ready.remote() for a in actors], timeout=self.ready_timeout)
+            self.actor_pids = self._wait_ready(ray, [a.ready.remote() for a in actors])
             self.actors = actors
             self.num_actors = n
         return self
+
+    def _wait_ready(self, ray: Any, refs: list) -> list[int]:
+        """The actors' pids once every actor has built f, reporting progress to on_ready."""
+        deadline, pending = time.monotonic() + self.ready_timeout, list(refs)
+        while pending:
+            if self.on_ready is not None:
+                self.on_ready(len(refs) - len(pending), len(refs))
+            done, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not done:
+                raise TimeoutError(f"{len(pending)} of {len(refs)} Ray actors were not ready after "
+                                   f"{self.ready_timeout} s")
+        if self.on_ready is not None:
+            self.on_ready(len(refs), len(refs))
+        return ray.get(refs)
 
     def actor_for(self, worker: int) -> Any:
         """The actor that runs logical worker `worker` (worker % num_actors)."""
@@ -216,6 +238,9 @@ class RayExecutor(Executor):
             if self._owns_ray and self._ray.is_initialized():
                 self._ray.shutdown()
             self._ray = None
+            if self._own_tmp is not None:  # only the folder this executor created
+                shutil.rmtree(self._own_tmp, ignore_errors=True)
+                self._own_tmp = None
 
     def __repr__(self) -> str:
         where = self.address or "local 127.0.0.1"

@@ -3,7 +3,7 @@
 The pool's worker threads keep the FIFO queues and the straggler state; each task is one remote call on that
 worker's actor. A killed actor (fault "crash", or lost) fails its task with reason "crash" and the pool marks
 the worker dead. Ray starts on 127.0.0.1 unless `address` names an existing cluster; run it inside the
-loopback-only network namespace (gencc.runtime.isolation) in tests and benchmarks.
+loopback-only network namespace (gencc.testing.isolation) in tests and benchmarks.
 """
 
 from __future__ import annotations

@@ -1,0 +1,192 @@
+"""Adversary models: workers that return wrong but finite results (docs/design.md section 9).
+
+Each model corrupts A of the returned workers' results. Magnitudes are relative to `spread`, the standard
+deviation of the honest results (over workers and output coordinates), so one model fits any f. A model
+also states the bound a robust decode is told (`bound`, default A): `Honest(A)` corrupts nobody but tells
+the decoder to expect up to A, which is how false alarms are measured.
+
+- RandomValues: the result replaced by Gaussian values of `scale` x spread around the results' mean.
+- SignFlip: y -> -y.
+- Noise: y + Gaussian noise of `scale` x spread.
+- Offset: y + `scale` x spread in every coordinate.
+- SmoothBump: A neighbouring workers (along the worker points) collude, adding a smooth bump of height
+  `scale` x spread that vanishes at the block's ends, so each looks consistent with its fellow adversaries.
+- Stealth: knows the code and the detector: A neighbouring workers where the decode leans hardest add a
+  common offset, the largest (by bisection) that `code.robust_decode` does not flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .codes.base import Code
+
+
+@dataclass(frozen=True)
+class Adversary:
+    """Base: A corrupted workers, chosen uniformly among the returned ones."""
+
+    A: int
+    scale: float = 1.0
+
+    name = "adversary"
+
+    def __post_init__(self):
+        if isinstance(self.A, bool) or int(self.A) != self.A or self.A < 0:
+            raise ValueError(f"the number of adversaries A must be a non-negative integer, got {self.A!r}")
+        if not (np.isfinite(self.scale) and self.scale >= 0):
+            raise ValueError(f"adversary scale must be a finite non-negative number, got {self.scale!r}")
+
+    @property
+    def bound(self) -> int:
+        """The number of wrong results the robust decode is told to expect."""
+        return int(self.A)
+
+    def describe(self) -> dict:
+        return {"adversary": self.name, "A": int(self.A), "adv_scale": float(self.scale)}
+
+    def corrupt(self, Y: np.ndarray, returned: np.ndarray, rng: np.random.Generator,
+                code: Code | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(corrupted copy of Y, sorted worker indices that were corrupted); Y[i] is worker returned[i]."""
+        if self.A > len(returned):
+            raise ValueError(f"A={self.A} adversaries but only {len(returned)} workers returned")
+        pos = self._choose(Y, returned, rng, code)
+        Yc = np.array(Y, dtype=float, copy=True)
+        if pos.size:
+            Yc[pos] = self._perturb(Yc[pos], spread(Y), rng)
+        return Yc, np.sort(np.asarray(returned)[pos])
+
+    def _choose(self, Y, returned, rng, code) -> np.ndarray:
+        return np.sort(rng.choice(len(returned), size=int(self.A), replace=False))
+
+    def _perturb(self, Ya: np.ndarray, s: float, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+
+def spread(Y: np.ndarray) -> float:
+    """Standard deviation of the results over workers and coordinates (the unit of every magnitude)."""
+    s = float(np.std(np.asarray(Y, dtype=float)))
+    return s if s > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class Honest(Adversary):
+    """Nobody lies; the decoder is still told to expect up to A wrong results (false-alarm runs)."""
+
+    name = "honest"
+
+    def _choose(self, Y, returned, rng, code) -> np.ndarray:
+        return np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class RandomValues(Adversary):
+    """Results replaced by Gaussian values of `scale` x spread (default 3) around the results' mean."""
+
+    scale: float = 3.0
+    name = "random"
+
+    def _perturb(self, Ya, s, rng):
+        return Ya.mean() + self.scale * s * rng.standard_normal(Ya.shape)
+
+
+@dataclass(frozen=True)
+class SignFlip(Adversary):
+    """Results negated."""
+
+    name = "signflip"
+
+    def _perturb(self, Ya, s, rng):
+        return -Ya
+
+
+@dataclass(frozen=True)
+class Noise(Adversary):
+    """Gaussian noise of `scale` x spread added."""
+
+    name = "noise"
+
+    def _perturb(self, Ya, s, rng):
+        return Ya + self.scale * s * rng.standard_normal(Ya.shape)
+
+
+@dataclass(frozen=True)
+class Offset(Adversary):
+    """`scale` x spread added to every coordinate."""
+
+    name = "offset"
+
+    def _perturb(self, Ya, s, rng):
+        return Ya + self.scale * s
+
+
+@dataclass(frozen=True)
+class SmoothBump(Adversary):
+    """A neighbouring workers collude: a smooth bump (a sine arch over the block) of height scale x spread."""
+
+    name = "bump"
+
+    def _choose(self, Y, returned, rng, code):
+        start = int(rng.integers(0, len(returned) - self.A + 1))
+        return np.arange(start, start + int(self.A))
+
+    def _perturb(self, Ya, s, rng):
+        arch = np.sin(np.pi * (np.arange(len(Ya)) + 1) / (len(Ya) + 1))
+        return Ya + self.scale * s * arch.reshape(-1, *([1] * (Ya.ndim - 1)))
+
+
+@dataclass(frozen=True)
+class Stealth(Adversary):
+    """Knows the code and its detector: the A neighbouring workers with the largest decoding weight add a
+    common offset along the first output coordinate, the largest that `robust_decode` leaves unflagged
+    (bisection on the magnitude, up to `scale` x spread)."""
+
+    scale: float = 10.0
+    name = "stealth"
+
+    def corrupt(self, Y, returned, rng, code=None):
+        if code is None:
+            raise ValueError("the Stealth adversary needs the code (it attacks the code's own detector)")
+        returned = np.asarray(returned)
+        if self.A == 0:
+            return np.array(Y, dtype=float, copy=True), np.zeros(0, dtype=np.int64)
+        order = np.argsort(returned)
+        D = code.decoding_matrix(returned)
+        weight = np.linalg.norm(D, axis=0)[order]
+        win = np.convolve(weight, np.ones(int(self.A)), mode="valid")
+        start = int(np.argmax(win))
+        pos = np.sort(order[start:start + int(self.A)])
+        direction = np.zeros(Y.shape[1:])
+        direction.flat[0] = 1.0
+        s = spread(Y)
+
+        def attacked(c: float) -> np.ndarray:
+            Yc = np.array(Y, dtype=float, copy=True)
+            Yc[pos] += c * s * direction
+            return Yc
+
+        def undetected(c: float) -> bool:
+            return code.robust_decode(attacked(c), returned, adversaries=self.bound)[1].size == 0
+
+        lo, hi = 0.0, float(self.scale)
+        if undetected(hi):
+            lo = hi
+        else:
+            for _ in range(30):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if undetected(mid) else (lo, mid)
+        return attacked(lo), np.sort(returned[pos])
+
+
+MODELS = {"honest": Honest, "random": RandomValues, "signflip": SignFlip, "noise": Noise, "offset": Offset,
+          "bump": SmoothBump, "stealth": Stealth}
+
+
+def get_adversary(name: str, A: int, scale: float | None = None) -> Adversary:
+    """An adversary model by name (one of MODELS), with A corrupted workers and an optional scale."""
+    if name not in MODELS:
+        raise ValueError(f"unknown adversary model {name!r}; choose one of {', '.join(MODELS)}")
+    cls = MODELS[name]
+    return cls(A) if scale is None else cls(A, scale)

@@ -1,0 +1,94 @@
+"""Keep Ray's traffic on loopback: run a command inside a network namespace that has only `lo`.
+
+Ray binds the machine's network address unless told otherwise; inside a fresh network namespace there is
+nothing but the loopback interface, so nothing can leave the machine. The tests, the latency benchmark and
+`gencc run --backend ray` re-execute their Ray part this way. Root gets the namespace from `unshare -n`; an
+ordinary user from `unshare -rn` (a user namespace in which it is root, where the kernel allows user
+namespaces: /proc/sys/user/max_user_namespaces > 0).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Sequence
+
+#: environment set explicitly for every Ray run gencc starts
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+#: set inside the namespace so a re-executed process knows where it is
+NETNS_FLAG = "GENCC_LOOPBACK_NETNS"
+
+#: the unshare flags tried in order: a network namespace (needs root), then user + network namespaces
+UNSHARE_FLAGS = ("-n", "-rn")
+
+
+def interfaces() -> list[str]:
+    """Network interfaces of this process's network namespace (from the kernel, not /sys, which may be stale)."""
+    try:
+        return sorted(name for _, name in socket.if_nameindex())
+    except OSError:
+        return []
+
+
+def in_loopback_namespace() -> bool:
+    """True when the only network interface is the loopback one."""
+    return interfaces() == ["lo"]
+
+
+@functools.cache
+def unshare_flags() -> tuple[str | None, str]:
+    """The first of UNSHARE_FLAGS that gives a loopback-only namespace here, and a description of the outcome
+    (how, or why neither works); (None, why) when none does. Probed once per process."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return None, "unshare or ip not installed"
+    errors = []
+    for flag in UNSHARE_FLAGS:
+        try:
+            p = subprocess.run(["unshare", flag, "sh", "-c", "ip link set lo up"], capture_output=True, text=True,
+                               timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            errors.append(f"unshare {flag}: {e}")
+            continue
+        if p.returncode == 0:
+            how = "network namespace, as root" if flag == "-n" else "user + network namespace, as an ordinary user"
+            return flag, f"`unshare {flag}` ({how})"
+        errors.append(f"unshare {flag}: {p.stderr.strip() or f'exit {p.returncode}'}")
+    return None, "; ".join(errors)
+
+
+def can_unshare() -> tuple[bool, str]:
+    """Whether a loopback-only namespace can be made here (`unshare -n` as root, else `unshare -rn`), with the
+    way it is made or the reason it cannot."""
+    flag, why = unshare_flags()
+    return flag is not None, why
+
+
+def loopback_command(argv: Sequence[str]) -> list[str]:
+    """argv wrapped to run in a fresh loopback-only network namespace (lo brought up first)."""
+    flag, why = unshare_flags()
+    if flag is None:
+        raise RuntimeError(f"cannot create a loopback-only network namespace here: {why}")
+    return ["unshare", flag, "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *argv]
+
+
+def ray_env(base: dict | None = None) -> dict[str, str]:
+    """An environment for a Ray run: auth mode and usage stats set explicitly, a private TMPDIR, the flag."""
+    env = dict(os.environ if base is None else base)
+    env.update(RAY_ENV)
+    env["TMPDIR"] = tempfile.mkdtemp(prefix="gencc-ray-")
+    env[NETNS_FLAG] = "1"
+    return env
+
+
+def run_in_loopback(argv: Sequence[str], timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Run argv in a loopback-only namespace with `ray_env()` (its private TMPDIR removed afterwards)."""
+    env = ray_env(kwargs.pop("env", None))
+    try:
+        return subprocess.run(loopback_command(argv), env=env, timeout=timeout, **kwargs)
+    finally:
+        shutil.rmtree(env["TMPDIR"], ignore_errors=True)

@@ -1,0 +1,81 @@
+"""`gencc reproduce --check`: fails on a hand-edited table, passes on a fresh regenerate."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gencc.cli import app
+from gencc.experiments.check import CHEAP, check, diff_csv
+from gencc.experiments.presets import PRESETS, TABLE_PRESETS, reproduce
+
+runner = CliRunner()
+TINY = {"workloads": "toy-xsinx", "seeds": "0", "K": "4", "N": "12", "stragglers": "worst:1,worst:2,worst:3"}
+SET = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+
+
+@pytest.mark.slow
+def test_check_fails_on_a_hand_edit_and_passes_after_a_fresh_regenerate(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    reproduce("vs-S", docs, TINY, progress=False)
+    res = check(docs, ["vs-S"], TINY)
+    assert res.ok, res.differ
+    assert res.not_checked == [n for n in (*PRESETS, *TABLE_PRESETS) if n != "vs-S"]
+
+    edited = tmp_path / "edited"
+    shutil.copytree(docs, edited)
+    table = edited / "tables" / "vs-S-slopes.csv"
+    head, first, *rest = table.read_text().splitlines()
+    cols = first.split(",")
+    i = head.split(",").index("slope")
+    cols[i] = repr(float(cols[i]) * 1.01)  # a 1% hand edit of one slope
+    table.write_text("\n".join([head, ",".join(cols), *rest]) + "\n")
+    res = check(edited, ["vs-S"], TINY)
+    assert list(res.differ) == ["tables/vs-S-slopes.csv"]
+    assert res.differ["tables/vs-S-slopes.csv"].startswith("row 1, slope:")
+
+    cli = runner.invoke(app, ["reproduce", "--check", "--preset", "vs-S", "-o", str(edited), "--no-progress", *SET])
+    assert cli.exit_code == 1, cli.output
+    assert f"differs: {table}" in cli.output
+    assert f"rm -f {edited}/data/sweeps/vs-S.csv && gencc reproduce --preset vs-S --out {edited}" in cli.output
+    assert "not rechecked: rate-worst" in cli.output
+
+    # the command it prints regenerates from scratch; then the check passes
+    (edited / "data" / "sweeps" / "vs-S.csv").unlink()
+    reproduce("vs-S", edited, TINY, progress=False)
+    cli = runner.invoke(app, ["reproduce", "--check", "--preset", "vs-S", "-o", str(edited), "--no-progress", *SET])
+    assert cli.exit_code == 0, cli.output
+    assert "up to date" in cli.output
+
+
+@pytest.mark.slow
+def test_check_sees_a_stale_sweep_and_results_md(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    reproduce("vs-S", docs, TINY, progress=False)
+    sweep = docs / "data" / "sweeps" / "vs-S.csv"
+    head, first, *rest = sweep.read_text().splitlines()
+    cols = first.split(",")
+    i = head.split(",").index("rel_mse")
+    cols[i] = repr(float(cols[i]) * 2)
+    sweep.write_text("\n".join([head, ",".join(cols), *rest]) + "\n")
+    md = docs / "results.md"
+    md.write_text(md.read_text().replace("Fitted slope", "Fitted  slope", 1))
+    res = check(docs, ["vs-S"], TINY)
+    assert set(res.differ) == {"data/sweeps/vs-S.csv", "results.md"}
+
+
+def test_diff_csv_tolerates_last_bit_noise_and_ignores_skipped_columns(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("x,t,name\n0.1,1.0,gcc\n")
+    b.write_text("x,t,name\n0.10000000000000002,2.0,gcc\n")
+    assert diff_csv(a, b, skip=("t",)) is None
+    assert diff_csv(a, b) == "row 1, t: 1.0 committed, 2.0 rebuilt"
+    b.write_text("x,t,name\n0.1,1.0,bacc\n")
+    assert diff_csv(a, b) == "row 1, name: gcc committed, bacc rebuilt"
+
+
+def test_cheap_presets_are_presets() -> None:
+    assert set(CHEAP) < set(PRESETS) and "rate-worst" not in CHEAP

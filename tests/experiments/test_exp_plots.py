@@ -1,0 +1,17 @@
+"""Plot axes: log-scale x axes carry tick labels at the grid's own values."""
+
+from __future__ import annotations
+
+from gencc.experiments.plots import _log_axes, _plt
+
+
+def test_log_axes_label_grid_values_without_collisions() -> None:
+    plt = _plt()
+    fig, ax = plt.subplots()
+    Ns = [20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640]
+    ax.plot(Ns, [1.0 / n**3 for n in Ns])
+    _log_axes(ax, Ns)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert labels == ["20", "40", "80", "160", "320", "640"]

@@ -1,0 +1,91 @@
+"""Adversary models: who they corrupt and by how much, and simulate's robust records."""
+
+import numpy as np
+import pytest
+
+import gencc
+from gencc import adversaries as adv
+
+
+def results(N=30, m=5, seed=0):
+    code = gencc.GCC(8, N)
+    rng = np.random.default_rng(seed)
+    X = np.cumsum(rng.normal(size=(8, 4)), axis=0) / 3
+    W = rng.normal(size=(4, m))
+    return code, np.tanh(code.encode(X) @ W), np.tanh(X @ W)
+
+
+@pytest.mark.parametrize("name", ["random", "signflip", "noise", "offset", "bump"])
+@pytest.mark.parametrize("A", [0, 1, 3])
+def test_models_corrupt_exactly_A_returned_workers(name, A):
+    code, Y, _ = results()
+    returned = np.array([i for i in range(30) if i not in (2, 9)])
+    Yc, bad = adv.get_adversary(name, A).corrupt(Y[returned], returned, np.random.default_rng(1), code)
+    changed = returned[np.any(Yc != Y[returned], axis=1)]
+    np.testing.assert_array_equal(changed, bad)
+    assert bad.size == A and np.all(np.isin(bad, returned))
+
+
+def test_magnitudes_are_relative_to_the_results_spread():
+    code, Y, _ = results()
+    r = np.arange(30)
+    s = adv.spread(Y)
+    Yc, bad = adv.Offset(2, scale=1.5).corrupt(Y, r, np.random.default_rng(0))
+    np.testing.assert_allclose(Yc[bad] - Y[bad], 1.5 * s)
+    Yc, bad = adv.SignFlip(2).corrupt(Y, r, np.random.default_rng(0))
+    np.testing.assert_allclose(Yc[bad], -Y[bad])
+    _, bad = adv.SmoothBump(3).corrupt(Y, r, np.random.default_rng(0))
+    assert np.all(np.diff(bad) == 1)  # colluding neighbours
+    Yc, bad = adv.Honest(3).corrupt(Y, r, np.random.default_rng(0))
+    assert bad.size == 0 and np.array_equal(Yc, Y) and adv.Honest(3).bound == 3
+
+
+def test_stealth_stays_under_the_detector_and_is_the_largest_such():
+    code, Y, _ = results(N=40)
+    r = np.arange(40)
+    model = adv.Stealth(1)
+    Yc, bad = model.corrupt(Y, r, np.random.default_rng(0), code)
+    assert bad.size == 1
+    _, flagged = code.robust_decode(Yc, r, adversaries=1)
+    assert flagged.size == 0
+    bigger = Yc.copy()
+    bigger[bad] += 1.05 * (Yc[bad] - Y[bad])  # a little more and it is caught
+    assert code.robust_decode(bigger, r, adversaries=1)[1].tolist() == bad.tolist()
+    with pytest.raises(ValueError, match="needs the code"):
+        model.corrupt(Y, r, np.random.default_rng(0))
+
+
+def test_bad_models_are_clear_errors():
+    with pytest.raises(ValueError, match="non-negative integer"):
+        adv.SignFlip(-1)
+    with pytest.raises(ValueError, match="scale"):
+        adv.Noise(1, scale=float("nan"))
+    with pytest.raises(ValueError, match="unknown adversary model"):
+        adv.get_adversary("liar", 1)
+    with pytest.raises(ValueError, match="only 2 workers returned"):
+        adv.SignFlip(3).corrupt(np.ones((2, 2)), np.arange(2), np.random.default_rng(0))
+
+
+def test_simulate_records_recall_false_alarms_and_the_best_possible():
+    code, _, _ = results(N=40)
+    rng = np.random.default_rng(0)
+    X = np.cumsum(rng.normal(size=(8, 4)), axis=0) / 3
+    W = rng.normal(size=(4, 5))
+
+    def f(Z):
+        return np.tanh(np.asarray(Z) @ W)
+
+    f.batched = True
+    recs = gencc.simulate(f, X, code, gencc.FixedCount(2), trials=5, adversaries=adv.Offset(2, scale=2.0))
+    for r in recs:
+        assert r["adversary"] == "offset" and r["A"] == 2
+        assert r["recall"] == 1.0 and r["false_alarms"] == 0 and r["missed"] == 0
+        assert r["flagged"] == r["corrupted"]
+        assert r["rel_mse"] == pytest.approx(r["rel_mse_excluded"], rel=1e-9, abs=1e-15)
+    honest = gencc.simulate(f, X, code, gencc.FixedCount(2), trials=5, adversaries=adv.Honest(2))
+    s = gencc.summarize(honest, keys=("scheme", "adversary"))[0]
+    assert s["false_alarm_rate"] == 0.0 and np.isnan(honest[0]["recall"])
+    plain = gencc.simulate(f, X, code, gencc.FixedCount(2), trials=5)
+    np.testing.assert_allclose([r["rel_mse"] for r in honest], [r["rel_mse"] for r in plain], rtol=1e-9)
+    with pytest.raises(ValueError, match="worst-case"):
+        gencc.simulate(f, X, code, gencc.FixedCount(2, "worst"), adversaries=adv.SignFlip(1))
