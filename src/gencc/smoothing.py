@@ -64,13 +64,20 @@ def _check_lam(lam: float) -> float:
     return check_nonneg("lam", lam)  # type: ignore[return-value]
 
 
-def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
+def bordered_matrix(t: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
+    """The representer system's matrix [[Sigma + n lam I, T], [T^T, 0]] for fit points t ((n+q) x (n+q))."""
     n, q = t.size, k.q
     M = np.zeros((n + q, n + q))
     M[:n, :n] = k(t, t) + n * lam * np.eye(n)
     T = k.null_space(t)
     M[:n, n:] = T
     M[n:, :n] = T.T
+    return M
+
+
+def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
+    n = t.size
+    M = bordered_matrix(t, k, lam)
     rhs = np.vstack([k(t, z), k.null_space(z).T])
     try:
         # Gram matrices of smooth kernels are ill-conditioned by nature; the bordered solve stays accurate

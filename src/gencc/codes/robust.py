@@ -32,6 +32,7 @@ import numpy as np
 from scipy import linalg
 
 from .._arrays import check_finite, is_torch, to_numpy
+from ..smoothing import bordered_matrix
 from .base import Code
 
 #: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
@@ -148,11 +149,7 @@ def loo_matrix(t: np.ndarray, kernel: Any, lam: float) -> np.ndarray:
     G is the leading n x n block of the inverse of [[Sigma + n lam I, T], [T^T, 0]]: for lam = 0 it gives
     the interpolation error at t_i from the other points; for lam > 0, I - H = n lam G."""
     n, q = t.size, kernel.q
-    M = np.zeros((n + q, n + q))
-    M[:n, :n] = kernel(t, t) + n * lam * np.eye(n)
-    T = kernel.null_space(t)
-    M[:n, n:] = T
-    M[n:, :n] = T.T
+    M = bordered_matrix(t, kernel, lam)
     rhs = np.zeros((n + q, n))
     rhs[:n] = np.eye(n)
     try:
