@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -12,6 +11,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
+from serving_helpers import start_server  # noqa: E402
 
 from gencc.serving import Faults, Service  # noqa: E402
 from gencc.serving.app import create_app  # noqa: E402
@@ -75,25 +75,12 @@ def test_worker_faults_are_stragglers(workload, scheme):
     assert sum(svc.dispatcher.failures.values()) > 0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_loopback_load_and_graceful_shutdown_loses_nothing(workload):
-    import uvicorn
-
     svc = build("gcc", service_ms=10.0, slow_fraction=0.1, slow_factor=10, max_wait_ms=10)
-    port = free_port()
     app = create_app(svc)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    th = threading.Thread(target=server.run, daemon=True)
-    th.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.02)
+    server, th, port = start_server(app)
     out: dict = {}
 
     def load():

@@ -3,13 +3,11 @@ loopback-only network namespace; the launcher test re-executes this module there
 
 from __future__ import annotations
 
-import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from serving_helpers import start_server
 
 from gencc.testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
 
@@ -34,8 +32,6 @@ def test_ray_serving_in_loopback_namespace():
 def test_http_on_ray_actors_with_faults_answers_every_request_once():
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
-    import uvicorn
-
     from gencc.serving import Faults, Service
     from gencc.serving.app import create_app
     from gencc.serving.load import run_http
@@ -43,16 +39,7 @@ def test_http_on_ray_actors_with_faults_answers_every_request_once():
     svc = Service.build("digits-cnn", "gcc", workers=6, K=4, backend="ray", service_ms=5.0, max_wait_ms=10,
                         faults=Faults(raise_p=0.05, nan_p=0.05, hang_p=0.02, crash_p=0.01, hang_s=0.3),
                         request_timeout=5.0)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
-    th = threading.Thread(target=server.run, daemon=True)
-    th.start()
-    for _ in range(500):
-        if server.started:
-            break
-        time.sleep(0.02)
+    server, th, port = start_server(create_app(svc))
     rows = run_http(f"http://127.0.0.1:{port}", rate=60, duration=2.0, inputs=svc.workload.X_test[:40].tolist())
     dead = int(svc.pool.dead.sum())
     fails = dict(svc.dispatcher.failures)

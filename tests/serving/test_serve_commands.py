@@ -4,10 +4,9 @@ loadtest over loopback writes one CSV row per request and the PNGs."""
 from __future__ import annotations
 
 import csv
-import threading
-import time
 
 import pytest
+from serving_helpers import start_server
 from typer.testing import CliRunner
 
 from gencc.cli import app
@@ -33,24 +32,11 @@ def test_bad_input_exits_2_with_a_message(args, word):
 
 
 def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
-    import socket
-
-    import uvicorn
-
     from gencc.serving import Service
     from gencc.serving.app import create_app
 
     svc = Service.build("digits-cnn", "gcc-hedge", workers=6, K=4, service_ms=3.0, max_wait_ms=5)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
-    th = threading.Thread(target=server.run, daemon=True)
-    th.start()
-    for _ in range(250):
-        if server.started:
-            break
-        time.sleep(0.02)
+    server, th, port = start_server(create_app(svc))
     out = tmp_path / "load.csv"
     r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
                             "--out", str(out), "--plots", str(tmp_path / "png")])
