@@ -4,6 +4,7 @@ loadtest over loopback writes one CSV row per request and the PNGs."""
 from __future__ import annotations
 
 import csv
+import socket
 
 import pytest
 from serving_helpers import start_server
@@ -29,6 +30,15 @@ def test_bad_input_exits_2_with_a_message(args, word):
     r = runner.invoke(app, args)
     assert r.exit_code == 2, r.output
     assert word in r.output and "Traceback" not in r.output
+
+
+def test_serve_refuses_a_busy_port_before_loading_the_model():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        r = runner.invoke(app, ["serve", "--workload", "digits-cnn", "--port", str(busy.getsockname()[1])])
+    assert r.exit_code == 2, r.output
+    assert "cannot listen on 127.0.0.1:" in r.output and "Traceback" not in r.output
 
 
 def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):

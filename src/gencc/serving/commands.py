@@ -42,6 +42,7 @@ def serve_command(
         raise typer.BadParameter("need --service-ms >= 0, --max-wait-ms > 0 and --port in 1..65535")
     if not 2 <= parm_k <= 4:
         raise typer.BadParameter(f"--parm-k must lie in 2..4, got {parm_k}")
+    _check_bindable(host, port)
     import uvicorn
 
     from ..workloads import WORKLOADS
@@ -58,6 +59,23 @@ def serve_command(
         raise typer.BadParameter(str(e)) from e
     typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at http://{host}:{port}")
     uvicorn.run(create_app(svc), host=host, port=port, log_level="warning")
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Refuse, before the model loads, an address this machine cannot listen on (busy port, foreign host)."""
+    import socket
+
+    try:
+        family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise typer.BadParameter(f"--host {host!r} does not resolve ({e.strerror})") from None
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise typer.BadParameter(f"cannot listen on {host}:{port} ({e.strerror}); pick a free --port or an "
+                                     "address of this machine for --host") from None
 
 
 def loadtest_command(
