@@ -1,6 +1,33 @@
-"""Test-wide settings: property tests draw the same examples on every run, so CI never flakes on a new one."""
+"""Test-wide settings: property tests draw the same examples on every run, so CI never flakes on a new one; and
+the launcher that re-executes Ray tests inside a loopback-only network namespace."""
 
+import sys
+from pathlib import Path
+
+import pytest
 from hypothesis import settings
 
 settings.register_profile("gencc", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("gencc")
+
+
+@pytest.fixture
+def run_ray_tests_in_namespace():
+    """Run the `ray`-marked tests of the given files inside a loopback-only network namespace (Ray never binds a
+    routable address there); skips where no namespace can be made, fails unless they all ran and passed."""
+    from gencc.testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
+
+    def launch(*files: Path) -> None:
+        pytest.importorskip("ray")
+        if in_loopback_namespace():
+            pytest.skip("already inside the namespace: the Ray tests run directly")
+        ok, why = can_unshare()
+        if not ok:
+            pytest.skip(f"Ray tests not run: cannot create a loopback-only network namespace here ({why})")
+        p = run_in_loopback([sys.executable, "-m", "pytest", "-m", "ray", "-q", "-p", "no:cacheprovider",
+                             *map(str, files)], timeout=400, capture_output=True, text=True,
+                            cwd=Path(__file__).parent.parent)
+        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+        assert " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-2000:]
+
+    return launch

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from serving_helpers import lin
 
 import gencc
 from gencc.serving import (
@@ -23,12 +24,6 @@ from gencc.serving import (
     simulate_load,
     systematic_slots,
 )
-
-
-def lin(x):
-    """A linear model: decodes of linear codes are then exact, checked against the direct answer."""
-    x = np.asarray(x, dtype=float).reshape(len(x), -1)
-    return np.stack([x.sum(axis=1), 2 * x[:, 0] - x[:, -1]], axis=1)
 
 
 def env(W=12, service=0.01, slow=None, faults=None, fns=None):

@@ -3,29 +3,19 @@ loopback-only network namespace; the launcher test re-executes this module there
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from serving_helpers import start_server
 
-from gencc.testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
+from gencc.testing.isolation import in_loopback_namespace
 
 HERE = Path(__file__)
 
 
-def test_ray_serving_in_loopback_namespace():
-    pytest.importorskip("ray")
+def test_ray_serving_in_loopback_namespace(run_ray_tests_in_namespace):
     pytest.importorskip("fastapi")
-    if in_loopback_namespace():
-        pytest.skip("already inside the namespace: the Ray tests run directly")
-    ok, why = can_unshare()
-    if not ok:
-        pytest.skip(f"cannot create a network namespace here ({why})")
-    p = run_in_loopback([sys.executable, "-m", "pytest", "-m", "ray", "-q", "-p", "no:cacheprovider", str(HERE)],
-                        timeout=400, capture_output=True, text=True, cwd=HERE.parents[2])
-    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
-    assert " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-2000:]
+    run_ray_tests_in_namespace(HERE)
 
 
 @pytest.mark.ray
