@@ -54,6 +54,20 @@ def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
     return slots
 
 
+def worker_functions(code: Code) -> tuple[list[str], list[float]]:
+    """Per worker slot, the pool function it runs ("f", or "parity": the workload's parity model) and the scale
+    s of its input: slot n runs fn(s z) / s on its encoded input z. ParM's parity query is the sum of its group
+    (s = 1); SystematicGCC with a parity model hands its coded workers the mean of s members and runs
+    z -> F_P(s z) / s (`worker_function(f, n)` exposes s), so the pool needs only the plain parity model."""
+    sentinel = object()
+    names, scales = [], []
+    for n in range(code.N):
+        fn = code.worker_function(sentinel, n)
+        names.append("f" if fn is sentinel else "parity")
+        scales.append(1.0 if fn is sentinel else float(getattr(fn, "s", 1)))
+    return names, scales
+
+
 class Coded(Dispatcher):
     """Serve with `code` on groups of K requests (see the module docstring); needs N <= workers.
 
@@ -65,12 +79,15 @@ class Coded(Dispatcher):
     task turnaround, `initial_delay` until measured), whichever comes first. spare: coded hedge, coded tasks
     sent beyond one per late member (a coded task can land on a slow worker too). order: GCC / BACC / SGCC
     place the members of a group at alphas by `gencc.order_inputs` when the group forms (similar inputs side by
-    side decode better).
+    side decode better). cover (codes with coding groups: `SystematicGCC`): a decode answers a member only when
+    its group's coded result has returned and the group's other members are known (ParM's recovery, which a
+    trained parity model makes accurate), or when nothing more is due for it; at the decode deadline a covering
+    coded task still running is sent again to another worker (it was usually a few ms late, sometimes slow).
     """
 
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
                  min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
-                 order: bool = True, decode_wait: float | None = None,
+                 order: bool = True, decode_wait: float | None = None, cover: bool = False,
                  name: str | None = None, **kw):
         super().__init__(env, **kw)
         if mode not in MODES:
@@ -87,8 +104,7 @@ class Coded(Dispatcher):
         self.coded_slots = [n for n in range(self.N) if n not in sys_set]
         self.exact_missing = type(code).missing is not Code.missing
         self.min_decode = int(min_decode) if min_decode is not None else (1 if self.exact_missing else self.K)
-        sentinel = object()
-        self.fn_of = ["f" if code.worker_function(sentinel, n) is sentinel else "parity" for n in range(self.N)]
+        self.fn_of, self.scale_of = worker_functions(code)
         self.latency = RollingQuantile(quantile, default=initial_delay)
         if decode_wait is not None and not decode_wait >= 0:
             raise ValueError(f"decode_wait must be a non-negative number of seconds, got {decode_wait}")
@@ -97,6 +113,45 @@ class Coded(Dispatcher):
         self.spare, self.order = int(spare), bool(order)
         self.open: _Group | None = None
         self.decodes = 0
+        self.resent = 0
+        self.cover = self._cover_map() if cover else None
+
+    def _cover_map(self) -> list[tuple[int, list[int]]]:
+        """Per position k: (the coded slot of k's coding group, the group's other positions)."""
+        groups, coded = getattr(self.code, "groups", None), getattr(self.code, "coded", None)
+        if groups is None or coded is None or self.sys is None:
+            raise ValueError(f"cover needs a systematic code with coding groups (SystematicGCC), not {self.code!r}")
+        out: list[tuple[int, list[int]]] = [(-1, [])] * self.K
+        for grp, slot in zip(groups, coded, strict=True):
+            for k in grp:
+                out[int(k)] = (int(slot), [int(j) for j in grp if j != k])
+        return out
+
+    def _covered(self, g: _Group, i: int, R: set[int]) -> bool:
+        """Member i's estimate is a parity recovery: its group's coded result is in, and each other position of
+        the group is known or a pad repeating member i."""
+        slot, others = self.cover[g.pos[i]]
+        return slot in R and all(self.sys[j] in R or g.source[j] == i for j in others)
+
+    def _due(self, g: _Group) -> set[int]:
+        """Coded slots of the group with a task still running and no result yet."""
+        return {t.slot for t in g.tasks if t.kind == "coded" and not t.cancelled and math.isnan(t.t_end)
+                and t.slot not in g.results}
+
+    def _cover_todo(self, g: _Group, todo: list[int], R: set[int]) -> list[int]:
+        """The members a decode may answer under `cover`: parity recoveries. A member whose covering coded
+        result is still due waits for it; one the code cannot recover (its coded task failed, or its group
+        lost another member) gets a plain copy, answered exactly (the estimate only when no worker is left)."""
+        due, ready = self._due(g), []
+        for i in todo:
+            if self._covered(g, i, R):
+                ready.append(i)
+            elif self.cover[g.pos[i]][0] not in due:
+                r = g.members[i]
+                if not any(t.kind == "copy" for t in r.tasks) and \
+                        self.send_copy(r, "copy", exclude=self._busy(g)) is None:
+                    ready.append(i)
+        return ready
 
     # ----- arrival and group formation ----------------------------------------------------------------
     def dispatch(self, req: Request) -> None:
@@ -195,6 +250,17 @@ class Coded(Dispatcher):
 
     def _deadline(self, g: _Group) -> None:
         g.waited = True
+        if self.cover is not None and not g.done:
+            R, due = set(g.results), self._due(g)
+            late = {self.cover[g.pos[i]][0] for i, r in enumerate(g.members) if not r.status
+                    and not self._covered(g, i, R)} & due
+            for n in sorted(late):  # the covering coded task again, on another worker
+                w = self.least_loaded(self._busy(g))
+                if w < 0:
+                    break
+                self.resent += 1
+                t = next(t for t in g.tasks if t.slot == n)
+                g.tasks.append(self.send(w, Task(t.fn, t.x, self._done, kind="coded", slot=n, owner=g)))
         self._try_decode(g)
 
     def _send_coded_tasks(self, g: _Group, slots: list[int]) -> None:
@@ -213,6 +279,8 @@ class Coded(Dispatcher):
                 return
             g.sent.add(n)
             x = None if g.X is None else g.X[n]
+            if x is not None and self.scale_of[n] != 1:
+                x = x * self.scale_of[n]
             t = Task(self.fn_of[n], x, self._done, kind="coded", slot=n, owner=g)
             g.tasks.append(t)
             self.send(w, t)
@@ -267,7 +335,9 @@ class Coded(Dispatcher):
         g = task.owner
         if task.ok:
             self.turnaround.add(task.t_end - task.t_sent)
-            self._record(g, task.slot, task.output)
+            scale = self.scale_of[task.slot]
+            out = task.output if task.output is None or scale == 1 else np.asarray(task.output) / scale
+            self._record(g, task.slot, out)
             self._try_decode(g)
         else:
             self._try_decode(g)  # one result fewer to wait for
@@ -297,6 +367,10 @@ class Coded(Dispatcher):
         if not todo:
             return
         R = sorted(g.results)
+        if self.cover is not None:
+            todo = self._cover_todo(g, todo, set(R))
+            if not todo:
+                return
         if self.exact_missing:
             miss = set(self.code.missing(R).tolist())
             todo = [k for k in todo if g.pos[k] not in miss]
