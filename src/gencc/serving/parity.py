@@ -57,8 +57,7 @@ def calibrate_sgcc(workload: Any, K: int, N: int, parity: Any, n_sets: int = CAL
     """{"length_scale", "rho"} of `SystematicGCC.calibrated(K, N, f, sets, parity=parity)` on `n_sets` random
     sets of K *training* inputs of `workload`, each ordered by `order_inputs` as the serving groups are.
     Cached per (workload, K, N, parity model's weights, n_sets, seed) in this process."""
-    info = getattr(parity, "info", {}) or {}
-    key = (workload.name, int(K), int(N), info.get("weights_path", id(parity)), int(n_sets), int(seed))
+    key = (workload.name, int(K), int(N), str(getattr(parity, "weights_path", id(parity))), int(n_sets), int(seed))
     with _lock:
         if key in _cache:
             return dict(_cache[key])
