@@ -101,16 +101,16 @@ def test_coded_slots_get_the_group_sum_and_a_late_member_is_recovered_exactly():
     assert not any(r.degraded for r in reqs[1:])
 
 
-def test_cover_resends_a_late_covering_task_instead_of_guessing():
-    # member 0 and both coded tasks late (workers 0, 4, 5 busy): at the 15 ms deadline the covering coded task
-    # goes again to a free worker and the recovery answers at 25 ms, exactly
+def test_cover_copies_a_member_whose_covering_task_is_late_instead_of_guessing():
+    # member 0 and both coded tasks late (workers 0, 4, 5 busy): at the 15 ms deadline member 0 gets a plain copy
+    # on a free worker, answered exactly at 25 ms
     reqs, d, _ = group_run({0: 3, 4: 10, 5: 10})
-    X = np.stack([r.x for r in reqs])
-    assert d.resent == 1 and reqs[0].degraded and reqs[0].latency == pytest.approx(0.025)
-    assert np.allclose(reqs[0].output, lin(X[:1])[0], atol=1e-4)
-    # without cover nothing is resent: 3 results cannot decode 4 members, so member 0 waits for its own worker
+    assert d.copies == 1 and not reqs[0].degraded and reqs[0].latency == pytest.approx(0.025)
+    assert [t.kind for t in reqs[0].tasks] == ["systematic", "copy"]
+    assert np.allclose(reqs[0].output, lin(reqs[0].x[None])[0])
+    # without cover: 3 results cannot decode 4 members, so member 0 waits for its own worker
     reqs, d, _ = group_run({0: 3, 4: 10, 5: 10}, cover=False)
-    assert not reqs[0].degraded and reqs[0].latency == pytest.approx(0.04) and d.resent == 0
+    assert not reqs[0].degraded and reqs[0].latency == pytest.approx(0.04) and d.copies == 0
 
 
 def test_cover_copies_a_member_whose_group_lost_two():

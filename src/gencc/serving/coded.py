@@ -81,8 +81,8 @@ class Coded(Dispatcher):
     place the members of a group at alphas by `gencc.order_inputs` when the group forms (similar inputs side by
     side decode better). cover (codes with coding groups: `SystematicGCC`): a decode answers a member only when
     its group's coded result has returned and the group's other members are known (ParM's recovery, which a
-    trained parity model makes accurate), or when nothing more is due for it; at the decode deadline a covering
-    coded task still running is sent again to another worker (it was usually a few ms late, sometimes slow).
+    trained parity model makes accurate); a member the code cannot recover by the decode deadline (its coded
+    result late or failed, or its group lost another member) gets a plain copy instead of a guess.
     """
 
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
@@ -113,7 +113,7 @@ class Coded(Dispatcher):
         self.spare, self.order = int(spare), bool(order)
         self.open: _Group | None = None
         self.decodes = 0
-        self.resent = 0
+        self.copies = 0
         self.cover = self._cover_map() if cover else None
 
     def _cover_map(self) -> list[tuple[int, list[int]]]:
@@ -140,17 +140,15 @@ class Coded(Dispatcher):
 
     def _cover_todo(self, g: _Group, todo: list[int], R: set[int]) -> list[int]:
         """The members a decode may answer under `cover`: parity recoveries. A member whose covering coded
-        result is still due waits for it; one the code cannot recover (its coded task failed, or its group
-        lost another member) gets a plain copy, answered exactly (the estimate only when no worker is left)."""
+        result is still due waits for it (until the decode deadline); one the code cannot recover (its coded
+        task failed, or its group lost another member) gets a plain copy, answered exactly (the estimate only
+        when no worker is free)."""
         due, ready = self._due(g), []
         for i in todo:
             if self._covered(g, i, R):
                 ready.append(i)
-            elif self.cover[g.pos[i]][0] not in due:
-                r = g.members[i]
-                if not any(t.kind == "copy" for t in r.tasks) and \
-                        self.send_copy(r, "copy", exclude=self._busy(g)) is None:
-                    ready.append(i)
+            elif self.cover[g.pos[i]][0] not in due and not self._copy(g, g.members[i]):
+                ready.append(i)
         return ready
 
     # ----- arrival and group formation ----------------------------------------------------------------
@@ -250,18 +248,21 @@ class Coded(Dispatcher):
 
     def _deadline(self, g: _Group) -> None:
         g.waited = True
-        if self.cover is not None and not g.done:
-            R, due = set(g.results), self._due(g)
-            late = {self.cover[g.pos[i]][0] for i, r in enumerate(g.members) if not r.status
-                    and not self._covered(g, i, R)} & due
-            for n in sorted(late):  # the covering coded task again, on another worker
-                w = self.least_loaded(self._busy(g))
-                if w < 0:
-                    break
-                self.resent += 1
-                t = next(t for t in g.tasks if t.slot == n)
-                g.tasks.append(self.send(w, Task(t.fn, t.x, self._done, kind="coded", slot=n, owner=g)))
+        if self.cover is not None and not g.done:  # a member still not recoverable gets a plain copy
+            R = set(g.results)
+            for i, r in enumerate(g.members):
+                if not r.status and not self._covered(g, i, R):
+                    self._copy(g, r)
         self._try_decode(g)
+
+    def _copy(self, g: _Group, r: Request) -> bool:
+        """A plain copy of member r (once) on a worker the group does not occupy; False when none is free."""
+        if any(t.kind == "copy" for t in r.tasks):
+            return True
+        if self.send_copy(r, "copy", exclude=self._busy(g)) is None:
+            return False
+        self.copies += 1
+        return True
 
     def _send_coded_tasks(self, g: _Group, slots: list[int]) -> None:
         if len(g.members) == 1 and self.exact_missing and slots and not g.sent:
