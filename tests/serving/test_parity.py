@@ -176,8 +176,8 @@ def digits():
 
 def test_sgcc_parity_answers_agree_with_f_under_persistent_stragglers(digits):
     """W = 12, K = 8, 10% of workers slow x10, 30% load, the real CNN and its trained parity model in the
-    simulator: decoded answers agree with f's top-1 (this seeded run: 0.97 of 34; 0.95 without the cover rule,
-    untrained SGCC 0.85, GCC 0.58; the README's 60 s runs measure the issue's 0.95 target)."""
+    simulator, 40 s: decoded answers agree with f's top-1 (this seeded run: 0.956 of 91; 0.80 without the cover
+    rule; the README's runs measure the issue's 0.95 target on more answers)."""
     w, par = digits
     W, s = 12, 0.042
     cal = calibrate_sgcc(w, 8, 12, par)
@@ -186,9 +186,9 @@ def test_sgcc_parity_answers_agree_with_f_under_persistent_stragglers(digits):
                functions={"f": w.f, "parity": par})
     reqs = simulate_load(lambda env: make_dispatcher("sgcc-parity", env, K=8, max_wait=0.05, parity=par,
                                                      calibration=cal, request_timeout=120.0),
-                         e, 0.3 * W / (s * 1.9), 15.0, inputs=X, drain=60)
+                         e, 0.3 * W / (s * 1.9), 40.0, inputs=X, drain=60)
     dk = [r for r in reqs if r.status == 200 and r.degraded]
-    assert all(r.status == 200 for r in reqs) and len(dk) >= 30
+    assert all(r.status == 200 for r in reqs) and len(dk) >= 60
     assert any(t.fn == "parity" for t in e.executed)
     truth = np.argmax(w.f(np.stack([r.x for r in dk])), axis=1)
     assert np.mean(truth == np.argmax(np.stack([r.output for r in dk]), axis=1)) >= 0.93

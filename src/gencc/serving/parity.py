@@ -1,10 +1,12 @@
 """Trained parity models in serving: which one a scheme needs, and SystematicGCC's prior calibrated for it.
 
-`sgcc-parity` serves with `SystematicGCC(K, N, parity=F_P)`: its N - K coded workers run ParM's trained parity
-model on the mean of each group of ceil(K / (N - K)) ordered members (K = 8, N = 12: pairs, ParM k = 2's model,
-no extra training), and its kriging decoder uses a length scale and rho fitted on *training* inputs
-(`SystematicGCC.calibrated`), never on served ones. The calibration costs a second or two of model calls, so it
-is kept per (workload, K, N, parity model) for the life of the process.
+`sgcc-parity` serves with `SystematicGCC(K, N, parity=F_P)`: its N - K coded workers run ParM's trained parity model
+on the mean of each group of ceil(K / (N - K)) members (K = 8, N = 12: pairs, ParM k = 2's model, no extra
+training), and its kriging decoder uses a length scale and rho fitted on *training* inputs
+(`SystematicGCC.calibrated`), never on served ones. Members stay in arrival order: the parity model was trained on
+random tuples, and pairing similar inputs (`order_inputs`) measured no better (300 s simulated, W = 12, 30% / 50%
+load: agreement 0.978 / 0.965 ordered, 0.979 / 0.977 in arrival order). The calibration costs about a second of
+model calls, so it is kept per (workload, K, N, parity model) for the life of the process.
 """
 
 from __future__ import annotations
@@ -52,12 +54,14 @@ def parity_k(scheme: str, K: int, W: int, parm_k: int = 2) -> int | None:
     return max(k, 2)
 
 
-def calibrate_sgcc(workload: Any, K: int, N: int, parity: Any, n_sets: int = CALIBRATION_SETS,
-                   seed: int = 0) -> dict[str, float]:
+def calibrate_sgcc(workload: Any, K: int, N: int, parity: Any, n_sets: int = CALIBRATION_SETS, seed: int = 0,
+                   ordered: bool = False) -> dict[str, float]:
     """{"length_scale", "rho"} of `SystematicGCC.calibrated(K, N, f, sets, parity=parity)` on `n_sets` random
-    sets of K *training* inputs of `workload`, each ordered by `order_inputs` as the serving groups are.
-    Cached per (workload, K, N, parity model's weights, n_sets, seed) in this process."""
-    key = (workload.name, int(K), int(N), str(getattr(parity, "weights_path", id(parity))), int(n_sets), int(seed))
+    sets of K *training* inputs of `workload`, in the order the dispatcher serves them: arrival order (random)
+    for sgcc-parity, or ordered by `order_inputs` (`ordered`). Cached per (workload, K, N, parity model's
+    weights, n_sets, seed, ordered) in this process."""
+    key = (workload.name, int(K), int(N), str(getattr(parity, "weights_path", id(parity))), int(n_sets), int(seed),
+           bool(ordered))
     with _lock:
         if key in _cache:
             return dict(_cache[key])
@@ -66,7 +70,7 @@ def calibrate_sgcc(workload: Any, K: int, N: int, parity: Any, n_sets: int = CAL
     sets = []
     for _ in range(n_sets):
         S = X[rng.choice(len(X), size=K, replace=False)]
-        sets.append(S[order_inputs(S)])
+        sets.append(S[order_inputs(S)] if ordered else S)
     cal = dict(SystematicGCC.calibrated(K, N, workload.f, sets, parity=parity).calibration)
     with _lock:
         _cache[key] = cal

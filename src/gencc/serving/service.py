@@ -57,6 +57,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
         if base == "sgcc-parity":
             code = sgcc_parity_code(K, N, parity, calibration)
             kw.setdefault("cover", True)  # answer parity recoveries (see Coded)
+            kw.setdefault("order", False)  # groups in arrival order, as the parity model was trained (random)
         else:
             beta = GCC(K, N).beta
             code = GCC(K, N) if base == "gcc" else BACC(K, N, beta=beta) if base == "bacc" else SystematicGCC(K, N)
@@ -107,7 +108,7 @@ class Service:
 
             factories = {"f": w.factory}
             if parity is not None:
-                factories["parity"] = parity.info["factory"]
+                factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(workers, factories, address=address)
         else:
             raise ValueError(f"unknown backend {backend!r}; choose local or ray")
