@@ -216,3 +216,27 @@ def test_service_runs_the_parity_model_on_coded_workers(digits):
     sums = (X[:, None] + X[None, :]).reshape(len(X) ** 2, -1)
     for t in par:
         assert np.min(np.abs(sums - np.asarray(t.x).reshape(1, -1)).max(axis=1)) < 1e-4
+
+
+def test_coded_hedge_under_cover_sends_the_late_members_own_group():
+    # K = 8, N = 12 (pairs): member 5's nearest coded point is pair (6, 7)'s, which cannot recover it; the coded
+    # hedge under cover sends pair (4, 5)'s coded task, and the recovery is exact
+    K, N = 8, 12
+    rec = Recorder()
+    e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin, "parity": rec})
+    d = Coded(e, sgcc_parity_code(K, N, rec, SHARP), mode="hedge", max_wait=1.0, cover=True, order=False,
+              initial_delay=0.015)
+    own = d.cover[5][0]
+    nearest = min(d.coded_slots, key=lambda s: abs(d.code.beta[s] - d.code.alpha[5]))
+    assert nearest != own and set(d.code.encoding_matrix[own].nonzero()[0]) == {4, 5}
+    for _ in range(5):
+        e.send(5, Task("f", None, lambda t: None))
+    d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))
+    X = np.random.default_rng(2).normal(size=(K, 3)).astype(np.float32)
+    reqs = [Request(i, X[i], 0.0) for i in range(K)]
+    for r in reqs:
+        e.call_later(0.0, lambda r=r: d.submit(r))
+    e.run(until=10)
+    assert [t.slot for t in reqs[5].group.tasks] == [own]
+    assert reqs[5].degraded and reqs[5].latency == pytest.approx(0.025)  # hedge at 15 ms + one 10 ms task
+    assert np.allclose(reqs[5].output, lin(X[5:6])[0], atol=1e-4)

@@ -214,13 +214,15 @@ class Coded(Dispatcher):
         self._try_decode(g)
 
     def _eager_slots(self, m: int) -> list[int]:
-        """Coded slots for a group of m members: ParM the parity of each parity group holding a member; other
-        codes the ceil((N - K) m / K) (at least `min_results`) coded slots nearest the members' points (so
-        partial groups cost no more per request than full ones)."""
+        """Coded slots for a group of m members: ParM (and codes under `cover`) the coded slot of each coding
+        group holding a member; other codes the ceil((N - K) m / K) (at least `min_results`) coded slots
+        nearest the members' points (so partial groups cost no more per request than full ones)."""
         if self.sys is None or m == self.K:
             return list(self.coded_slots)
         if hasattr(self.code, "group_of"):
             return sorted({self.K + int(self.code.group_of[k]) for k in range(m)})
+        if self.cover is not None:  # the coded slot of each coding group holding a member
+            return sorted({self.cover[k][0] for k in range(m)})
         # at least the code's minimum number of results, so a lone member whose own worker straggles can still
         # be decoded (GCC needs 2: with one coded task it waited for its slow worker)
         r = min(max(math.ceil(len(self.coded_slots) * m / self.K), self.code.min_results), len(self.coded_slots))
@@ -302,6 +304,8 @@ class Coded(Dispatcher):
         want: list[int] = []
         if self.exact_missing and hasattr(self.code, "group_of"):
             want = [self.K + int(self.code.group_of[g.pos[k]]) for k in late]
+        elif self.cover is not None:  # the late members' own coding groups (only they can recover them)
+            want = [self.cover[g.pos[k]][0] for k in late]
         else:
             free = [n for n in self.coded_slots if n not in g.sent]
             need = len(late) + self.spare + failed - len(g.sent)

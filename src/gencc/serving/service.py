@@ -36,8 +36,9 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     Coded schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
     K slots are systematic; SGCC (`gencc.SystematicGCC`, same N) has K systematic slots by construction, its
     coded slots compute f on the means of neighbouring ordered members, and a kriging decoder; `sgcc-parity` is
-    SGCC whose coded slots run the trained parity model `parity` on those means, with the decoder's prior from
-    `calibration` (`gencc.serving.parity.calibrate_sgcc`, on training inputs); ParM, as in its paper, groups
+    SGCC whose coded slots run the trained parity model `parity` on groups of members kept in arrival order,
+    with the decoder's prior from `calibration` (`gencc.serving.parity.calibrate_sgcc`, on training inputs),
+    answering only parity recoveries (`Coded`'s cover rule); ParM, as in its paper, groups
     parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot."""
     W = env.n_workers
     if scheme == "uncoded":
