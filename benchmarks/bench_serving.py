@@ -1,7 +1,7 @@
 """Coded prediction serving at equal resources: real runs (thread pool), the simulator validated on them, scale-out.
 
     python benchmarks/bench_serving.py real  --out results/serving   # W=12, K=8, digits CNN, every scheme
-    python benchmarks/bench_serving.py sim   --out results/serving   # same points in the simulator (long runs)
+    python benchmarks/bench_serving.py sim   --out results/serving   # W=12 curves, and replays of measured points
     python benchmarks/bench_serving.py scale --out results/serving   # W=100 and W=1000, 10%..90% load
     python benchmarks/bench_serving.py plot --inputs a.json b.json --png fig.png   # one figure from saved runs
 
