@@ -49,7 +49,12 @@ def main() -> None:
 
     torch.set_num_threads(1)
     w = load("digits-cnn", progress=False)
-    svc = ServiceTimes(samples=json.loads(Path(a.samples).read_text())) if a.samples else ServiceTimes(0.042)
+    if a.samples:  # durations, or [seconds, busy workers, start] rows (bench_serving.py real): by busy workers,
+        data = np.asarray(json.loads(Path(a.samples).read_text()), dtype=float)  # as bench_serving.py sim draws
+        svc = ServiceTimes(samples=data) if data.ndim == 1 else \
+            ServiceTimes(samples=data[:, 0], busy=data[:, 1].astype(int))
+    else:
+        svc = ServiceTimes(0.042)
     W, F, X = 12, 0.1, 10.0
     print("| load | GCC variant | agreement | degraded | p50 ms | p99 ms | p99.9 ms | tasks/req |")
     print("|---|---|---|---|---|---|---|---|")
