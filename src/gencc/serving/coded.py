@@ -60,12 +60,9 @@ def worker_functions(code: Code) -> tuple[list[str], list[float]]:
     (s = 1); SystematicGCC with a parity model hands its coded workers the mean of s members and runs
     z -> F_P(s z) / s (`worker_function(f, n)` exposes s), so the pool needs only the plain parity model."""
     sentinel = object()
-    names, scales = [], []
-    for n in range(code.N):
-        fn = code.worker_function(sentinel, n)
-        names.append("f" if fn is sentinel else "parity")
-        scales.append(1.0 if fn is sentinel else float(getattr(fn, "s", 1)))
-    return names, scales
+    fns = [code.worker_function(sentinel, n) for n in range(code.N)]
+    return (["f" if fn is sentinel else "parity" for fn in fns],
+            [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns])
 
 
 class Coded(Dispatcher):
@@ -251,10 +248,8 @@ class Coded(Dispatcher):
     def _deadline(self, g: _Group) -> None:
         g.waited = True
         if self.cover is not None and not g.done:  # a member still not recoverable gets a plain copy
-            R = set(g.results)
-            for i, r in enumerate(g.members):
-                if not r.status and not self._covered(g, i, R):
-                    self._copy(g, r)
+            for i in [i for i, r in enumerate(g.members) if not r.status and not self._covered(g, i, set(g.results))]:
+                self._copy(g, g.members[i])
         self._try_decode(g)
 
     def _copy(self, g: _Group, r: Request) -> bool:
