@@ -91,6 +91,29 @@ def test_clear_corruption_is_flagged_exactly(make, A):
     np.testing.assert_allclose(Yhat, code.decode(Yr[keep], returned[keep]), atol=1e-12)
 
 
+@pytest.mark.parametrize("N", [40, 80])
+def test_two_adjacent_workers_lying_together_are_caught(N):
+    """Two neighbours adding the same 1-sd offset predict each other well: often every LOO score stays under
+    the threshold, and only the pair left out together shows them (robust.PAIR_TRIGGER)."""
+    code = GCC(10, N)
+    Y, _ = smooth_results(code, seed=0)
+    returned = np.arange(N)
+    G = robust.loo_matrix(code.beta, code.kernel_for(N), 0.0)
+    quiet = 0
+    for i in range(1, N - 2, 3):
+        Yr = Y.copy()
+        Yr[[i, i + 1]] += Y.std()
+        loo = np.sqrt(np.mean((G @ Yr / np.diag(G)[:, None]) ** 2, axis=1)) / robust.robust_spread(Yr)
+        quiet += loo.max() < robust.DEFAULT_THRESHOLD
+        Yhat, flagged = code.robust_decode(Yr, returned, adversaries=2)
+        np.testing.assert_array_equal(flagged, [i, i + 1])
+        keep = np.setdiff1d(returned, [i, i + 1])
+        np.testing.assert_allclose(Yhat, code.decode(Yr[keep], keep), atol=1e-12)
+    assert quiet >= 3  # the case the pair trigger is for did occur
+    assert code.robust_decode(Y, returned, adversaries=2)[1].size == 0
+    assert code.robust_decode(Y, returned, adversaries=3)[1].size == 0
+
+
 @settings(max_examples=30)
 @given(st.integers(0, 2**31 - 1), st.sampled_from(["gcc", "bacc", "lcc"]))
 def test_no_adversaries_equals_decode(seed, kind):
