@@ -170,6 +170,38 @@ def test_closed_form_loo_matches_refits():
     np.testing.assert_allclose(got, ref, atol=1e-8)
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_small_inverses_and_energy_drop_match_lapack(size):
+    from gencc.codes import robust_gcc
+
+    rng = np.random.default_rng(size)
+    B = rng.normal(size=(50, size, size + 2))
+    M = B @ B.transpose(0, 2, 1) * 10.0 ** rng.uniform(-3, 3, size=(50, 1, 1))  # SPD, scales apart
+    np.testing.assert_allclose(robust_gcc.small_inv(M), np.linalg.inv(M), rtol=1e-8)
+    code = GCC(10, 40)
+    G = robust.loo_matrix(code.beta, code.kernel_for(40), 0.0)
+    P = G @ rng.normal(size=(40, 3))
+    S = np.array([rng.choice(40, size, replace=False) for _ in range(20)])
+    ref = [np.trace(P[s].T @ np.linalg.solve(G[np.ix_(s, s)], P[s])) for s in S]
+    np.testing.assert_allclose(robust_gcc.energy_drop(G, P)(S), ref, rtol=1e-8)
+
+
+@pytest.mark.parametrize("S", [(), (3,), (10, 11), (0, 20, 39)])
+def test_decoding_weights_downdate_equals_a_fresh_fit_without_S(S):
+    """GCC's decode without S from the LOO factorization (a rank-|S| downdate) against a fresh dense solve."""
+    from gencc.codes import robust_gcc
+    from gencc.smoothing import smoother_weights
+
+    code = GCC(10, 40)
+    kernel = code.kernel_for(40)
+    G, Wt = robust_gcc.loo_and_weights(code.beta, kernel, 0.0, code.alpha)
+    np.testing.assert_allclose(Wt.T, smoother_weights(code.beta, code.alpha, kernel, 0.0), atol=1e-10)
+    keep = np.setdiff1d(np.arange(40), S)
+    ref = smoother_weights(code.beta[keep], code.alpha, kernel, 0.0)
+    got = robust_gcc.downdate_weights(G, Wt, np.asarray(S, dtype=np.int64)).T
+    np.testing.assert_allclose(got, ref, atol=1e-10)
+
+
 def test_approxifer_removes_exactly_A_and_finds_a_gross_error():
     code = BACC(10, 40)
     Y, _ = smooth_results(code, seed=3)

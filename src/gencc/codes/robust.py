@@ -13,9 +13,11 @@ consistent with the rest.
   it and can score higher. It scores every subset of size <= A of a small candidate pool (the top scores
   and their neighbours along the curve) by the LOO residuals of the workers that remain, and keeps the
   smallest set that leaves them all under the threshold (the best one of size A if none does).
-- GCC: LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading block of the
-  inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
-  candidate subset costs O(n |S| m), evaluated in batches.
+- GCC (robust_gcc.py): LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading
+  block of the inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement),
+  so every candidate subset costs O(n |S| m), evaluated in batches. With lam = 0 the decoding weights come
+  from the same factorization, and the decode without S from a rank-|S| downdate of them; G and the weights
+  are cached per returned set, like D_F.
 - BACC: the Berrut interpolant left one out has a closed form (signs re-alternate past the gap).
 - LCC: exact Berlekamp-Welch error correction over the reals (see `berlekamp_welch`).
 """
@@ -29,11 +31,18 @@ from math import comb
 from typing import Any
 
 import numpy as np
-from scipy import linalg
 
-from .._arrays import check_finite, is_torch, to_numpy
-from ..smoothing import bordered_matrix
+from .._arrays import apply_matrix, check_finite, is_torch, to_numpy
 from .base import Code
+from .robust_gcc import (
+    adjacent_pair_residuals,
+    downdate_residuals,
+    downdate_weights,
+    energy_drop,
+    loo_and_weights,
+    loo_matrix,
+    pair_residuals,
+)
 
 #: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
 DEFAULT_THRESHOLD = 0.5
@@ -155,120 +164,6 @@ def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, thresho
     return np.array(sorted(cand), dtype=np.int64)
 
 
-# ----- GCC: closed-form LOO and rank-|S| downdates ---------------------------------------------------------
-def loo_matrix(t: np.ndarray, kernel: Any, lam: float) -> np.ndarray:
-    """G with LOO residual_i = (G y)_i / G_ii for the RKHS smoother through points t (any lam >= 0).
-
-    G is the leading n x n block of the inverse of [[Sigma + n lam I, T], [T^T, 0]]: for lam = 0 it gives
-    the interpolation error at t_i from the other points; for lam > 0, I - H = n lam G."""
-    n, q = t.size, kernel.q
-    M = bordered_matrix(t, kernel, lam)
-    rhs = np.zeros((n + q, n))
-    rhs[:n] = np.eye(n)
-    try:
-        with np.errstate(all="ignore"):
-            G = linalg.solve(M, rhs, assume_a="sym", check_finite=False)[:n]
-    except linalg.LinAlgError as err:
-        raise ValueError(f"robust decode: the smoother system through {n} points is singular ({err})") from None
-    return (G + G.T) / 2
-
-
-def downdate_residuals(G: np.ndarray, P: np.ndarray) -> Residuals:
-    """LOO residuals after excluding subsets, from G and P = G Y: excluding S replaces G by its Schur
-    complement G_RR - G_RS G_SS^-1 G_SR (the inverse system without S), batched over subsets of one size.
-
-    A remaining worker next to an excluded one is predicted across a wider gap, so its LOO residual grows
-    with no fault of its own; the residual is rescaled by sqrt(G'_jj / G_jj), the ratio of its LOO standard
-    deviations under the smoother's Gaussian-process reading with and without the exclusion."""
-    d = np.diag(G)
-
-    def residuals(subsets: list[tuple[int, ...]]) -> np.ndarray:
-        if len(subsets) == 0 or len(subsets[0]) == 0:
-            return (P / d[:, None])[None]
-        S = np.asarray(subsets, dtype=np.int64)  # (B, s)
-        GS = G[:, S].transpose(1, 0, 2)  # (B, n, s)
-        GSS = G[S[:, :, None], S[:, None, :]]  # (B, s, s)
-        with np.errstate(all="ignore"):
-            A = GS @ np.linalg.inv(GSS)  # (B, n, s)
-            Pn = P[None] - A @ P[S]  # (B, n, m)
-            dn = d[None] - np.einsum("bns,bns->bn", A, GS)
-            out = Pn / np.sqrt(np.abs(dn) * d[None])[:, :, None]
-        out[~np.isfinite(out)] = 0.0
-        return out
-
-    return residuals
-
-
-def pair_residuals(G: np.ndarray, P: np.ndarray) -> Callable[[tuple[int, ...]], np.ndarray]:
-    """For an excluded set S: per remaining position j, the rms residual of j predicted with S and j's nearest
-    remaining neighbour on either side left out (the larger side), rescaled like `downdate_residuals`: the
-    leave-T-out residuals of T are (G_TT)^-1 P_T with covariance (G_TT)^-1 under the GP reading."""
-    n = G.shape[0]
-    d = np.diag(G)
-
-    def pairs(S: tuple[int, ...]) -> np.ndarray:
-        rest = np.setdiff1d(np.arange(n), S)
-        out = np.zeros(n)
-        if rest.size < 3:
-            return out
-        # both sides in one batch: j with its left remaining neighbour, then j with its right one
-        j = np.concatenate([rest[1:], rest[:-1]])
-        k = np.concatenate([rest[:-1], rest[1:]])
-        T = np.column_stack([j, k, np.broadcast_to(np.asarray(S, dtype=np.int64), (j.size, len(S)))])
-        GTT = G[T[:, :, None], T[:, None, :]]
-        with np.errstate(all="ignore"):
-            inv = np.linalg.inv(GTT)
-            r = np.einsum("bt,btm->bm", inv[:, 0, :], P[T])  # residual of j (row 0 of T)
-            r /= np.sqrt(np.abs(inv[:, 0, 0]) * d[j])[:, None]
-        val = np.sqrt(np.mean(r**2, axis=1))
-        val[~np.isfinite(val)] = 0.0
-        np.maximum.at(out, j, val)
-        return out
-
-    return pairs
-
-
-def adjacent_pair_residuals(G: np.ndarray, P: np.ndarray) -> Callable[[], np.ndarray]:
-    """Per adjacent pair (i, i + 1): both left out together, the smaller of their two rms residuals, each
-    rescaled to its LOO standard deviation like `pair_residuals` (n - 1 values)."""
-
-    def adjacent() -> np.ndarray:
-        n = G.shape[0]
-        if n < 3:
-            return np.zeros(max(n - 1, 0))
-        d = np.diag(G)
-        T = np.column_stack([np.arange(n - 1), np.arange(1, n)])
-        with np.errstate(all="ignore"):
-            inv = np.linalg.inv(G[T[:, :, None], T[:, None, :]])
-            e = np.einsum("bst,btm->bsm", inv, P[T])
-            sd = np.sqrt(np.abs(np.stack([inv[:, 0, 0], inv[:, 1, 1]], axis=1)) * d[T])
-            r = np.sqrt(np.mean(e**2, axis=2)) / sd
-        r[~np.isfinite(r)] = 0.0
-        return r.min(axis=1)
-
-    return adjacent
-
-
-def energy_drop(G: np.ndarray, P: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """For subsets S (B, s): how much of the fit's energy sum_c y_c^T G y_c (the squared RKHS norm of the
-    interpolant, the Gaussian-process misfit) leaving S out removes: tr(P_S^T G_SS^-1 P_S).
-    (Rescaling each residual like `downdate_residuals` was tried: it picks an honest neighbour of a wrong
-    result more often.)"""
-
-    def drop(S: np.ndarray) -> np.ndarray:
-        PS = P[S]  # (B, s, m)
-        if S.shape[1] == 1:
-            return np.sum(PS[:, 0] ** 2, axis=1) / np.diag(G)[S[:, 0]]
-        GSS = G[S[:, :, None], S[:, None, :]]
-        with np.errstate(all="ignore"):
-            sol = np.linalg.solve(GSS, PS)
-        out = np.einsum("bsm,bsm->b", PS, sol)
-        out[~np.isfinite(out)] = -np.inf
-        return out
-
-    return drop
-
-
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
                   method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
@@ -287,6 +182,7 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     order = np.argsort(idx, kind="stable")
     srt, Ys = idx[order], Yn[order]
+    Wt = None
     if isinstance(code, LCC):
         from .errorcorrect import berlekamp_welch
 
@@ -301,7 +197,7 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
 
             pos = approxifer_locate(code.beta[srt], Ys, A)
         else:
-            pos = _locate_smoother(code, srt, Ys, A, threshold)
+            pos, Wt = _locate_smoother(code, srt, Ys, A, threshold)
     else:
         raise ValueError(f"robust_decode is implemented for GCC, BACC and LCC, not {code.name}")
     flagged = np.sort(srt[pos])
@@ -309,6 +205,9 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
     keep[np.isin(idx, flagged)] = False
     ret_keep = idx[keep]
     Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
+    if Wt is not None:  # the decode without the flagged, from the LOO factorization (a rank-|S| downdate)
+        D = Wt.T[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
+        return apply_matrix(D, Ykeep, "Y"), flagged
     return code.decode(Ykeep, ret_keep), flagged
 
 
@@ -326,10 +225,13 @@ def min_results(code: Code, adversaries: int) -> int:
     return max(code.min_results + 2 * A, 2 * A + 2)
 
 
-def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, threshold: float) -> np.ndarray:
+def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, threshold: float
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(positions to exclude, the decoding weights without them as (n - |S|, K), or None: decode afresh)."""
     from .gcc import GCC
 
     t = code.beta[srt]
+    Wt = None
     if isinstance(code, GCC):
         if t.size > MAX_POINTS:
             raise ValueError(f"robust decode for GCC is limited to {MAX_POINTS} results (got {t.size})")
@@ -338,7 +240,7 @@ def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, thresh
             from ..smoothing import select_lam
 
             lam = select_lam(t, Ys, code.kernel_for(t.size), lam)
-        G = _cached_loo_matrix(code, srt, t, float(lam))
+        G, Wt = _cached_loo_matrix(code, srt, t, float(lam))
         P = G @ Ys
         residuals, drop, refine, pairs = downdate_residuals(G, P), energy_drop(G, P), True, pair_residuals(G, P)
         adjacent = adjacent_pair_residuals(G, P)
@@ -348,21 +250,35 @@ def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, thresh
         residuals, drop, refine, pairs, adjacent = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True, None, None
     pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine, pairs=pairs,
                     adjacent=adjacent)
-    return pos
+    if Wt is not None and code.kernel_for(t.size - pos.size) != code.kernel_for(t.size):
+        Wt = None
+    return pos, (downdate_weights(G, Wt, pos) if Wt is not None else None)
 
 
-def _cached_loo_matrix(code: Code, srt: np.ndarray, t: np.ndarray, lam: float) -> np.ndarray:
-    """G for this returned set, kept per code like D_F (the same straggler pattern recurs)."""
+def _shares_decoder(code: Code, lam: float, kernel: Any) -> bool:
+    """Whether GCC's own decoder is the dense interpolant (lam = 0) through the same bordered system, so the
+    decode can come from the LOO factorization (lam > 0 scales with the number of points; the cubic spline
+    decodes on its banded path)."""
+    from .gcc import GCC
+
+    return (lam == 0 and type(code)._decoding_matrix is GCC._decoding_matrix and not code.data_dependent
+            and not kernel.is_cubic_spline)
+
+
+def _cached_loo_matrix(code: Code, srt: np.ndarray, t: np.ndarray, lam: float) -> tuple[np.ndarray, Any]:
+    """(G, the decoding weights as (n, K) or None) for this returned set, kept per code like D_F (the same
+    straggler pattern recurs)."""
     cache: OrderedDict = code.__dict__.setdefault("_robust_cache", OrderedDict())
     key = (lam, *srt.tolist())
-    G = cache.get(key)
-    if G is None:
-        G = cache[key] = loo_matrix(t, code.kernel_for(t.size), lam)
+    hit = cache.get(key)
+    if hit is None:
+        kernel = code.kernel_for(t.size)
+        hit = cache[key] = loo_and_weights(t, kernel, lam, code.alpha if _shares_decoder(code, lam, kernel) else None)
         if len(cache) > LOO_CACHE_SIZE:
             cache.popitem(last=False)
     else:
         cache.move_to_end(key)
-    return G
+    return hit
 
 
 def _check_adversaries(adversaries: int) -> int:
