@@ -165,8 +165,13 @@ def smart_section(w, Ns, trials):
 
 
 def cost_section(w, reps=100):
-    print("\n### Cost at N = 80 (median of interleaved repetitions, in ms; 'new': a new straggler pattern, every "
-          "cache cleared (D_F, and the robust decode's LOO factorization); 'cached': the same pattern again)\n")
+    """CPU time of this thread (time.thread_time, BLAS on one thread): on a shared machine wall-clock time
+    mostly measures the other jobs; CPU time does not count the time the process waits for a core."""
+    from threadpoolctl import threadpool_limits
+
+    print("\n### Cost at N = 80 (median of interleaved repetitions, CPU ms on one thread; 'new': a new straggler "
+          "pattern, every cache cleared (D_F, and the robust decode's LOO factorization); 'cached': the same "
+          "pattern again)\n")
     print("| A | plain, new | robust honest, new | robust attacked, new | ratio to plain, new: honest / attacked | "
           "plain, cached | robust honest, cached | robust attacked, cached |")
     print("|---|---|---|---|---|---|---|---|")
@@ -184,15 +189,16 @@ def cost_section(w, reps=100):
                 "honest": lambda A=A: code.robust_decode(Yr, ret, adversaries=A),
                 "attacked": lambda A=A, Yc=Yc: code.robust_decode(Yc, ret, adversaries=A)}
         times = {(k, c): [] for k in runs for c in ("new", "cached")}
-        for _ in range(reps):
-            for k, run in runs.items():
-                clear()
-                t = time.perf_counter()
-                run()
-                times[(k, "new")].append(time.perf_counter() - t)
-                t = time.perf_counter()
-                run()
-                times[(k, "cached")].append(time.perf_counter() - t)
+        with threadpool_limits(1):
+            for _ in range(reps):
+                for k, run in runs.items():
+                    clear()
+                    t = time.thread_time()
+                    run()
+                    times[(k, "new")].append(time.thread_time() - t)
+                    t = time.thread_time()
+                    run()
+                    times[(k, "cached")].append(time.thread_time() - t)
         m = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
         new = {k: m[(k, "new")] for k in runs}
         print(f"| {A} | {new['plain']:.2f} | {new['honest']:.2f} | {new['attacked']:.2f} | "

@@ -136,9 +136,19 @@ def _subsets(pool: np.ndarray, size: int, beam: np.ndarray | None) -> np.ndarray
     """All subsets of the pool of this size when there are at most MAX_SUBSETS, else the best subsets of
     the size below (the beam) each extended by one more pool member."""
     if beam is None or comb(pool.size, size) <= MAX_SUBSETS:
+        if size == 1:
+            return pool[:, None].copy()
+        if size == 2:  # combinations' order, without the Python loop
+            return np.column_stack([pool[i] for i in np.triu_indices(pool.size, 1)])
         return np.array(list(combinations(pool.tolist(), size)), dtype=np.int64)
-    grown = {tuple(sorted({*b.tolist(), int(p)})) for b in beam for p in pool.tolist() if p not in b}
-    return np.array(sorted(grown), dtype=np.int64)
+    # every beam member extended by a pool member not in it, sorted within and deduplicated (sorted rows)
+    ext = np.concatenate([np.repeat(beam, pool.size, axis=0), np.tile(pool, len(beam))[:, None]], axis=1)
+    ext = np.sort(ext[~np.any(ext[:, :-1] == ext[:, -1:], axis=1)], axis=1)
+    base = int(pool.max()) + 1
+    if base**size >= 2**62:
+        return np.unique(ext, axis=0)
+    key = ext @ (base ** np.arange(size - 1, -1, -1, dtype=np.int64))  # lexicographic order of the rows
+    return ext[np.unique(key, return_index=True)[1]]
 
 
 def _remaining_max(R: np.ndarray, S, scale: float) -> float:

@@ -95,7 +95,7 @@ def downdate_residuals(G: np.ndarray, P: np.ndarray) -> Residuals:
         if len(subsets) == 0 or len(subsets[0]) == 0:
             return (P / d[:, None])[None]
         S = np.asarray(subsets, dtype=np.int64)  # (B, s)
-        GS = G[:, S].transpose(1, 0, 2)  # (B, n, s)
+        GS = G[S].transpose(0, 2, 1)  # (B, n, s): G is symmetric, and gathering rows is the cheap way
         GSS = G[S[:, :, None], S[:, None, :]]  # (B, s, s)
         with np.errstate(all="ignore"):
             A = GS @ small_inv(GSS)  # (B, n, s)
