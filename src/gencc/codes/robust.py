@@ -57,8 +57,10 @@ MAX_SUBSETS, BEAM = 1500, 24
 POOL_MAX = 12
 #: with A >= 2 and no LOO score above the threshold, two adjacent workers that lie together (and so vouch for
 #: each other) still start the search when both stay above this fraction of the threshold with the pair left
-#: out (all-honest digits CNN, 300 runs: at most 0.37 at N = 40, 0.07 at N = 80; such pairs: 0.47 and more)
-PAIR_TRIGGER = 0.85
+#: out (all-honest digits CNN, 300 runs: at most 0.37 at N = 40, 0.07 at N = 80; such pairs: 0.47 and more), and
+#: at least PAIR_CONTRAST x the median over adjacent pairs (colluding pairs at N = 40 / 80: 12-107x; the honest
+#: pairs that reach the level at N = 20, where every residual is large, 2-4.5x)
+PAIR_TRIGGER, PAIR_CONTRAST = 0.85, 8.0
 #: G matrices kept per code (one per returned set, least recently used dropped first)
 LOO_CACHE_SIZE = 64
 #: GCC's closed-form LOO needs the inverse of the bordered system: limited to this many results
@@ -91,11 +93,13 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     predicted with its nearest remaining neighbour also left out (rms residual per position, 0 for S), so
     two colluding neighbours cannot vouch for each other. `adjacent()`, when given, scores each adjacent pair
     (i, i + 1) left out together (the smaller of its two residuals): with A >= 2, a pair above PAIR_TRIGGER x
-    threshold starts the search (and joins the pool) even when every LOO score is below the threshold."""
+    threshold and PAIR_CONTRAST x the median pair starts the search (and joins the pool) even when every LOO
+    score is below the threshold."""
     base = _scores(residuals([()])[0], scale)
     extra = np.zeros(0, dtype=np.int64)
     if base.max() < threshold and adjacent is not None and adversaries >= 2:
-        hot = np.flatnonzero(adjacent() / scale >= PAIR_TRIGGER * threshold)
+        pair = adjacent() / scale
+        hot = np.flatnonzero((pair >= PAIR_TRIGGER * threshold) & (pair >= PAIR_CONTRAST * np.median(pair)))
         extra = np.union1d(hot, hot + 1)
     if (base.max() < threshold and extra.size == 0) or adversaries == 0:
         return np.zeros(0, dtype=np.int64), bool(base.max() < threshold)
