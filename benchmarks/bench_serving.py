@@ -33,9 +33,11 @@ from gencc.serving import (  # noqa: E402
     simulate_load,
 )
 from gencc.serving.load import summary  # noqa: E402
+from gencc.serving.parity import calibrate_sgcc, coded_workers, parity_k  # noqa: E402
 from gencc.serving.sim import poisson_arrivals  # noqa: E402
 
-SCHEMES = ["uncoded", "replication", "hedged", "parm", "parm-hedge", "bacc", "gcc", "gcc-hedge", "sgcc"]
+SCHEMES = ["uncoded", "replication", "hedged", "parm", "parm-hedge", "bacc", "gcc", "gcc-hedge", "sgcc",
+           "sgcc-parity"]
 
 
 def capacity(W: int, s: float, F: float, X: float) -> float:
@@ -51,13 +53,23 @@ def stats(lat_ms: np.ndarray, status: np.ndarray, degraded: np.ndarray, tasks: f
     return out
 
 
-def real_point(a, scheme: str, load: float, w, seed: int) -> tuple[dict, list[list[float]], dict]:
+def variants(schemes: list[str], parm_ks: list[int]) -> list[tuple[str, str, int]]:
+    """(row name, scheme, parm k): ParM schemes once per k in `parm_ks` (named "parm-k3" etc. for k != 2)."""
+    out = []
+    for s in schemes:
+        for k in (parm_ks if s.startswith("parm") else [2]):
+            out.append((s if k == 2 else f"{s}-k{k}", s, k))
+    return out
+
+
+def real_point(a, scheme: str, load: float, w, seed: int, parm_k: int = 2
+               ) -> tuple[dict, list[list[float]], dict]:
     """One measured point: its summary row, the normal-state task times with the busy-worker count at each
     task's start ([seconds, count] pairs), and what replays it in the simulator: the requests' arrival times on
     the pool's clock and the pool's own delays (`Pool.lags`)."""
     svc = Service.build("digits-cnn", scheme, a.workers, a.K, service_ms=a.service_ms, slow_fraction=a.F,
                         slow_factor=a.X, mean_slow_s=a.mean_slow_s, max_wait_ms=a.max_wait_ms, seed=seed,
-                        max_pending=100_000)
+                        max_pending=100_000, parm_k=parm_k)
     rate = load * capacity(a.workers, a.service_ms / 1000 + a.compute_ms / 1000, a.F, a.X)
     times = poisson_arrivals(rate, a.duration, np.random.default_rng([seed, 7]))
     idx = np.random.default_rng([seed, 8]).integers(len(w.X_test), size=len(times))
@@ -92,19 +104,37 @@ def real_point(a, scheme: str, load: float, w, seed: int) -> tuple[dict, list[li
     return res, samples, replay
 
 
+_parities: dict[int, object] = {}
+
+
+def parity_model(k: int):
+    """The digits CNN's parity model for k (loaded once; trained and cached by gencc.workloads on first use)."""
+    if k not in _parities:
+        from gencc.workloads import load_parity
+
+        _parities[k] = load_parity("digits-cnn", k, progress=False)
+    return _parities[k]
+
+
 def sim_point(a, scheme: str, load: float, W: int, service: ServiceTimes, duration: float, seed: int,
-              rate: float | None = None, w=None, parity=None, arrivals: list[float] | None = None,
+              rate: float | None = None, w=None, parm_k: int = 2, arrivals: list[float] | None = None,
               lags: dict | None = None) -> dict:
     """One simulated point; with workload `w` the models really run (outputs, decodes and agreement are real).
     `arrivals` replays a measured run's arrival times (with its straggler seed: the same slow periods)."""
-    fns = None if w is None else {"f": w.f, **({"parity": parity} if scheme.startswith("parm") else {})}
+    pk = parity_k(scheme, a.K, W, parm_k)
+    parity = None if pk is None else parity_model(pk)
+    cal = None
+    if w is not None and scheme.startswith("sgcc-parity"):  # prior fitted on training inputs only
+        cal = calibrate_sgcc(w, a.K, coded_workers(a.K, W), parity)
+    fns = None if w is None else {"f": w.f, **({"parity": parity} if parity is not None else {})}
     env = SimEnv(W, service, PersistentStragglers(W, a.F, a.X, a.mean_slow_s, seed=seed), functions=fns, seed=seed,
                  lags=lags)
     rate = rate or load * capacity(W, service.mean_s, a.F, a.X)
     K = a.K
     X = None if w is None else w.X_test[np.random.default_rng([seed, 8]).integers(len(w.X_test), size=100_000)]
     reqs = simulate_load(lambda e: make_dispatcher(scheme, e, K=K, max_wait=a.max_wait_ms / 1000, seed=seed,
-                                                   request_timeout=120.0, parity=parity), env, rate, duration,
+                                                   request_timeout=120.0, parity=parity, parm_k=parm_k,
+                                                   calibration=cal), env, rate, duration,
                          inputs=X, seed=seed, drain=300, arrivals=arrivals)
     lat = np.array([r.latency for r in reqs]) * 1000
     res = stats(lat, np.array([r.status for r in reqs]), np.array([r.degraded for r in reqs]),
@@ -247,6 +277,8 @@ def main() -> None:
     ap.add_argument("--max-wait-ms", type=float, default=50.0)
     ap.add_argument("--loads", type=float, nargs="+", default=[0.1, 0.3, 0.5, 0.6])
     ap.add_argument("--schemes", nargs="+", default=SCHEMES)
+    ap.add_argument("--parm-k", type=int, nargs="+", default=[2],
+                    help="ParM schemes: run once per k (rows named parm-k3, parm-k4 for k != 2)")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of arrivals per point")
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="scale: worker counts")
     ap.add_argument("--seed", type=int, default=0)
@@ -270,11 +302,12 @@ def main() -> None:
         w = load("digits-cnn", progress=False)
         rows, samples, replay = [], [], {}
         for ld in a.loads:
-            for s in a.schemes:
-                r, smp, rep = real_point(a, s, ld, w, a.seed)
+            for name, s, k in variants(a.schemes, a.parm_k):
+                r, smp, rep = real_point(a, s, ld, w, a.seed, k)
+                r["scheme"] = name
                 rows.append(r)
                 samples += smp
-                replay[f"{s}@{ld}"] = rep
+                replay[f"{name}@{ld}"] = rep
                 print(json.dumps({k: r[k] for k in ("scheme", "load", "n", "p50", "p99", "p999", "degraded",
                                                     "loadavg", "lag_ms")}), flush=True)
         if (out / "real.json").exists():  # points measured earlier and not rerun now are kept
@@ -295,24 +328,24 @@ def main() -> None:
           f"{service.mean_s * 1000:.1f} ms" + (f", by busy workers 1..: {np.round(service.bucket_means() * 1000, 1)}"
                                               if service.conditional else ""))
     rows = []
-    wl = par = None
+    wl = None
     if a.agreement:
         import torch
 
-        from gencc.workloads import load, load_parity
+        from gencc.workloads import load
 
         torch.set_num_threads(1)
         wl = load("digits-cnn", progress=False)
-        par = load_parity("digits-cnn", 2, progress=False)
     real = out / "real.json"
     meas = {(r["scheme"], r["load"]): r for r in json.loads(real.read_text())["rows"]} if real.exists() else {}
     sizes = [a.workers] if a.mode == "sim" else a.sizes
     for W in sizes:
         for ld in a.loads:
-            for s in a.schemes:
-                m = meas.get((s, ld)) if a.mode == "sim" else None  # the measured point's own arrival rate
-                rows.append(sim_point(a, s, ld, W, service, a.duration, a.seed, m["rate"] if m else None, wl, par))
-                r = rows[-1]
+            for name, s, k in variants(a.schemes, a.parm_k):
+                m = meas.get((name, ld)) if a.mode == "sim" else None  # the measured point's own arrival rate
+                r = sim_point(a, s, ld, W, service, a.duration, a.seed, m["rate"] if m else None, wl, k)
+                r["scheme"] = name
+                rows.append(r)
                 print(json.dumps({k: r.get(k) for k in ("W", "scheme", "load", "n", "p50", "p99", "p999", "degraded",
                                                         "degraded_agreement")}),
                       flush=True)

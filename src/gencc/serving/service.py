@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -20,24 +19,27 @@ import numpy as np
 from ..codes import BACC, GCC, ParM, SystematicGCC
 from .coded import Coded
 from .core import Env, Request
+from .parity import calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
 from .policy import Dispatcher, Hedged, Replicated, Uncoded
 from .pool import LocalBackend, Pool
 from .stragglers import Faults, PersistentStragglers, ServiceTimes
 
 #: the contract's schemes, then the coded hedges
-SCHEMES = ("uncoded", "replication", "hedged", "parm", "bacc", "gcc", "sgcc", "gcc-hedge", "sgcc-hedge",
-           "parm-hedge")
+SCHEMES = ("uncoded", "replication", "hedged", "parm", "bacc", "gcc", "sgcc", "sgcc-parity", "gcc-hedge",
+           "sgcc-hedge", "sgcc-parity-hedge", "parm-hedge")
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
-                    max_wait: float = 0.05, **kw: Any) -> Dispatcher:
+                    calibration: dict[str, float] | None = None, max_wait: float = 0.05, **kw: Any) -> Dispatcher:
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
     Coded schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
     K slots are systematic; SGCC (`gencc.SystematicGCC`, same N) has K systematic slots by construction, its
-    coded slots compute f on the means of neighbouring ordered members, and a kriging decoder; ParM, as in its
-    paper, groups parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity
-    slot."""
+    coded slots compute f on the means of neighbouring ordered members, and a kriging decoder; `sgcc-parity` is
+    SGCC whose coded slots run the trained parity model `parity` on groups of members kept in arrival order,
+    with the decoder's prior from `calibration` (`gencc.serving.parity.calibrate_sgcc`, on training inputs),
+    answering only parity recoveries (`Coded`'s cover rule); ParM, as in its paper, groups
+    parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot."""
     W = env.n_workers
     if scheme == "uncoded":
         return Uncoded(env, **kw)
@@ -49,12 +51,17 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     base = scheme.removesuffix("-hedge")
     if base == "parm":
         code = ParM(parm_k, parm_k, parity=parity)
-    elif base in ("gcc", "bacc", "sgcc"):
-        N = min(W, K + math.ceil(K / 2))  # redundancy 1.5 (ParM k = 2's) at any W
+    elif base in ("gcc", "bacc", "sgcc", "sgcc-parity"):
+        N = coded_workers(K, W)  # redundancy 1.5 (ParM k = 2's) at any W
         if N <= K:
             raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
-        beta = GCC(K, N).beta
-        code = GCC(K, N) if base == "gcc" else BACC(K, N, beta=beta) if base == "bacc" else SystematicGCC(K, N)
+        if base == "sgcc-parity":
+            code = sgcc_parity_code(K, N, parity, calibration)
+            kw.setdefault("cover", True)  # answer parity recoveries (see Coded)
+            kw.setdefault("order", False)  # groups in arrival order, as the parity model was trained (random)
+        else:
+            beta = GCC(K, N).beta
+            code = GCC(K, N) if base == "gcc" else BACC(K, N, beta=beta) if base == "bacc" else SystematicGCC(K, N)
     else:
         raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
     return Coded(env, code, mode=mode, max_wait=max_wait, name=scheme, **kw)
@@ -88,10 +95,13 @@ class Service:
 
         w = load(workload, progress=False)
         fns: dict[str, Callable] = {"f": w.f}
-        parity = None
-        if scheme.startswith("parm"):
-            parity = load_parity(workload, parm_k, progress=False)
+        parity = calibration = None
+        pk = parity_k(scheme, K, workers, parm_k) if scheme in SCHEMES else None
+        if pk is not None:
+            parity = load_parity(workload, pk, progress=False)
             fns["parity"] = parity
+            if scheme.startswith("sgcc-parity"):
+                calibration = calibrate_sgcc(w, K, coded_workers(K, workers), parity)
         if backend == "local":
             be: Any = LocalBackend(fns)
         elif backend == "ray":
@@ -99,7 +109,7 @@ class Service:
 
             factories = {"f": w.factory}
             if parity is not None:
-                factories["parity"] = parity.info["factory"]
+                factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(workers, factories, address=address)
         else:
             raise ValueError(f"unknown backend {backend!r}; choose local or ray")
@@ -107,8 +117,8 @@ class Service:
                     PersistentStragglers(workers, slow_fraction, slow_factor, mean_slow_s, seed=seed), faults,
                     seed=seed)
         svc = cls(pool, lambda env: make_dispatcher(scheme, env, K=K, parm_k=parm_k, parity=parity,
-                                                    max_wait=max_wait_ms / 1000, request_timeout=request_timeout,
-                                                    seed=seed),
+                                                    calibration=calibration, max_wait=max_wait_ms / 1000,
+                                                    request_timeout=request_timeout, seed=seed),
                   max_pending=max_pending, on_answer=on_answer)
         svc.workload = w
         return svc
