@@ -29,6 +29,7 @@ from gencc.serving import (  # noqa: E402
     Service,
     ServiceTimes,
     SimEnv,
+    freeze_heap,
     make_dispatcher,
     simulate_load,
 )
@@ -70,6 +71,7 @@ def real_point(a, scheme: str, load: float, w, seed: int, parm_k: int = 2
     svc = Service.build("digits-cnn", scheme, a.workers, a.K, service_ms=a.service_ms, slow_fraction=a.F,
                         slow_factor=a.X, mean_slow_s=a.mean_slow_s, max_wait_ms=a.max_wait_ms, seed=seed,
                         max_pending=100_000, parm_k=parm_k)
+    freeze_heap()  # as `gencc serve` does after start-up
     rate = load * capacity(a.workers, a.service_ms / 1000 + a.compute_ms / 1000, a.F, a.X)
     times = poisson_arrivals(rate, a.duration, np.random.default_rng([seed, 7]))
     idx = np.random.default_rng([seed, 8]).integers(len(w.X_test), size=len(times))

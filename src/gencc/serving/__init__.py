@@ -10,12 +10,12 @@ from .coded import Coded, systematic_slots, worker_functions
 from .core import FAULTS, Env, Request, RollingQuantile, Task
 from .policy import Dispatcher, Hedged, Replicated, Uncoded
 from .pool import LocalBackend, Pool
-from .service import SCHEMES, Service, make_dispatcher
+from .service import SCHEMES, Service, freeze_heap, make_dispatcher
 from .sim import SimEnv, poisson_arrivals, simulate_load
 from .stragglers import Faults, PersistentStragglers, ServiceTimes
 
 __all__ = [
     "FAULTS", "SCHEMES", "Coded", "Dispatcher", "Env", "Faults", "Hedged", "LocalBackend", "PersistentStragglers",
     "Pool", "Replicated", "Request", "RollingQuantile", "Service", "ServiceTimes", "SimEnv", "Task", "Uncoded",
-    "make_dispatcher", "poisson_arrivals", "simulate_load", "systematic_slots", "worker_functions",
+    "freeze_heap", "make_dispatcher", "poisson_arrivals", "simulate_load", "systematic_slots", "worker_functions",
 ]

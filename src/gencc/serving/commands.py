@@ -47,7 +47,7 @@ def serve_command(
 
     from ..workloads import WORKLOADS
     from .app import create_app
-    from .service import Service
+    from .service import Service, freeze_heap
 
     if workload not in WORKLOADS:
         raise typer.BadParameter(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
@@ -57,6 +57,7 @@ def serve_command(
                             parm_k=parm_k, max_pending=max_pending)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
+    freeze_heap()
     typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at http://{host}:{port}")
     uvicorn.run(create_app(svc), host=host, port=port, log_level="warning")
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import threading
 import time
@@ -65,6 +66,17 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     else:
         raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
     return Coded(env, code, mode=mode, max_wait=max_wait, name=scheme, **kw)
+
+
+def freeze_heap() -> None:
+    """Collect, then move every live object (models, libraries, the service itself) out of the garbage
+    collector's reach (`gc.freeze`), so a full collection while serving scans only request-time objects.
+
+    Why: with the digits CNN loaded a full collection scans ~236,000 objects and took 136 ms on this machine,
+    a stall of every worker thread at once that showed up in measured p99.9; after the freeze it takes ~0 ms.
+    Call once in a long-lived serving process, after start-up."""
+    gc.collect()
+    gc.freeze()
 
 
 class Service:
