@@ -86,6 +86,6 @@ def test_simulate_records_recall_false_alarms_and_the_best_possible():
     s = gencc.summarize(honest, keys=("scheme", "adversary"))[0]
     assert s["false_alarm_rate"] == 0.0 and np.isnan(honest[0]["recall"])
     plain = gencc.simulate(f, X, code, gencc.FixedCount(2), trials=5)
-    np.testing.assert_allclose([r["rel_mse"] for r in honest], [r["rel_mse"] for r in plain], rtol=1e-9)
+    np.testing.assert_allclose([r["rel_mse"] for r in honest], [r["rel_mse"] for r in plain], rtol=1e-9, atol=1e-20)
     with pytest.raises(ValueError, match="worst-case"):
         gencc.simulate(f, X, code, gencc.FixedCount(2, "worst"), adversaries=adv.SignFlip(1))

@@ -91,6 +91,29 @@ def test_clear_corruption_is_flagged_exactly(make, A):
     np.testing.assert_allclose(Yhat, code.decode(Yr[keep], returned[keep]), atol=1e-12)
 
 
+@pytest.mark.parametrize("N", [40, 80])
+def test_two_adjacent_workers_lying_together_are_caught(N):
+    """Two neighbours adding the same 1-sd offset predict each other well: often every LOO score stays under
+    the threshold, and only the pair left out together shows them (robust.PAIR_TRIGGER)."""
+    code = GCC(10, N)
+    Y, _ = smooth_results(code, seed=0)
+    returned = np.arange(N)
+    G = robust.loo_matrix(code.beta, code.kernel_for(N), 0.0)
+    quiet = 0
+    for i in range(1, N - 2, 3):
+        Yr = Y.copy()
+        Yr[[i, i + 1]] += Y.std()
+        loo = np.sqrt(np.mean((G @ Yr / np.diag(G)[:, None]) ** 2, axis=1)) / robust.robust_spread(Yr)
+        quiet += loo.max() < robust.DEFAULT_THRESHOLD
+        Yhat, flagged = code.robust_decode(Yr, returned, adversaries=2)
+        np.testing.assert_array_equal(flagged, [i, i + 1])
+        keep = np.setdiff1d(returned, [i, i + 1])
+        np.testing.assert_allclose(Yhat, code.decode(Yr[keep], keep), atol=1e-12)
+    assert quiet >= 3  # the case the pair trigger is for did occur
+    assert code.robust_decode(Y, returned, adversaries=2)[1].size == 0
+    assert code.robust_decode(Y, returned, adversaries=3)[1].size == 0
+
+
 @settings(max_examples=30)
 @given(st.integers(0, 2**31 - 1), st.sampled_from(["gcc", "bacc", "lcc"]))
 def test_no_adversaries_equals_decode(seed, kind):
@@ -145,6 +168,38 @@ def test_closed_form_loo_matches_refits():
     ref = (G2 @ Y[keep]) / np.sqrt(np.diag(G2) * np.diag(G)[keep])[:, None]
     got = robust.downdate_residuals(G, G @ Y)([S])[0][keep]
     np.testing.assert_allclose(got, ref, atol=1e-8)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_small_inverses_and_energy_drop_match_lapack(size):
+    from gencc.codes import robust_gcc
+
+    rng = np.random.default_rng(size)
+    B = rng.normal(size=(50, size, size + 2))
+    M = B @ B.transpose(0, 2, 1) * 10.0 ** rng.uniform(-3, 3, size=(50, 1, 1))  # SPD, scales apart
+    np.testing.assert_allclose(robust_gcc.small_inv(M), np.linalg.inv(M), rtol=1e-8)
+    code = GCC(10, 40)
+    G = robust.loo_matrix(code.beta, code.kernel_for(40), 0.0)
+    P = G @ rng.normal(size=(40, 3))
+    S = np.array([rng.choice(40, size, replace=False) for _ in range(20)])
+    ref = [np.trace(P[s].T @ np.linalg.solve(G[np.ix_(s, s)], P[s])) for s in S]
+    np.testing.assert_allclose(robust_gcc.energy_drop(G, P)(S), ref, rtol=1e-8)
+
+
+@pytest.mark.parametrize("S", [(), (3,), (10, 11), (0, 20, 39)])
+def test_decoding_weights_downdate_equals_a_fresh_fit_without_S(S):
+    """GCC's decode without S from the LOO factorization (a rank-|S| downdate) against a fresh dense solve."""
+    from gencc.codes import robust_gcc
+    from gencc.smoothing import smoother_weights
+
+    code = GCC(10, 40)
+    kernel = code.kernel_for(40)
+    G, Wt = robust_gcc.loo_and_weights(code.beta, kernel, 0.0, code.alpha)
+    np.testing.assert_allclose(Wt.T, smoother_weights(code.beta, code.alpha, kernel, 0.0), atol=1e-10)
+    keep = np.setdiff1d(np.arange(40), S)
+    ref = smoother_weights(code.beta[keep], code.alpha, kernel, 0.0)
+    got = robust_gcc.downdate_weights(G, Wt, np.asarray(S, dtype=np.int64)).T
+    np.testing.assert_allclose(got, ref, atol=1e-10)
 
 
 def test_approxifer_removes_exactly_A_and_finds_a_gross_error():

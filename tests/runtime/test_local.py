@@ -194,11 +194,14 @@ def test_replication_first_replica_wins(ex, X):
 
 
 def test_hedged_resends_to_spares(ex, X):
-    lat = np.zeros(10)
+    # one spare per input: on a loaded machine several inputs may still be unfinished at the hedge, and with
+    # fewer spares than those the copies of inputs 1 and 4 could be crowded out (a 60 s timeout)
+    lat = np.zeros(12)
     lat[[1, 4]] = INF
-    r = run(smooth, X, Hedged(6, 10, hedge_delay=0.05), ex, latency=lat)
+    r = run(smooth, X, Hedged(6, 12, hedge_delay=0.05), ex, latency=lat)
     np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
-    assert {1, 4}.isdisjoint(r.returned.tolist()) and {6, 7} <= set(r.returned.tolist())
+    returned = set(r.returned.tolist())
+    assert {1, 4}.isdisjoint(returned) and len(returned & set(range(6, 12))) >= 2
     assert r.stragglers[1].startswith("late")
 
 

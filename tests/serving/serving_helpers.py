@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 from typing import Any
 
 import numpy as np
 
 
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_server(app: Any, wait_s: float = 30.0) -> tuple[Any, threading.Thread, int]:
+    """Serve `app` on a free 127.0.0.1 port in a daemon thread; returns (server, thread, port) once it has
+    started. Stop it with `server.should_exit = True` and join the thread."""
+    from gencc.serving.app import start_in_thread
 
-
-def start_server(app: Any, wait_s: float = 10.0) -> tuple[Any, threading.Thread, int]:
-    """Serve `app` on 127.0.0.1 in a daemon thread; returns (server, thread, port) once it has started.
-    Stop it with `server.should_exit = True` and join the thread."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    th = threading.Thread(target=server.run, daemon=True)
-    th.start()
-    t_end = time.monotonic() + wait_s
-    while not server.started and time.monotonic() < t_end:
-        time.sleep(0.02)
-    assert server.started, f"uvicorn did not start on port {port} within {wait_s} s"
-    return server, th, port
+    return start_in_thread(app, wait_s=wait_s)
 
 
 def lin(x: Any) -> np.ndarray:

@@ -40,3 +40,44 @@ def test_http_on_ray_actors_with_faults_answers_every_request_once():
     assert all(r["scheme"] == "gcc" for r in rows)
     assert sum(fails.values()) > 0 and svc.pool.errors == []
     assert dead >= 1 or "crash" not in fails  # a killed actor marks its worker dead
+
+
+@pytest.mark.ray
+def test_http_on_ray_2x_overload_and_shutdown_mid_load_lose_nothing():
+    if not in_loopback_namespace():
+        pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
+    import threading
+
+    from gencc.serving import Service
+    from gencc.serving.app import create_app
+    from gencc.serving.load import accounting, run_http
+
+    W, service_ms = 4, 40.0
+    svc = Service.build("digits-cnn", "gcc", workers=W, K=2, backend="ray", service_ms=service_ms, max_wait_ms=10,
+                        max_pending=8, request_timeout=30.0)
+    app = create_app(svc)
+    server, th, port = start_server(app)
+    out: dict = {}
+    rate = 2 * W / (service_ms / 1000)  # twice uncoded capacity
+
+    def load():
+        out["rows"] = run_http(f"http://127.0.0.1:{port}", rate=rate, duration=3.0,
+                               inputs=svc.workload.X_test[:40].tolist(), timeout=60)
+
+    lt = threading.Thread(target=load)
+    lt.start()
+    lt.join(2.0)  # mid-load (arrivals run 3 s): in-flight requests are answered, later ones refused
+    server.should_exit = True
+    lt.join(120)
+    th.join(120)
+    rows = out["rows"]
+    acc = accounting(rows)
+    assert acc["ids_once"] and acc["sent"] == acc["answered_200"] + acc["rejected_503"] + acc["other"] + acc["lost"]
+    assert acc["answered_200"] > 20 and acc["rejected_503"] > 0 and acc["other"] == 0, acc
+    # what the client did not get an HTTP answer for never reached the app (refused, or a keep-alive connection
+    # closed by the shutdown); every request the app took was answered: its 200 count equals the client's
+    m = app.state.metrics.requests
+    assert m.labels("200")._value.get() == acc["answered_200"] and m.labels("503")._value.get() == acc["rejected_503"]
+    assert all(r["status"] in (200, 503) or r["error"].split(":")[0] in ("ConnectError", "ReadError",
+                                                                         "RemoteProtocolError") for r in rows)
+    assert svc.pending == 0 and svc.pool.errors == []

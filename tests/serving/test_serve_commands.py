@@ -59,3 +59,4 @@ def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
     assert len({row["id"] for row in rows}) == len(rows)
     assert (tmp_path / "png" / "percentiles.png").stat().st_size > 1000
     assert "p99.9" in r.output
+    assert f"sent {len(rows)} = answered {len(rows)} + rejected 503 0 + other 0 + no answer 0" in r.output

@@ -13,9 +13,11 @@ consistent with the rest.
   it and can score higher. It scores every subset of size <= A of a small candidate pool (the top scores
   and their neighbours along the curve) by the LOO residuals of the workers that remain, and keeps the
   smallest set that leaves them all under the threshold (the best one of size A if none does).
-- GCC: LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading block of the
-  inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
-  candidate subset costs O(n |S| m), evaluated in batches.
+- GCC (robust_gcc.py): LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading
+  block of the inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement),
+  so every candidate subset costs O(n |S| m), evaluated in batches. With lam = 0 the decoding weights come
+  from the same factorization, and the decode without S from a rank-|S| downdate of them; G and the weights
+  are cached per returned set, like D_F.
 - BACC: the Berrut interpolant left one out has a closed form (signs re-alternate past the gap).
 - LCC: exact Berlekamp-Welch error correction over the reals (see `berlekamp_welch`).
 """
@@ -29,11 +31,18 @@ from math import comb
 from typing import Any
 
 import numpy as np
-from scipy import linalg
 
-from .._arrays import check_finite, is_torch, to_numpy
-from ..smoothing import bordered_matrix
+from .._arrays import apply_matrix, check_finite, is_torch, to_numpy
 from .base import Code
+from .robust_gcc import (
+    adjacent_pair_residuals,
+    downdate_residuals,
+    downdate_weights,
+    energy_drop,
+    loo_and_weights,
+    loo_matrix,
+    pair_residuals,
+)
 
 #: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
 DEFAULT_THRESHOLD = 0.5
@@ -41,17 +50,23 @@ DEFAULT_THRESHOLD = 0.5
 POOL_PER_ADVERSARY = 2
 #: a passing set whose remaining worst score is above UPGRADE_LEVEL x threshold gives way to a larger set
 #: that cuts that score by UPGRADE_FACTOR
-UPGRADE_LEVEL, UPGRADE_FACTOR = 0.5, 2.5
+UPGRADE_LEVEL, UPGRADE_FACTOR = 0.5, 1.5
 #: subsets of one size scored exhaustively up to this many; beyond, a beam of the BEAM best of the size below
 MAX_SUBSETS, BEAM = 1500, 24
 #: at most this many top scorers (or 4 per adversary) enter the candidate pool (before neighbours are added)
 POOL_MAX = 12
+#: with A >= 2 and no LOO score above the threshold, two adjacent workers that lie together (and so vouch for
+#: each other) still start the search when both stay above this fraction of the threshold with the pair left
+#: out (all-honest digits CNN, 300 runs: at most 0.37 at N = 40, 0.07 at N = 80; such pairs: 0.47 and more), and
+#: at least PAIR_CONTRAST x the median over adjacent pairs (colluding pairs at N = 40 / 80: 12-107x; the honest
+#: pairs that reach the level at N = 20, where every residual is large, 2-4.5x)
+PAIR_TRIGGER, PAIR_CONTRAST = 0.85, 8.0
 #: G matrices kept per code (one per returned set, least recently used dropped first)
 LOO_CACHE_SIZE = 64
 #: GCC's closed-form LOO needs the inverse of the bordered system: limited to this many results
 MAX_POINTS = 3000
 
-Residuals = Callable[[list[tuple[int, ...]]], np.ndarray]
+Residuals = Callable[[Sequence[tuple[int, ...]] | np.ndarray], np.ndarray]
 
 
 def robust_spread(Y: np.ndarray) -> float:
@@ -66,7 +81,8 @@ def robust_spread(Y: np.ndarray) -> float:
 
 def search(residuals: Residuals, n: int, adversaries: int, scale: float, threshold: float,
            drop: Callable[[np.ndarray], np.ndarray], refine: bool = False, neighbours: int = 1,
-           pairs: Callable[[tuple[int, ...]], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
+           pairs: Callable[[tuple[int, ...]], np.ndarray] | None = None,
+           adjacent: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
     """The smallest set S (|S| <= adversaries) of positions whose exclusion leaves every remaining LOO score
     below `threshold`. `residuals(subsets)` gives (len(subsets), n, m) LOO residuals of the remaining
     positions (excluded rows are ignored); `drop(S)`, for an array of subsets (B, s), how much each exclusion
@@ -75,11 +91,19 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     consistent): consistent is False when no set of size <= adversaries passes (then S is the best set of
     the largest size). `pairs(S)`, when given, adds a check of the accepted set: each remaining worker
     predicted with its nearest remaining neighbour also left out (rms residual per position, 0 for S), so
-    two colluding neighbours cannot vouch for each other."""
+    two colluding neighbours cannot vouch for each other. `adjacent()`, when given, scores each adjacent pair
+    (i, i + 1) left out together (the smaller of its two residuals): with A >= 2, a pair above PAIR_TRIGGER x
+    threshold and PAIR_CONTRAST x the median pair starts the search (and joins the pool) even when every LOO
+    score is below the threshold."""
     base = _scores(residuals([()])[0], scale)
-    if base.max() < threshold or adversaries == 0:
+    extra = np.zeros(0, dtype=np.int64)
+    if base.max() < threshold and adjacent is not None and adversaries >= 2:
+        pair = adjacent() / scale
+        hot = np.flatnonzero((pair >= PAIR_TRIGGER * threshold) & (pair >= PAIR_CONTRAST * np.median(pair)))
+        extra = np.union1d(hot, hot + 1)
+    if (base.max() < threshold and extra.size == 0) or adversaries == 0:
         return np.zeros(0, dtype=np.int64), bool(base.max() < threshold)
-    pool = _pool(base, adversaries, neighbours, n, threshold)
+    pool = np.union1d(_pool(base, adversaries, neighbours, n, threshold), extra)
     found: tuple[tuple[int, ...], float] | None = None
     best: tuple[int, ...] = ()
     beam: np.ndarray | None = None
@@ -88,12 +112,14 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
         gain = drop(subsets)
         beam = subsets[np.argsort(-gain, kind="stable")[:BEAM]]
         if refine:  # the shortlist by drop, then the subset that leaves the rest most consistent
-            sc = np.sqrt(np.mean(residuals([tuple(S) for S in beam]) ** 2, axis=2)) / scale
+            sc = np.sqrt(np.mean(residuals(beam) ** 2, axis=2)) / scale
             sc[np.arange(len(beam))[:, None], beam] = 0.0
             # total remaining misfit, not its max: the max is often an unrelated worker, the same for all
-            beam = beam[np.argsort(np.sum(sc**2, axis=1), kind="stable")]
+            order = np.argsort(np.sum(sc**2, axis=1), kind="stable")
+            beam, rest = beam[order], float(sc[order[0]].max())
+        else:
+            rest = _remaining_max(residuals([tuple(beam[0])])[0], beam[0], scale)
         best = tuple(int(i) for i in beam[0])
-        rest = _remaining_max(residuals([best])[0], best, scale)
         if pairs is not None and rest < threshold:  # only a set that passes needs the pair check
             rest = max(rest, float(pairs(best).max()) / scale)
         if found is None:
@@ -114,9 +140,19 @@ def _subsets(pool: np.ndarray, size: int, beam: np.ndarray | None) -> np.ndarray
     """All subsets of the pool of this size when there are at most MAX_SUBSETS, else the best subsets of
     the size below (the beam) each extended by one more pool member."""
     if beam is None or comb(pool.size, size) <= MAX_SUBSETS:
+        if size == 1:
+            return pool[:, None].copy()
+        if size == 2:  # combinations' order, without the Python loop
+            return np.column_stack([pool[i] for i in np.triu_indices(pool.size, 1)])
         return np.array(list(combinations(pool.tolist(), size)), dtype=np.int64)
-    grown = {tuple(sorted({*b.tolist(), int(p)})) for b in beam for p in pool.tolist() if p not in b}
-    return np.array(sorted(grown), dtype=np.int64)
+    # every beam member extended by a pool member not in it, sorted within and deduplicated (sorted rows)
+    ext = np.concatenate([np.repeat(beam, pool.size, axis=0), np.tile(pool, len(beam))[:, None]], axis=1)
+    ext = np.sort(ext[~np.any(ext[:, :-1] == ext[:, -1:], axis=1)], axis=1)
+    base = int(pool.max()) + 1
+    if base**size >= 2**62:
+        return np.unique(ext, axis=0)
+    key = ext @ (base ** np.arange(size - 1, -1, -1, dtype=np.int64))  # lexicographic order of the rows
+    return ext[np.unique(key, return_index=True)[1]]
 
 
 def _remaining_max(R: np.ndarray, S, scale: float) -> float:
@@ -142,99 +178,6 @@ def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, thresho
     return np.array(sorted(cand), dtype=np.int64)
 
 
-# ----- GCC: closed-form LOO and rank-|S| downdates ---------------------------------------------------------
-def loo_matrix(t: np.ndarray, kernel: Any, lam: float) -> np.ndarray:
-    """G with LOO residual_i = (G y)_i / G_ii for the RKHS smoother through points t (any lam >= 0).
-
-    G is the leading n x n block of the inverse of [[Sigma + n lam I, T], [T^T, 0]]: for lam = 0 it gives
-    the interpolation error at t_i from the other points; for lam > 0, I - H = n lam G."""
-    n, q = t.size, kernel.q
-    M = bordered_matrix(t, kernel, lam)
-    rhs = np.zeros((n + q, n))
-    rhs[:n] = np.eye(n)
-    try:
-        with np.errstate(all="ignore"):
-            G = linalg.solve(M, rhs, assume_a="sym", check_finite=False)[:n]
-    except linalg.LinAlgError as err:
-        raise ValueError(f"robust decode: the smoother system through {n} points is singular ({err})") from None
-    return (G + G.T) / 2
-
-
-def downdate_residuals(G: np.ndarray, P: np.ndarray) -> Residuals:
-    """LOO residuals after excluding subsets, from G and P = G Y: excluding S replaces G by its Schur
-    complement G_RR - G_RS G_SS^-1 G_SR (the inverse system without S), batched over subsets of one size.
-
-    A remaining worker next to an excluded one is predicted across a wider gap, so its LOO residual grows
-    with no fault of its own; the residual is rescaled by sqrt(G'_jj / G_jj), the ratio of its LOO standard
-    deviations under the smoother's Gaussian-process reading with and without the exclusion."""
-    d = np.diag(G)
-
-    def residuals(subsets: list[tuple[int, ...]]) -> np.ndarray:
-        if not subsets or len(subsets[0]) == 0:
-            return (P / d[:, None])[None]
-        S = np.asarray(subsets, dtype=np.int64)  # (B, s)
-        GS = G[:, S].transpose(1, 0, 2)  # (B, n, s)
-        GSS = G[S[:, :, None], S[:, None, :]]  # (B, s, s)
-        with np.errstate(all="ignore"):
-            A = GS @ np.linalg.inv(GSS)  # (B, n, s)
-            Pn = P[None] - A @ P[S]  # (B, n, m)
-            dn = d[None] - np.einsum("bns,bns->bn", A, GS)
-            out = Pn / np.sqrt(np.abs(dn) * d[None])[:, :, None]
-        out[~np.isfinite(out)] = 0.0
-        return out
-
-    return residuals
-
-
-def pair_residuals(G: np.ndarray, P: np.ndarray) -> Callable[[tuple[int, ...]], np.ndarray]:
-    """For an excluded set S: per remaining position j, the rms residual of j predicted with S and j's nearest
-    remaining neighbour on either side left out (the larger side), rescaled like `downdate_residuals`: the
-    leave-T-out residuals of T are (G_TT)^-1 P_T with covariance (G_TT)^-1 under the GP reading."""
-    n = G.shape[0]
-    d = np.diag(G)
-
-    def pairs(S: tuple[int, ...]) -> np.ndarray:
-        rest = np.setdiff1d(np.arange(n), S)
-        out = np.zeros(n)
-        if rest.size < 3:
-            return out
-        for shift in (-1, 1):
-            j = rest[1:] if shift == -1 else rest[:-1]
-            k = rest[:-1] if shift == -1 else rest[1:]
-            T = np.column_stack([j, k, np.broadcast_to(np.asarray(S, dtype=np.int64), (j.size, len(S)))])
-            GTT = G[T[:, :, None], T[:, None, :]]
-            with np.errstate(all="ignore"):
-                inv = np.linalg.inv(GTT)
-                r = np.einsum("bt,btm->bm", inv[:, 0, :], P[T])  # residual of j (row 0 of T)
-                r /= np.sqrt(np.abs(inv[:, 0, 0]) * d[j])[:, None]
-            val = np.sqrt(np.mean(r**2, axis=1))
-            val[~np.isfinite(val)] = 0.0
-            out[j] = np.maximum(out[j], val)
-        return out
-
-    return pairs
-
-
-def energy_drop(G: np.ndarray, P: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """For subsets S (B, s): how much of the fit's energy sum_c y_c^T G y_c (the squared RKHS norm of the
-    interpolant, the Gaussian-process misfit) leaving S out removes: tr(P_S^T G_SS^-1 P_S).
-    (Rescaling each residual like `downdate_residuals` was tried: it picks an honest neighbour of a wrong
-    result more often.)"""
-
-    def drop(S: np.ndarray) -> np.ndarray:
-        PS = P[S]  # (B, s, m)
-        if S.shape[1] == 1:
-            return np.sum(PS[:, 0] ** 2, axis=1) / np.diag(G)[S[:, 0]]
-        GSS = G[S[:, :, None], S[:, None, :]]
-        with np.errstate(all="ignore"):
-            sol = np.linalg.solve(GSS, PS)
-        out = np.einsum("bsm,bsm->b", PS, sol)
-        out[~np.isfinite(out)] = -np.inf
-        return out
-
-    return drop
-
-
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
                   method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
@@ -253,6 +196,7 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     order = np.argsort(idx, kind="stable")
     srt, Ys = idx[order], Yn[order]
+    Wt = None
     if isinstance(code, LCC):
         from .errorcorrect import berlekamp_welch
 
@@ -267,7 +211,7 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
 
             pos = approxifer_locate(code.beta[srt], Ys, A)
         else:
-            pos = _locate_smoother(code, srt, Ys, A, threshold)
+            pos, Wt = _locate_smoother(code, srt, Ys, A, threshold)
     else:
         raise ValueError(f"robust_decode is implemented for GCC, BACC and LCC, not {code.name}")
     flagged = np.sort(srt[pos])
@@ -275,6 +219,9 @@ def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int 
     keep[np.isin(idx, flagged)] = False
     ret_keep = idx[keep]
     Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
+    if Wt is not None:  # the decode without the flagged, from the LOO factorization (a rank-|S| downdate)
+        D = Wt.T[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
+        return apply_matrix(D, Ykeep, "Y"), flagged
     return code.decode(Ykeep, ret_keep), flagged
 
 
@@ -292,10 +239,13 @@ def min_results(code: Code, adversaries: int) -> int:
     return max(code.min_results + 2 * A, 2 * A + 2)
 
 
-def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, threshold: float) -> np.ndarray:
+def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, threshold: float
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(positions to exclude, the decoding weights without them as (n - |S|, K), or None: decode afresh)."""
     from .gcc import GCC
 
     t = code.beta[srt]
+    Wt = None
     if isinstance(code, GCC):
         if t.size > MAX_POINTS:
             raise ValueError(f"robust decode for GCC is limited to {MAX_POINTS} results (got {t.size})")
@@ -304,29 +254,45 @@ def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, thresh
             from ..smoothing import select_lam
 
             lam = select_lam(t, Ys, code.kernel_for(t.size), lam)
-        G = _cached_loo_matrix(code, srt, t, float(lam))
+        G, Wt = _cached_loo_matrix(code, srt, t, float(lam))
         P = G @ Ys
         residuals, drop, refine, pairs = downdate_residuals(G, P), energy_drop(G, P), True, pair_residuals(G, P)
+        adjacent = adjacent_pair_residuals(G, P)
     else:
         from .robust_bacc import berrut_drop, berrut_loo_residuals
 
-        residuals, drop, refine, pairs = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True, None
-    pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine, pairs=pairs)
-    return pos
+        residuals, drop, refine, pairs, adjacent = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True, None, None
+    pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine, pairs=pairs,
+                    adjacent=adjacent)
+    if Wt is not None and code.kernel_for(t.size - pos.size) != code.kernel_for(t.size):
+        Wt = None
+    return pos, (downdate_weights(G, Wt, pos) if Wt is not None else None)
 
 
-def _cached_loo_matrix(code: Code, srt: np.ndarray, t: np.ndarray, lam: float) -> np.ndarray:
-    """G for this returned set, kept per code like D_F (the same straggler pattern recurs)."""
+def _shares_decoder(code: Code, lam: float, kernel: Any) -> bool:
+    """Whether GCC's own decoder is the dense interpolant (lam = 0) through the same bordered system, so the
+    decode can come from the LOO factorization (lam > 0 scales with the number of points; the cubic spline
+    decodes on its banded path)."""
+    from .gcc import GCC
+
+    return (lam == 0 and type(code)._decoding_matrix is GCC._decoding_matrix and not code.data_dependent
+            and not kernel.is_cubic_spline)
+
+
+def _cached_loo_matrix(code: Code, srt: np.ndarray, t: np.ndarray, lam: float) -> tuple[np.ndarray, Any]:
+    """(G, the decoding weights as (n, K) or None) for this returned set, kept per code like D_F (the same
+    straggler pattern recurs)."""
     cache: OrderedDict = code.__dict__.setdefault("_robust_cache", OrderedDict())
     key = (lam, *srt.tolist())
-    G = cache.get(key)
-    if G is None:
-        G = cache[key] = loo_matrix(t, code.kernel_for(t.size), lam)
+    hit = cache.get(key)
+    if hit is None:
+        kernel = code.kernel_for(t.size)
+        hit = cache[key] = loo_and_weights(t, kernel, lam, code.alpha if _shares_decoder(code, lam, kernel) else None)
         if len(cache) > LOO_CACHE_SIZE:
             cache.popitem(last=False)
     else:
         cache.move_to_end(key)
-    return G
+    return hit
 
 
 def _check_adversaries(adversaries: int) -> int:

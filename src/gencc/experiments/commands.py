@@ -55,10 +55,15 @@ def sweep(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="processes (results do not depend on it)")] = 1,
     opt: Annotated[list[str] | None, typer.Option("--opt", help="code option scheme.key=value, repeatable "
                                                                 "(e.g. gcc.lam_dec=0)")] = None,
+    adversaries: Annotated[str, typer.Option(help="comma-separated adversary models, model:A or model:N^a (A = "
+                                                  "round(N^a)) with an optional :scale in sd, e.g. signflip:2,"
+                                                  "offset:N^0.5:2; models: random, signflip, noise, offset, bump, "
+                                                  "stealth, honest. Results are decoded by robust_decode")] = "",
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
     """Run a grid of simulations into a tidy CSV; rerunning skips the grid points already in it. Grid points
-    with N < K or with S >= N stragglers are left out (and listed)."""
+    with N < K, with S >= N stragglers, or with adversaries and worst-case stragglers are left out (and
+    listed)."""
     from .sweep import SweepSpec, run_sweep
 
     if not N and not ratios:
@@ -66,7 +71,7 @@ def sweep(
     spec = SweepSpec(workloads=_list(workloads, str, "--workloads"), schemes=_list(schemes, str, "--schemes"),
                      K=_list(K, int, "--K"), N=_list(N, int, "--N"), ratios=_list(ratios, float, "--ratios"),
                      stragglers=_list(stragglers, str, "--stragglers"), seeds=_list(seeds, int, "--seeds"),
-                     trials=trials, opts=_opts(opt or []))
+                     trials=trials, opts=_opts(opt or []), adversaries=_list(adversaries, str, "--adversaries"))
     stray = sorted(set(spec.opts) - set(spec.schemes))
     if stray:
         raise typer.BadParameter(f"options for {', '.join(stray)}, which is not in --schemes {schemes}",
@@ -82,7 +87,7 @@ def plot(
     csv: Annotated[list[Path], typer.Argument(help="sweep CSV(s)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="writes figures/, data/, tables/ under it")] = Path("."),
     prefix: Annotated[str, typer.Option(help="file name prefix of everything written")] = "sweep",
-    kind: Annotated[list[str] | None, typer.Option(help="rate, vs-S, redundancy or configs, repeatable "
+    kind: Annotated[list[str] | None, typer.Option(help="rate, vs-S, redundancy, configs or adversarial, repeatable "
                                                         "(default: all the data supports)")] = None,
 ) -> None:
     """Figures (PNG) and the CSV data behind them: rel_mse against N with fitted slopes and theory lines,
@@ -99,11 +104,15 @@ def plot(
     for f in res.get("rate_fits", []):
         typer.echo(f"{f['workload']} {f['straggler']} {f['scheme']}: slope {f['slope']:.2f} "
                    f"[{f['lo']:.2f}, {f['hi']:.2f}] over N {f['N_min']}..{f['N_max']}")
+    for f in res.get("adversarial_fits", []):
+        typer.echo(f"{f['workload']} {f['straggler']} {f['scheme']} adversaries {f['adversary']}: slope "
+                   f"{f['slope']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}] over N {f['N_min']}..{f['N_max']}, theory "
+                   f"(6/5)(a-1) = {f['theory']:.2f}")
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, low-redundancy "
-                                             "or all")] = "all",
+    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial, "
+                                             "low-redundancy or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs)")]
     = Path("."),
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="processes (results do not depend on it)")] = 1,

@@ -5,7 +5,9 @@
   bootstrap intervals, and the theory line of slope -3;
 - `vs-S`: rel_mse against S at fixed N, with fitted slopes and the S^3 theory line;
 - `redundancy`: agreement and rel_acc against N/K for classifiers;
-- `configs`: RMSE and RelAcc per (N, K, |F|) configuration and workload.
+- `configs`: RMSE and RelAcc per (N, K, |F|) configuration and workload;
+- `adversarial`: rows with adversaries, rel_mse against N with its slope beside (6/5)(a-1) (see adversarial.py).
+Rows with adversaries feed only `adversarial`; the other kinds use the rows without.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from . import analysis as A
 
-KINDS = ("rate", "vs-S", "redundancy", "configs")
+KINDS = ("rate", "vs-S", "redundancy", "configs", "adversarial")
 _COLORS = {"gcc": "C0", "bacc": "C1", "replication": "C2", "lcc": "C3"}
 
 
@@ -182,12 +184,16 @@ def stem(prefix: str, kind: str) -> str:
 
 
 NEEDS = ("rate needs three or more N for one straggler model, vs-S three or more S at one N, redundancy "
-         "classifier rows at two or more N/K, configs fixed-count stragglers")
+         "classifier rows at two or more N/K, configs fixed-count stragglers, adversarial rows with adversaries at two "
+         "or more N")
 
 
 def detect_kinds(rows: list[dict]) -> list[str]:
     """The figure kinds the rows support: rate (three or more N for some straggler model), vs-S (three or more
-    S at one N), redundancy (classifier rows at two or more N/K), configs (fixed-count rows)."""
+    S at one N), redundancy (classifier rows at two or more N/K), configs (fixed-count rows), adversarial (rows
+    with adversaries at two or more N)."""
+    adv = [r for r in rows if r.get("adversary")]
+    rows = [r for r in rows if not r.get("adversary")]
     kinds = []
     if _has_rate(rows):
         kinds.append("rate")
@@ -202,6 +208,11 @@ def detect_kinds(rows: list[dict]) -> list[str]:
         kinds.append("redundancy")
     if any(r.get("S") is not None for r in rows):
         kinds.append("configs")
+    n_per: dict[tuple, set] = {}
+    for r in adv:
+        n_per.setdefault((r["workload"], r["K"], r["straggler"], r["scheme"], r["adversary"]), set()).add(r["N"])
+    if any(len(v) >= 2 for v in n_per.values()):
+        kinds.append("adversarial")
     return kinds
 
 
@@ -226,6 +237,13 @@ def make_outputs(rows: list[dict], out: str | Path, prefix: str, kinds: Sequence
     fig_dir, data_dir, tab_dir = out / "figures", out / "data", out / "tables"
     res: dict[str, Any] = {"paths": []}
     paths = res["paths"]
+    if "adversarial" in kinds:
+        from .adversarial import outputs
+
+        adv = outputs([r for r in rows if r.get("adversary")], out, prefix, n_boot=n_boot)
+        paths += adv.pop("paths")
+        res.update(adv)
+    rows = [r for r in rows if not r.get("adversary")]
     if "rate" in kinds:
         multi = {k for k, v in _ns_per(rows).items() if len(v) >= 3}
         rr = [r for r in rows if (r["workload"], r["K"], r["straggler"], r["scheme"]) in multi]

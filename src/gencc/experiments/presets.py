@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import analysis as A
-from .sweep import SweepSpec, read_rows, run_sweep
+from .sweep import SweepSpec, read_rows, row_key, run_sweep
 
 RATE_WORKLOADS = ("xsinx", "tanh-mlp", "digits-cnn")
 RATE_RATIOS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -59,12 +59,21 @@ PRESETS: dict[str, Preset] = {
                     ratios=(1.25, 1.5, 2, 4), stragglers=("random:10%", "random:25%"), seeds=tuple(range(10)),
                     trials=20),
                ("redundancy", "configs")),
+        Preset("adversarial",
+               "Wrong results: A = round(N^a) sign-flipping workers (a in {0.25, 0.5}) among the results of GCC "
+               "with S = 2 random stragglers, decoded by `code.robust_decode`, K = 10, N from 2K to 32K: rel_mse "
+               "against N and its fitted slope next to the rate (6/5)(a-1) of arXiv 2502.08058.",
+               dict(workloads=("digits-cnn",), schemes=("gcc",), K=(10,), N=(20, 40, 80, 160, 320),
+                    stragglers=("random:2",), adversaries=("signflip:N^0.25", "signflip:N^0.5"),
+                    seeds=tuple(range(4)), trials=5),
+               ("adversarial",)),
     )
 }
 #: presets that are not sweeps (each module has reproduce(out, overrides, progress) and section(out))
 TABLE_PRESETS = ("low-redundancy",)
 PRESET_NAMES = (*PRESETS, *TABLE_PRESETS, "all")
-_LIST_FIELDS = {"workloads": str, "schemes": str, "K": int, "N": int, "ratios": float, "stragglers": str, "seeds": int}
+_LIST_FIELDS = {"workloads": str, "schemes": str, "K": int, "N": int, "ratios": float, "stragglers": str, "seeds": int,
+                "adversaries": str}
 
 
 def parse_list(text: str, kind: type) -> tuple:
@@ -149,8 +158,7 @@ def reproduce(name: str, out: str | Path = "docs", overrides: Sequence[str] | di
     sweep_path = out / "data" / "sweeps" / f"{name}.csv"
     result = run_sweep(spec, sweep_path, jobs=jobs, progress=progress)
     keys = {pt.key for pt in spec.points()}
-    rows = [r for r in read_rows(sweep_path) if (r["workload"], r["scheme"], r["K"], r["N"], r["straggler"],
-                                                 r["seed"]) in keys]
+    rows = [r for r in read_rows(sweep_path) if row_key(r) in keys]
     outputs = make_outputs(rows, out, name, PRESETS[name].kinds, n_boot=n_boot)
     seconds = time.perf_counter() - t0
     _record_timing(out, name, seconds, result.total, result.ran, jobs, bool(overrides))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from . import adversarial
 from . import analysis as A
 from .plots import stem
 from .presets import PRESETS, preset_spec
@@ -171,7 +172,9 @@ def write_results(out: str | Path) -> Path:
                   f"Command: `gencc reproduce --preset {name} --out docs --jobs 2`. Default grid: workloads "
                   f"{', '.join(spec.workloads)}; schemes {', '.join(spec.schemes)}; K {list(spec.K)}; "
                   + (f"N = K x {list(spec.ratios)}" if spec.ratios else f"N {list(spec.N)}")
-                  + f"; stragglers {', '.join(spec.stragglers)}; seeds {len(spec.seeds)}; trials {spec.trials}."]
+                  + f"; stragglers {', '.join(spec.stragglers)}"
+                  + (f"; adversaries {', '.join(spec.adversaries)}" if spec.adversaries else "")
+                  + f"; seeds {len(spec.seeds)}; trials {spec.trials}."]
         t = timings.get(name)
         if t:
             lines.append(f"{TIMING_PREFIX}{t['seconds']} s with --jobs {t['jobs']} ({t['points_run']} of "
@@ -180,7 +183,7 @@ def write_results(out: str | Path) -> Path:
         lines.append("")
         for fig in sorted((out / "figures").glob(f"{name}*.png")):
             lines += [f"![{fig.stem}](figures/{fig.name})", ""]
-        for section in (_rate_section, _vs_s_section, _redundancy_section, _configs_section):
+        for section in (_rate_section, _vs_s_section, _redundancy_section, _configs_section, adversarial.section):
             sec = section(out, name)
             if sec:
                 lines += [*sec, ""]

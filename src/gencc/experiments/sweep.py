@@ -5,6 +5,9 @@ order points run in or on how many processes run them. The K inputs depend on (w
 the straggler draws on (workload, K, N, straggler, seed) only: every scheme at a grid point sees the same
 inputs and the same straggler sets (common random numbers), so scheme comparisons are paired.
 
+With `adversaries` (specs `model:A` or `model:N^a`, see `parse_adversary`) each grid point also corrupts A of
+the returned results per draw and decodes with `code.robust_decode`; those CSVs carry ADV_COLUMNS too.
+
 The CSV is appended to after every grid point; a rerun skips the points already complete in it (with the
 same code, as its `repr`), so an interrupted sweep resumes where it stopped.
 """
@@ -26,6 +29,7 @@ import numpy as np
 
 from ..simulate import simulate
 from ..stragglers import Bernoulli, FixedCount
+from .adversarial import parse_adversary
 from .builders import make_code, scheme_label
 from .functions import get_workload
 
@@ -35,12 +39,15 @@ COLUMNS = (
     "n_returned", "decodable", "missing", "exact", "mse", "rmse", "rel_mse", "agreement", "rel_acc",
     "encode_time", "decode_time", "code",
 )
-#: the columns that identify a grid point
-KEY = ("workload", "scheme", "K", "N", "straggler", "seed")
+#: extra columns of a sweep with adversaries (adversary: the spec as given, A: the number it resolved to)
+ADV_COLUMNS = ("adversary", "A", "recall", "false_alarms", "rel_mse_excluded")
+#: the columns that identify a grid point (adversary: empty without adversaries)
+KEY = ("workload", "scheme", "K", "N", "straggler", "seed", "adversary")
 #: columns that measure wall-clock time (excluded when comparing runs)
 TIMING = ("encode_time", "decode_time")
-_INT = {"K", "N", "S", "seed", "trial", "draw_seed", "n_returned", "missing"}
-_FLOAT = {"p", "mse", "rmse", "rel_mse", "agreement", "rel_acc", "encode_time", "decode_time"}
+_INT = {"K", "N", "S", "seed", "trial", "draw_seed", "n_returned", "missing", "A", "false_alarms"}
+_FLOAT = {"p", "mse", "rmse", "rel_mse", "agreement", "rel_acc", "encode_time", "decode_time", "recall",
+          "rel_mse_excluded"}
 _BOOL = {"decodable", "exact"}
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
@@ -80,6 +87,7 @@ class GridPoint:
     seed: int
     trials: int
     opts: tuple[tuple[str, Any], ...] = ()
+    adversary: str = ""
 
     @property
     def label(self) -> str:
@@ -87,7 +95,7 @@ class GridPoint:
 
     @property
     def key(self) -> tuple:
-        return (self.workload, self.label, self.K, self.N, self.straggler, self.seed)
+        return (self.workload, self.label, self.K, self.N, self.straggler, self.seed, self.adversary)
 
     @property
     def n_rows(self) -> int:
@@ -112,6 +120,7 @@ class SweepSpec:
     seeds: Sequence[int] = (0,)
     trials: int = 20
     opts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    adversaries: Sequence[str] = ()
 
     def points(self) -> list[GridPoint]:
         """Every valid grid point, in a fixed order (see `plan` for what is left out)."""
@@ -120,28 +129,34 @@ class SweepSpec:
     def plan(self) -> tuple[list[GridPoint], list[str]]:
         """The valid grid points in a fixed order, and what was left out and why: one line per reason, with
         its count. Left out: points with N < K (a code needs at least K workers) and fixed-count stragglers with
-        S >= N (no worker would return); an empty field leaves out everything."""
+        S >= N (no worker would return), and adversaries with worst-case stragglers (the worst-case search runs
+        without them); an empty field leaves out everything. A bad adversary spec is a ValueError."""
         empty = [name for name in ("workloads", "schemes", "K", "stragglers", "seeds") if not getattr(self, name)]
         if not self.N and not self.ratios:
             empty.append("N or ratios")
         if empty:
             return [], [f"no {name} given" for name in empty]
         out, dropped = [], {}
+        advs = tuple(self.adversaries) or ("",)
         for w, K, seed in product(self.workloads, self.K, self.seeds):
             Ns = sorted(set(int(n) for n in self.N) | {int(round(r * K)) for r in self.ratios})
-            for N, st, scheme in product(Ns, self.stragglers, self.schemes):
+            for N, st, adv, scheme in product(Ns, self.stragglers, advs, self.schemes):
                 why = None
+                if adv:
+                    parse_adversary(adv, N)
                 if N < K:
                     why = f"N={N} < K={K} (a code needs at least K workers)"
                 else:
                     model = parse_straggler(st, N)
                     if isinstance(model, FixedCount) and model.S >= N:
                         why = f"{st} at N={N} (S={model.S} >= N: no worker would return)"
+                    elif adv and isinstance(model, FixedCount) and model.pattern == "worst":
+                        why = f"adversaries with {st} (the worst-case search runs without adversaries)"
                 if why:
                     dropped[why] = dropped.get(why, 0) + 1
                     continue
                 opts = tuple(sorted(self.opts.get(scheme, {}).items()))
-                out.append(GridPoint(w, scheme, int(K), N, st, int(seed), int(self.trials), opts))
+                out.append(GridPoint(w, scheme, int(K), N, st, int(seed), int(self.trials), opts, adv))
         return out, [f"{why}: {n} point{'s' if n > 1 else ''}" for why, n in dropped.items()]
 
 
@@ -153,13 +168,16 @@ def run_point(pt: GridPoint) -> list[dict]:
     model = parse_straggler(pt.straggler, pt.N)
     draw_seed = stable_seed("draws", pt.workload, pt.K, pt.N, pt.straggler, pt.seed)
     clf = bool(getattr(w, "classifier", False))
+    adv = parse_adversary(pt.adversary, pt.N) if pt.adversary else None
     recs = simulate(w.f, X, code, model, trials=pt.trials, seed=draw_seed, labels=y if clf else None,
-                    classifier=clf)
+                    classifier=clf, adversaries=adv)
     rows = []
     for r in recs:
-        row = {c: r.get(c) for c in COLUMNS}
+        row = {c: r.get(c) for c in (*COLUMNS, *(ADV_COLUMNS if adv else ()))}
         row.update(workload=pt.workload, scheme=pt.label, straggler=pt.straggler, seed=pt.seed,
                    draw_seed=draw_seed, code=repr(code))
+        if adv:
+            row.update(adversary=pt.adversary, A=int(adv.A))
         rows.append(row)
     return rows
 
@@ -201,7 +219,8 @@ def read_rows(path: str | Path) -> list[dict]:
     if lines and not lines[-1].endswith("\n"):
         lines = lines[:-1]
     reader = csv.DictReader(lines)
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    cols = (*COLUMNS, *ADV_COLUMNS) if "adversary" in (reader.fieldnames or []) else COLUMNS
+    missing = [c for c in cols if c not in (reader.fieldnames or [])]
     if missing and text.strip():
         raise ValueError(f"{path} is not a sweep CSV (written by `gencc sweep` or `gencc reproduce`): missing "
                          f"column(s) {', '.join(missing)}")
@@ -209,23 +228,24 @@ def read_rows(path: str | Path) -> list[dict]:
     for raw in reader:
         if None in raw or any(v is None for v in raw.values()):
             continue
-        rows.append({c: _parse(c, raw.get(c, "")) for c in COLUMNS})
+        rows.append({c: _parse(c, raw.get(c, "")) for c in cols})
     return rows
 
 
-def _write(path: Path, rows: list[dict], mode: str) -> None:
+def _write(path: Path, rows: list[dict], mode: str, columns: Sequence[str] = COLUMNS) -> None:
     with path.open(mode, newline="") as fh:
-        wr = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        wr = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
         if mode == "w":
             wr.writeheader()
         for r in rows:
-            wr.writerow({c: _fmt(r.get(c)) for c in COLUMNS})
+            wr.writerow({c: _fmt(r.get(c)) for c in columns})
         fh.flush()
         os.fsync(fh.fileno())
 
 
-def _row_key(r: dict) -> tuple:
-    return tuple(r[k] for k in KEY)
+def row_key(r: dict) -> tuple:
+    """The grid point key of a CSV row (GridPoint.key)."""
+    return (*(r[k] for k in KEY[:-1]), r.get("adversary") or "")
 
 
 # ----- running ----------------------------------------------------------------------------------------------
@@ -293,26 +313,31 @@ def run_sweep(spec: SweepSpec, out: str | Path, jobs: int = 1, progress: bool = 
         raise ValueError("the grid is empty: " + "; ".join(dropped))
     want = {pt.key: pt for pt in points}
     existing = read_rows(out) if out.exists() else []
+    # a CSV holding adversarial rows (or about to) carries the adversary columns; plain sweeps keep COLUMNS
+    adv = bool(spec.adversaries) or (out.exists() and "adversary" in out.read_text().partition("\n")[0].split(","))
+    columns = (*COLUMNS, *ADV_COLUMNS) if adv else COLUMNS
     out.parent.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple, int] = {}
     code_of: dict[tuple, str] = {}
     for r in existing:
-        k = _row_key(r)
+        k = row_key(r)
         counts[k] = counts.get(k, 0) + 1
         code_of[k] = r["code"]
     done = {k for k, n in counts.items()
             if k in want and n == want[k].n_rows and code_of[k] == repr(want[k].code())}
     # rows of points outside this grid stay; rows of incomplete or stale points of this grid go
-    keep = [r for r in existing if _row_key(r) in done or _row_key(r) not in want]
-    if not out.exists() or len(keep) != len(existing) or not out.read_text().endswith("\n"):
-        _write(out, keep, "w")
+    keep = [r for r in existing if row_key(r) in done or row_key(r) not in want]
+    text = out.read_text() if out.exists() else ""
+    if (not out.exists() or len(keep) != len(existing) or not text.endswith("\n")
+            or text.partition("\n")[0].split(",") != list(columns)):
+        _write(out, keep, "w", columns)
     todo = [pt for pt in points if pt.key not in done]
     skipped = len(points) - len(todo)
     if limit is not None:
         todo = todo[:limit]
     written = 0
     for rows in _execute(todo, jobs, progress, len(points), skipped):
-        _write(out, rows, "a")
+        _write(out, rows, "a", columns)
         written += len(rows)
     return SweepResult(out, len(points), skipped, len(todo), written, dropped)
 

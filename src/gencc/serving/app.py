@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
+import time
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -142,3 +144,21 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def start_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, wait_s: float = 30.0
+                    ) -> tuple[Any, threading.Thread, int]:
+    """Serve `app` with uvicorn in a daemon thread (port 0: a free one); returns (server, thread, port) once it
+    listens. Stop it with `server.should_exit = True` and join the thread: in-flight requests are answered."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    th = threading.Thread(target=server.run, daemon=True, name="gencc-http")
+    th.start()
+    t_end = time.monotonic() + wait_s
+    while not server.started and th.is_alive() and time.monotonic() < t_end:
+        time.sleep(0.02)
+    if not server.started:
+        server.should_exit = True
+        raise RuntimeError(f"uvicorn did not start on {host}:{port} within {wait_s} s")
+    return server, th, server.servers[0].sockets[0].getsockname()[1]

@@ -104,7 +104,7 @@ def loadtest_command(
     except ValueError:
         pass
     from ..workloads import WORKLOADS, load
-    from .load import plot, run_http, summary, write_csv
+    from .load import accounting, plot, run_http, summary, write_csv
 
     if workload not in WORKLOADS:
         raise typer.BadParameter(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
@@ -112,16 +112,16 @@ def loadtest_command(
     rows = run_http(url, rate, duration, inputs, seed=seed, timeout=timeout)
     write_csv(rows, out)
     lat = np.array([r["latency_ms"] for r in rows if r["status"] == 200])
-    counts: dict[int, int] = {}
-    for r in rows:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    acc = accounting(rows)
     deg = sum(r["degraded"] for r in rows)
-    typer.echo(f"{len(rows)} requests, status counts {dict(sorted(counts.items()))}, degraded {deg}")
+    other = f"{acc['other']} {acc['other_by_status']}" if acc["other"] else "0"
+    typer.echo(f"sent {acc['sent']} = answered {acc['answered_200']} + rejected 503 {acc['rejected_503']} + other "
+               f"{other} + no answer {acc['lost']}; degraded {deg}")
     if lat.size:
         s = summary(lat)
         typer.echo(f"p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, p99.9 {s['p999']:.1f} ms -> {out}")
-    if counts.get(0):
-        typer.echo(f"{counts[0]} requests got no HTTP answer (connection refused or timed out)", err=True)
+    if acc["lost"]:
+        typer.echo(f"{acc['lost']} requests got no HTTP answer (connection refused or timed out)", err=True)
     if plots is not None and lat.size:
         for p in plot(rows, plots):
             typer.echo(f"wrote {p}")

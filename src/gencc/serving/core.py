@@ -60,6 +60,7 @@ class Task:
     output: Any = None
     reason: str = ""
     slow: bool = False
+    busy: int = 0  # workers running a task when this one started, itself included (shared-CPU contention)
     slot: int = -1
     owner: Any = field(default=None, repr=False)
     on_cancel: Callable[[Task], None] | None = field(default=None, repr=False)

@@ -87,6 +87,20 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     return p
 
 
+def accounting(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Where every request sent went: sent = answered (200) + rejected (503) + other HTTP statuses + no answer
+    (status 0: refused, reset or timed out, i.e. lost); `ids_once` says each request id appears exactly once."""
+    st = [int(r["status"]) for r in rows]
+    ids = [r["id"] for r in rows]
+    other: dict[int, int] = {}
+    for s in st:
+        if s not in (0, 200, 503):
+            other[s] = other.get(s, 0) + 1
+    return {"sent": len(st), "answered_200": st.count(200), "rejected_503": st.count(503),
+            "other": sum(other.values()), "other_by_status": other, "lost": st.count(0),
+            "ids_once": len(ids) == len(set(ids))}
+
+
 def summary(latency_ms: np.ndarray) -> dict[str, float]:
     """p50, p99, p99.9 and the p99.9 - p50 gap (ms) of answered requests."""
     p50, p99, p999 = np.percentile(latency_ms, [50, 99, 99.9])

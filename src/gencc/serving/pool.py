@@ -4,12 +4,16 @@ thread on the wall clock that runs the dispatcher, so policies stay single-threa
 Each worker runs one task at a time from its own FIFO queue and drops a task cancelled before it starts. A task
 costs the model's real compute plus injected time: `ServiceTimes` x the worker's persistent-straggler
 multiplier (compute is slowed by the same factor). Faults make a task fail (a straggler for the dispatcher).
+The pool also records its own delays (`lags`, seconds; the simulator can replay them): "post", a callback
+(a submitted request, a finished task) waiting for the control thread; "timer", a timer firing late; "pickup",
+a worker starting a task later than it could have (woken late).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import queue
 import threading
 import time
@@ -21,6 +25,9 @@ import numpy as np
 
 from .core import Task
 from .stragglers import Faults, PersistentStragglers, ServiceTimes
+
+#: the pool's own delays it records (see the module docstring)
+LAGS = ("post", "timer", "pickup")
 
 
 def execute(fn: Callable, x: Any, extra_s: float, slow: float, fault: str, hang_s: float,
@@ -82,11 +89,13 @@ class Pool:
         self._queues: list[deque[Task]] = [deque() for _ in range(n_workers)]
         self._loads = np.zeros(n_workers)
         self.dead = np.zeros(n_workers, dtype=bool)
-        self._inbox: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[tuple[float, Callable[[], None]]] = queue.SimpleQueue()
+        self.lags: dict[str, deque[float]] = {k: deque(maxlen=100_000) for k in LAGS}
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._stop = threading.Event()
         self.dropped = 0
+        self.running = 0  # workers running a task right now
         self.executed: deque[Task] = deque(maxlen=100_000)  # the latest tasks run (calibration, tests)
         self.slow_tasks = 0
         self.errors: list[BaseException] = []
@@ -128,7 +137,7 @@ class Pool:
     # ----- control thread ------------------------------------------------------------------------------
     def post(self, fn: Callable[[], None]) -> None:
         """Run fn on the control thread (thread-safe)."""
-        self._inbox.put(fn)
+        self._inbox.put((self.now(), fn))
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -136,15 +145,17 @@ class Pool:
             if self._timers:
                 timeout = min(timeout, max(self._timers[0][0] - self.now(), 0.0))
             try:
-                fn = self._inbox.get(timeout=timeout)
-                self._call(fn)
+                item = self._inbox.get(timeout=timeout)
                 while True:
-                    self._call(self._inbox.get_nowait())
+                    self.lags["post"].append(self.now() - item[0])
+                    self._call(item[1])
+                    item = self._inbox.get_nowait()
             except queue.Empty:
                 pass
-            now = self.now()
-            while self._timers and self._timers[0][0] <= now:
-                self._call(heapq.heappop(self._timers)[2])
+            while self._timers and self._timers[0][0] <= self.now():
+                due, _, fn = heapq.heappop(self._timers)
+                self.lags["timer"].append(self.now() - due)
+                self._call(fn)
 
     def _call(self, fn: Callable[[], None]) -> None:
         try:
@@ -155,6 +166,7 @@ class Pool:
     # ----- workers ------------------------------------------------------------------------------------
     def _work(self, w: int) -> None:
         q, cv, rng = self._queues[w], self._cv[w], self._rngs[w]
+        free_since = 0.0  # when this worker last finished a task
         while True:
             with cv:
                 while not q and not self._stop.is_set():
@@ -166,7 +178,11 @@ class Pool:
                     self.dropped += 1
                     continue
                 task.on_cancel = None
+                self.running += 1
+                task.busy = self.running
             task.t_start = self.now()
+            sent = task.t_start if math.isnan(task.t_sent) else task.t_sent
+            self.lags["pickup"].append(task.t_start - max(sent, free_since))
             mult = self.stragglers.multiplier(w, task.t_start) if self.stragglers is not None else 1.0
             task.slow = mult > 1
             fault = self.faults.draw(rng) if self.faults is not None else ""
@@ -179,8 +195,9 @@ class Pool:
                 task.ok, task.reason = False, "crash"
             except Exception as e:
                 task.ok, task.reason = False, str(e) if str(e) in ("raise", "nan", "hang") else "raise"
-            task.t_end = self.now()
+            task.t_end = free_since = self.now()
             with self._lock:
+                self.running -= 1
                 self._loads[w] -= 1
                 self.executed.append(task)
                 self.slow_tasks += task.slow

@@ -77,21 +77,86 @@ class Faults:
 
 class ServiceTimes:
     """Injected base service time per task in seconds: a shifted exponential with mean `mean_s` (90% fixed,
-    10% exponential noise), or draws from measured `samples` (the simulator's calibration)."""
+    10% exponential noise), or draws from measured `samples` (the simulator's calibration).
 
-    def __init__(self, mean_s: float = 0.0, samples: Sequence[float] | None = None):
+    With `busy` (per sample: workers running a task when it started, itself included) a draw is conditional on
+    the current number of busy workers: it comes from the samples measured at that count, widened to the nearest
+    counts until `min_bucket` samples are in (counts above the largest measured use the largest). So a slowdown
+    from a shared CPU is taken from the measurements, not assumed. With `starts` (per sample: when it started,
+    on one run's clock) a draw at time t comes from the samples started within `window_s` of t (the nearest
+    one if none): replaying that run, slowdowns that hit all workers at once (a stalled machine) stay at the
+    time they happened instead of being spread over the run."""
+
+    def __init__(self, mean_s: float = 0.0, samples: Sequence[float] | None = None,
+                 busy: Sequence[int] | None = None, min_bucket: int = 50, starts: Sequence[float] | None = None,
+                 window_s: float = 0.05):
+        self._buckets: list[np.ndarray] | None = None
+        self._starts: np.ndarray | None = None
         if samples is not None:
             self.samples = np.asarray(samples, dtype=float)
-            if self.samples.size == 0 or not np.all(self.samples >= 0):
+            if self.samples.ndim != 1 or self.samples.size == 0 or not np.all(self.samples >= 0):
                 raise ValueError("service-time samples must be a non-empty set of non-negative seconds")
+            if busy is not None:
+                self._buckets = _buckets(self.samples, busy, min_bucket)
+            if starts is not None:
+                st = np.asarray(starts, dtype=float)
+                if st.shape != self.samples.shape or not np.all(np.isfinite(st)) or not window_s >= 0:
+                    raise ValueError(f"starts must hold one finite time per sample ({self.samples.size}) and "
+                                     f"window_s must be non-negative; got shape {st.shape}, window_s={window_s}")
+                order = np.argsort(st, kind="stable")
+                self._starts, self._by_start, self.window_s = st[order], self.samples[order], float(window_s)
         else:
             self.samples = None
+            if busy is not None or starts is not None:
+                raise ValueError("busy counts and start times need measured samples (one per sample)")
             if not mean_s >= 0:
                 raise ValueError(f"service time must be non-negative, got {mean_s}")
         self.mean_s = float(mean_s if samples is None else self.samples.mean())
         self._model = ShiftedExponential(0.9 * mean_s, 1 / (0.1 * mean_s)) if mean_s > 0 else None
 
-    def draw(self, rng: np.random.Generator) -> float:
+    @property
+    def conditional(self) -> bool:
+        """Whether draws depend on the number of busy workers."""
+        return self._buckets is not None
+
+    def bucket_means(self) -> np.ndarray:
+        """Mean service time (s) drawn at 1, 2, ... busy workers (conditional samples only)."""
+        if self._buckets is None:
+            raise ValueError("bucket_means needs samples with busy counts")
+        return np.array([b.mean() for b in self._buckets[1:]])
+
+    def draw(self, rng: np.random.Generator, busy: int = 0, t: float = 0.0) -> float:
+        if self._starts is not None:
+            st = self._starts
+            lo = int(np.searchsorted(st, t - self.window_s, side="left"))
+            hi = int(np.searchsorted(st, t + self.window_s, side="right"))
+            if hi <= lo:  # nothing within the window: the nearest sample
+                i = min(int(np.searchsorted(st, t)), st.size - 1)
+                lo = i - 1 if i > 0 and t - st[i - 1] < st[i] - t else i
+                hi = lo + 1
+            return float(self._by_start[lo + rng.integers(hi - lo)])
+        if self._buckets is not None:
+            b = self._buckets[min(max(int(busy), 1), len(self._buckets) - 1)]
+            return float(b[rng.integers(b.size)])
         if self.samples is not None:
             return float(self.samples[rng.integers(self.samples.size)])
         return 0.0 if self._model is None else float(self._model.sample(1, rng)[0])
+
+
+def _buckets(samples: np.ndarray, busy: Sequence[int], min_bucket: int) -> list[np.ndarray]:
+    """Per busy count k = 0..max (0 unused, as 1): the samples whose count lies within the smallest distance of
+    k that holds at least `min_bucket` of them (all samples if fewer exist)."""
+    b = np.asarray(busy)
+    if b.shape != samples.shape or not np.issubdtype(b.dtype, np.integer) or np.any(b < 1):
+        raise ValueError(f"busy must hold one positive integer count per sample ({samples.size}), got shape "
+                         f"{b.shape} dtype {b.dtype}")
+    if min_bucket < 1:
+        raise ValueError(f"min_bucket must be positive, got {min_bucket}")
+    top = int(b.max())
+    out = []
+    for k in range(top + 1):
+        kk = max(k, 1)
+        d = np.abs(b - kk)
+        radius = np.sort(d)[min(min_bucket, d.size) - 1]
+        out.append(samples[d <= radius])
+    return out
