@@ -4,6 +4,8 @@
 
 K = 10, S = 3, N in {15, 20, 40, 80}; random straggler sets (batches x trials draws) and the worst case (the
 search of docs/design.md section 2, one per batch); inputs ordered by order_inputs (chain). Prints a markdown table.
+Every GCC row decodes by interpolation (decoder="interpolate"), also at N = 15, where GCC's default now uses its
+low-redundancy select decoder (measured by benchmarks/lowred_table.py and lowred_decoders.py).
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ K, S, NS = 10, 3, (15, 20, 40, 80)
 
 def candidates() -> dict:
     def gcc(**kw):
-        return lambda N: gencc.GCC(K, N, **kw)
+        return lambda N: gencc.GCC(K, N, decoder="interpolate", **kw)
 
     def nest(kernel, alpha="chebyshev1"):
         a = {"chebyshev1": chebyshev1, "equispaced": equispaced}[alpha]
-        return lambda N: gencc.GCC(K, N, kernel=kernel, alpha=alpha, beta=nested(chebyshev2(N), a(K)))
+        return lambda N: gencc.GCC(K, N, kernel=kernel, alpha=alpha, beta=nested(chebyshev2(N), a(K)),
+                                   decoder="interpolate")
 
     return {
         "BACC (baseline)": lambda N: gencc.BACC(K, N),
@@ -40,7 +43,7 @@ def candidates() -> dict:
         "sobolev1, lam=0, eq/c2": gcc(kernel="sobolev1", alpha="equispaced", beta="chebyshev2"),
         "cubic, lam=0, c1/c2-nested": nest("cubic"),
         "matern52 l=0.2, lam=0, c1/c2-nested": nest(Matern52(0.2, null_degree=1)),
-        "matern32 l=0.3, lam=0, c1/c2-nested (default)": lambda N: gencc.GCC(K, N),
+        "matern32 l=0.3, lam=0, c1/c2-nested (default)": gcc(),
         "matern32 l=0.3, lam=0, eq/c2-nested": nest(Matern32(0.3, null_degree=1), "equispaced"),
     }
 
@@ -61,7 +64,8 @@ def main() -> None:
     rows = candidates().items()
     if args.orderings:
         rows = [(f"{scheme}, order={o}", (make, o)) for scheme, make in
-                (("BACC", lambda N: gencc.BACC(K, N)), ("GCC default", lambda N: gencc.GCC(K, N)))
+                (("BACC", lambda N: gencc.BACC(K, N)),
+                 ("GCC default", lambda N: gencc.GCC(K, N, decoder="interpolate")))
                 for o in ("chain", "spectral", "pca", "identity")]
     for name, make in rows:
         make, order = make if isinstance(make, tuple) else (make, "chain")

@@ -11,10 +11,14 @@ from .._validate import check_nonneg, check_real
 from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
 from ..points import DESIGNS, NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
+from . import gcc_select
 from .base import Code, _unsort
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline
 AUTO_DENSE_MAX = 512
+#: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
+AUTO_SELECT_MAX = 64
+DECODERS = ("auto", "interpolate", "select")
 
 
 class GCC(Code):
@@ -31,6 +35,11 @@ class GCC(Code):
     path above that (the dense Matern solve is O(n^3) and ill-conditioned for thousands of clustered points).
     alpha at Chebyshev points of the first kind, beta at Chebyshev points of the second kind with the
     nearest worker moved onto each alpha, lam = 0 (results are noiseless).
+
+    decoder: "interpolate" (the fit above) or "select" (low redundancy: per decode, the best of three fixed
+    readings of the results by leave-one-out on the returned systematic results, `gencc.codes.gcc_select`;
+    needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
+    "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
     """
 
     name = "gcc"
@@ -45,6 +54,7 @@ class GCC(Code):
         lam_dec: LamSpec = 0.0,
         alpha: str | np.ndarray = "chebyshev1",
         beta: str | np.ndarray = "chebyshev2-nested",
+        decoder: str = "auto",
     ):
         super().__init__(K, N)
         if isinstance(kernel, str) and kernel != "auto" and kernel not in KERNELS:
@@ -71,6 +81,28 @@ class GCC(Code):
         if K < self.kernel.q:
             raise ValueError(f"kernel {self.kernel.name} has a null space of dimension {self.kernel.q}; "
                              f"need K >= {self.kernel.q}, got K={K}")
+        self.decoder = self._resolve_decoder(decoder)
+
+    def _resolve_decoder(self, decoder: str) -> str:
+        if not isinstance(decoder, str) or decoder not in DECODERS:
+            raise ValueError(f"unknown decoder {decoder!r}; choose auto (the default), interpolate or select")
+        self.systematic = gcc_select.systematic_workers(self.alpha, self.beta) if self.lam_enc == 0 else None
+        interpolating = not isinstance(self.lam_dec, str) and self.lam_dec == 0
+        if decoder == "auto":
+            low = self.K < self.N <= gcc_select.LOW_REDUNDANCY * self.K and self.N <= AUTO_SELECT_MAX
+            return "select" if low and interpolating and self.systematic is not None else "interpolate"
+        if decoder == "select":
+            if not interpolating:
+                raise ValueError(f"decoder='select' chooses among interpolating decoders: lam_dec must be 0, got "
+                                 f"{self.lam_dec!r}")
+            if self.systematic is None:
+                raise ValueError("decoder='select' needs a systematic worker on every alpha: a nested beta "
+                                 "('chebyshev2-nested' or 'equispaced-nested', or points containing alpha) and "
+                                 "lam_enc = 0")
+            if self.N > AUTO_DENSE_MAX:
+                raise ValueError(f"decoder='select' is for low redundancy and small N (dense fits); N={self.N} > "
+                                 f"{AUTO_DENSE_MAX}: use decoder='interpolate'")
+        return decoder
 
     @property
     def min_results(self) -> int:
@@ -78,7 +110,7 @@ class GCC(Code):
 
     @property
     def data_dependent(self) -> bool:
-        return isinstance(self.lam_dec, str)
+        return isinstance(self.lam_dec, str) or self.decoder == "select"
 
     def kernel_for(self, n: int) -> Kernel:
         """The kernel used for a fit through n points."""
@@ -98,12 +130,38 @@ class GCC(Code):
     def _fit_decoder(self, returned: np.ndarray, Y: np.ndarray | None) -> tuple[np.ndarray, float]:
         """(D for sorted `returned`, the lam it was fitted with)."""
         t = self.beta[returned]
+        if self.decoder == "select":
+            if Y is None:
+                raise ValueError("GCC's low-redundancy decoder (decoder='select', the default for K < N <= 1.5 K) "
+                                 "picks its reading from the results: pass Y to decoding_matrix, or build the code "
+                                 "with decoder='interpolate' for a fixed D_F")
+            Ds, Ls = self._selection(returned)
+            return Ds[gcc_select.choose(Ds, Ls, Y)], 0.0
         lam = self.lam_dec
         if isinstance(lam, str):
             if Y is None:
                 raise ValueError(f"lam_dec={lam!r} chooses lam from the results: pass Y to decoding_matrix")
             lam = select_lam(t, Y, self.kernel_for(t.size), lam)
         return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), float(lam)
+
+    def _selection(self, returned: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The select decoder's candidates and LOO maps for sorted `returned`, kept in the code's decoder cache
+        (least recently used dropped first; a pickled copy starts empty, as for D_F)."""
+        from .base import DECODER_CACHE_SIZE
+
+        key = ("select", *returned.tolist())
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        mats = gcc_select.selection_matrices(self.beta[returned], self.alpha, self.kernel, self.encoding_matrix,
+                                             returned, self.systematic)
+        with self._cache_lock:
+            self._cache[key] = mats
+            while len(self._cache) > DECODER_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return mats
 
     def decoding_matrix_and_lam(self, returned: Sequence[int], Y: Any = None) -> tuple[np.ndarray, float]:
         """D_F as `decoding_matrix` gives it, and the lam_dec it was fitted with: lam_dec itself, or the lam
@@ -117,7 +175,8 @@ class GCC(Code):
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
         return (f"GCC(K={self.K}, N={self.N}, kernel={kern}, lam_enc={self.lam_enc}, "
-                f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design})")
+                f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design}"
+                + (", decoder='select')" if self.decoder == "select" else ")"))
 
 
 def _points(spec: str | np.ndarray, n: int, label: str) -> np.ndarray:

@@ -111,6 +111,8 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
         Param("alpha", "choice", "chebyshev1", "data points", DESIGNS),
         Param("beta", "choice", "chebyshev2-nested", "worker points (-nested: a worker on each data point)",
               (*DESIGNS, *NESTED)),
+        Param("decoder", "choice", "auto", "interpolate, or select (per decode, the best of three readings by "
+              "leave-one-out; auto: select for K < N <= 1.5K)", ("auto", "interpolate", "select")),
     )),
     CodeSpec("bacc", BACC, "Berrut approximated coded computing (rational interpolation)"),
     CodeSpec("lcc", LCC, "Lagrange coded computing, exact for polynomial f", (
