@@ -55,6 +55,18 @@ def test_stealth_stays_under_the_detector_and_is_the_largest_such():
         model.corrupt(Y, r, np.random.default_rng(0))
 
 
+def test_stealth_attacks_a_decoder_that_adapts_to_the_results():
+    # GCC's default at N <= 1.5 K picks its decoder from the results: the adversary's weights need them
+    code = gencc.GCC(10, 15)
+    X = np.random.default_rng(1).standard_normal((10, 3))
+    Y = np.sin(code.encode(X))
+    with pytest.raises(ValueError):
+        code.decoding_matrix(np.arange(15))
+    Yc, bad = adv.Stealth(1).corrupt(Y, np.arange(15), np.random.default_rng(0), code)
+    assert bad.size == 1 and np.isfinite(Yc).all()
+    assert np.array_equal(np.delete(Yc, bad, axis=0), np.delete(Y, bad, axis=0))  # only its own worker lies
+
+
 def test_bad_models_are_clear_errors():
     with pytest.raises(ValueError, match="non-negative integer"):
         adv.SignFlip(-1)

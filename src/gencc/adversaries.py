@@ -153,7 +153,7 @@ class Stealth(Adversary):
         if self.A == 0:
             return np.array(Y, dtype=float, copy=True), np.zeros(0, dtype=np.int64)
         order = np.argsort(returned)
-        D = code.decoding_matrix(returned)
+        D = code.decoding_matrix(returned, Y)  # Y: decoders that adapt to the results (lam by GCV, 'select')
         weight = np.linalg.norm(D, axis=0)[order]
         win = np.convolve(weight, np.ones(int(self.A)), mode="valid")
         start = int(np.argmax(win))
