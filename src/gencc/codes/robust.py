@@ -52,7 +52,8 @@ POOL_PER_ADVERSARY = 2
 #: that cuts that score by UPGRADE_FACTOR
 UPGRADE_LEVEL, UPGRADE_FACTOR = 0.5, 1.5
 #: subsets of one size scored exhaustively up to this many; beyond, a beam of the BEAM best of the size below
-MAX_SUBSETS, BEAM = 1500, 24
+#: (WIDE_BEAM for sets of more than 3: at A = N^0.5 = 9..18 a beam of 24 missed 1-4% of the adversaries)
+MAX_SUBSETS, BEAM, WIDE_BEAM = 1500, 24, 96
 #: at most this many top scorers (or 4 per adversary) enter the candidate pool (before neighbours are added)
 POOL_MAX = 12
 #: with A >= 2 and no LOO score above the threshold, two adjacent workers that lie together (and so vouch for
@@ -110,7 +111,7 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     for size in range(1, min(adversaries, pool.size) + 1):
         subsets = _subsets(pool, size, beam)
         gain = drop(subsets)
-        beam = subsets[np.argsort(-gain, kind="stable")[:BEAM]]
+        beam = subsets[np.argsort(-gain, kind="stable")[:BEAM if size <= 3 else WIDE_BEAM]]
         if refine:  # the shortlist by drop, then the subset that leaves the rest most consistent
             sc = np.sqrt(np.mean(residuals(beam) ** 2, axis=2)) / scale
             sc[np.arange(len(beam))[:, None], beam] = 0.0
