@@ -69,24 +69,28 @@ def test_parity_k_refuses_groups_without_a_parity_model():
         make_dispatcher("sgcc-parity", SimEnv(12, ServiceTimes(0.01)), K=8)
 
 
-def group_run(busy: dict[int, int], decode_wait: float = 0.015, cover: bool = True):
-    """K = 4, N = 6 SGCC with a perfect parity model on 6 workers (10 ms tasks), members k on worker k, coded
-    tasks on 4 and 5; `busy` preloads workers with that many tasks. Returns requests, dispatcher, recorder."""
-    K, N = 4, 6
+def run_coded(K: int, N: int, busy: dict[int, int], seed: int = 0, **coded):
+    """SGCC with a perfect parity model on N workers (10 ms tasks), members k on worker k, all K requests at
+    time 0; `busy` preloads workers with that many tasks; `coded`: the dispatcher's options (order=False).
+    Returns requests, dispatcher, recorder, inputs."""
     rec = Recorder()
     e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin, "parity": rec})
-    d = Coded(e, sgcc_parity_code(K, N, rec, SHARP), max_wait=1.0, decode_wait=decode_wait, cover=cover,
-              order=False)
+    d = Coded(e, sgcc_parity_code(K, N, rec, SHARP), max_wait=1.0, order=False, **coded)
     for w, n in busy.items():
         for _ in range(n):
             e.send(w, Task("f", None, lambda t: None))
     d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))
-    X = np.random.default_rng(0).normal(size=(K, 3)).astype(np.float32)
+    X = np.random.default_rng(seed).normal(size=(K, 3)).astype(np.float32)
     reqs = [Request(i, X[i], 0.0) for i in range(K)]
     for r in reqs:
         e.call_later(0.0, lambda r=r: d.submit(r))
     e.run(until=10)
-    return reqs, d, rec
+    return reqs, d, rec, X
+
+
+def group_run(busy: dict[int, int], decode_wait: float = 0.015, cover: bool = True):
+    """K = 4, N = 6 (coded tasks on 4 and 5): `run_coded` without the inputs."""
+    return run_coded(4, 6, busy, decode_wait=decode_wait, cover=cover)[:3]
 
 
 def test_coded_slots_get_the_group_sum_and_a_late_member_is_recovered_exactly():
@@ -221,22 +225,10 @@ def test_service_runs_the_parity_model_on_coded_workers(digits):
 def test_coded_hedge_under_cover_sends_the_late_members_own_group():
     # K = 8, N = 12 (pairs): member 5's nearest coded point is pair (6, 7)'s, which cannot recover it; the coded
     # hedge under cover sends pair (4, 5)'s coded task, and the recovery is exact
-    K, N = 8, 12
-    rec = Recorder()
-    e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin, "parity": rec})
-    d = Coded(e, sgcc_parity_code(K, N, rec, SHARP), mode="hedge", max_wait=1.0, cover=True, order=False,
-              initial_delay=0.015)
+    reqs, d, _, X = run_coded(8, 12, {5: 5}, seed=2, mode="hedge", cover=True, initial_delay=0.015)
     own = d.cover[5][0]
     nearest = min(d.coded_slots, key=lambda s: abs(d.code.beta[s] - d.code.alpha[5]))
     assert nearest != own and set(d.code.encoding_matrix[own].nonzero()[0]) == {4, 5}
-    for _ in range(5):
-        e.send(5, Task("f", None, lambda t: None))
-    d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))
-    X = np.random.default_rng(2).normal(size=(K, 3)).astype(np.float32)
-    reqs = [Request(i, X[i], 0.0) for i in range(K)]
-    for r in reqs:
-        e.call_later(0.0, lambda r=r: d.submit(r))
-    e.run(until=10)
     assert [t.slot for t in reqs[5].group.tasks] == [own]
     assert reqs[5].degraded and reqs[5].latency == pytest.approx(0.025)  # hedge at 15 ms + one 10 ms task
     assert np.allclose(reqs[5].output, lin(X[5:6])[0], atol=1e-4)
