@@ -97,7 +97,7 @@ def fits(rows: list[dict], n_boot: int = 2000) -> list[dict]:
 def plot(pts: list[dict], fts: list[dict], path: Path, title: str = "") -> Path:
     """Mean rel_mse against N, log-log, one line per adversary spec with its fitted slope, the best possible
     (adversaries excluded) as crosses, and the theory slope (6/5)(a-1) through the first point."""
-    from .plots import _color, _finish, _grid, _log_axes, _save
+    from .plots import _color, _finish, _grid, _log_axes, _positive, _save, _slope_label
 
     panels = sorted({(p["workload"], p["scheme"], p["straggler"]) for p in pts})
     fig, axes = _grid(1, len(panels), w=5.0, h=3.8)
@@ -105,8 +105,7 @@ def plot(pts: list[dict], fts: list[dict], path: Path, title: str = "") -> Path:
         ax = axes[0, j]
         ps = [p for p in pts if (p["workload"], p["scheme"], p["straggler"]) == (w, sch, st)]
         for k, adv in enumerate(sorted({p["adversary"] for p in ps})):
-            q = sorted((p for p in ps if p["adversary"] == adv and np.isfinite(p["rel_mse"]) and p["rel_mse"] > 0),
-                       key=lambda p: p["N"])
+            q = _positive([p for p in ps if p["adversary"] == adv], "rel_mse", "N")
             if not q:
                 continue
             N = np.array([p["N"] for p in q], float)
@@ -114,7 +113,7 @@ def plot(pts: list[dict], fts: list[dict], path: Path, title: str = "") -> Path:
             c = _color("", k)
             fit = next((f for f in fts if (f["workload"], f["scheme"], f["straggler"], f["adversary"])
                         == (w, sch, st, adv)), None)
-            label = adv + (f": slope {fit['slope']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]" if fit else "")
+            label = _slope_label(adv, fit)
             # means only: most draws decode exactly (rel_mse ~ 1e-30), so quantile bars span 20 decades
             ax.plot(N, y, "o-", color=c, ms=4, lw=1.2, label=label)
             if fit:

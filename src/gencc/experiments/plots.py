@@ -81,6 +81,16 @@ def _grid(n_rows: int, n_cols: int, w: float = 4.2, h: float = 3.3) -> tuple[Any
     return fig, axes
 
 
+def _positive(points: Sequence[dict], col: str, x: str) -> list[dict]:
+    """The points whose `col` is finite and positive (drawable on log axes), sorted by `x`."""
+    return sorted((p for p in points if np.isfinite(p[col]) and p[col] > 0), key=lambda p: p[x])
+
+
+def _slope_label(name: str, fit: dict | None) -> str:
+    """A series' legend entry: its name and, when fitted, the slope with its 95% interval."""
+    return name + (f": slope {fit['slope']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]" if fit else "")
+
+
 def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "") -> Path:
     """rel_mse (Bernoulli: normalised) against N, log-log, one panel per (workload, straggler)."""
     workloads = sorted({p["workload"] for p in points})
@@ -94,8 +104,7 @@ def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "")
             col = "rel_mse_norm" if bern else "rel_mse"
             anchor = None
             for k, sch in enumerate(sorted({p["scheme"] for p in ps}, key=A.scheme_key)):
-                q = sorted((p for p in ps if p["scheme"] == sch and np.isfinite(p[col]) and p[col] > 0),
-                           key=lambda p: p["N"])
+                q = _positive([p for p in ps if p["scheme"] == sch], col, "N")
                 if not q:
                     continue
                 N = np.array([p["N"] for p in q], float)
@@ -106,9 +115,8 @@ def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "")
                 c = _color(sch, k)
                 fit = next((f for f in fits if f["workload"] == w and f["straggler"] == st and f["scheme"] == sch),
                            None)
-                label = sch
+                label = _slope_label(sch, fit)
                 if fit:
-                    label += f": slope {fit['slope']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]"
                     ax.plot(N, np.exp(fit["intercept"]) * N ** fit["slope"], "--", color=c, lw=1)
                 if sch.startswith("gcc"):
                     anchor = (N, y[0])
@@ -130,8 +138,7 @@ def plot_vs_s(points: list[dict], fits: list[dict], path: Path, title: str = "")
         ax = axes[0, j]
         ps = [p for p in points if (p["workload"], p["N"], p["pattern"]) == (w, N, pat) and p["S"] > 0]
         for k, sch in enumerate(sorted({p["scheme"] for p in ps}, key=A.scheme_key)):
-            q = sorted((p for p in ps if p["scheme"] == sch and np.isfinite(p["rel_mse"]) and p["rel_mse"] > 0),
-                       key=lambda p: p["S"])
+            q = _positive([p for p in ps if p["scheme"] == sch], "rel_mse", "S")
             if not q:
                 continue
             S = np.array([p["S"] for p in q], float)
@@ -139,7 +146,7 @@ def plot_vs_s(points: list[dict], fits: list[dict], path: Path, title: str = "")
             c = _color(sch, k)
             fit = next((f for f in fits if (f["workload"], f["N"], f["pattern"], f["scheme"]) == (w, N, pat, sch)),
                        None)
-            label = sch + (f": slope {fit['slope']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]" if fit else "")
+            label = _slope_label(sch, fit)
             ax.plot(S, y, "o-", color=c, ms=3, label=label)
             if sch.startswith("gcc"):
                 ax.plot(S, y[0] * (S / S[0]) ** 3, ":", color="k", lw=1.2, label="theory: S³")
