@@ -139,9 +139,10 @@ def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,
                 cache_dir: str | os.PathLike | None = None, retrain: bool = False) -> ParityFn:
     """The parity model F_P of trained workload `name` for ParM with k inputs per parity query.
 
-    Same architecture, input and output shapes and array kinds as the workload's f (batched); trained with MSE
-    so that F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k) for training inputs, with f the workload's own model
-    (trained first if absent). Trained on first use (progress bar) and cached under the models folder with
+    Same input and output shapes and array kinds as the workload's f (batched); trained with MSE so that
+    F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k) for training inputs, with f the workload's own model (trained
+    first if absent), from f's weights; the k-tuples are random, or for mnist1d consecutive groups of
+    chain-ordered sets of 8 training inputs, as ParM's and SystematicGCC's coded workers see them. Trained on first use (progress bar) and cached under the models folder with
     the parity recipe's hash in the file name. The callable's `info` holds held-out reconstruction figures
     ("test": parity_mse, rel_mse and agreement of F_P(sum) - sum of the others), `k`, `from_cache`,
     `weights_path` and `factory` (picklable).

@@ -1,5 +1,6 @@
-"""Parity models for ParM: the workload's architecture trained (MSE) to map a sum of k inputs to the sum of
-the workload model's outputs on them. Cached like the workloads' models; imported only when one is loaded.
+"""Parity models for ParM: the workload's architecture (or a per-workload one) trained (MSE) to map a sum of k
+inputs to the sum of the workload model's outputs on them. Cached like the workloads' models; imported only when
+one is loaded.
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ OUT_SHAPE = (10,)
 # `per_epoch` fresh k-tuples of training inputs; the model starts from the workload model's weights ("base").
 PARITY_TRAIN: dict[str, Any] = {"epochs": 40, "per_epoch": 8192, "batch": 64, "lr": 3e-3, "weight_decay": 0.0,
                                 "seed": 0, "init": "base"}
+# Per-workload changes to PARITY_TRAIN. Keys absent from PARITY_TRAIN: "arch", the parity model's architecture
+# entry (default the workload's); "scale", "sum" or "mean" as in `build_parity`; "chain_set", draw the k-tuples
+# as coded workers see them (`chain_groups`: consecutive groups of chain-ordered sets of that many inputs)
+# instead of uniformly. A workload without an entry keeps PARITY_TRAIN exactly, so its parity recipe hashes
+# (and cached models) are unchanged. mnist1d (issue 10, `benchmarks/parity_recipes.py`): chain groups of sets
+# of 8 and 60 epochs; a wider model, mean scaling, training from scratch and other learning rates did no better.
+PARITY_OVERRIDES: dict[str, dict[str, Any]] = {
+    "mnist1d-cnn": {"chain_set": 8, "epochs": 60},
+}
 EVAL_TUPLES = 4000  # held-out k-tuples of test inputs for the metadata's reconstruction figures
 
 
@@ -45,7 +55,7 @@ def check_k(k: int) -> int:
 
 def parity_recipe(name: str, k: int) -> dict[str, Any]:
     """The parity recipe: k, the training settings, the workload's full recipe (its hash names the targets)."""
-    return {"parity": PARITY_TRAIN, "k": check_k(k), "base": full_recipe(name), "format": PARITY_FORMAT,
+    return {"parity": settings(name), "k": check_k(k), "base": full_recipe(name), "format": PARITY_FORMAT,
             "threads": TRAIN_THREADS}
 
 
@@ -61,10 +71,8 @@ def _outputs(module: torch.nn.Module, X: torch.Tensor) -> torch.Tensor:
         return module(X).clone()
 
 
-def _reconstruction(parity: torch.nn.Module, X: torch.Tensor, F: torch.Tensor, k: int,
-                    gen: torch.Generator) -> dict[str, float]:
-    """How well F_P(sum) - sum of the others recovers f of the first member, on random k-tuples."""
-    idx = torch.randint(len(X), (EVAL_TUPLES, k), generator=gen)
+def _reconstruction(parity: torch.nn.Module, X: torch.Tensor, F: torch.Tensor, idx: torch.Tensor) -> dict[str, float]:
+    """How well F_P(sum) - sum of the others recovers f of the first member, on the k-tuples idx (rows of X)."""
     with torch.inference_mode():
         P = parity(X[idx].sum(dim=1))
     target = F[idx].sum(dim=1)
@@ -77,6 +85,103 @@ def _reconstruction(parity: torch.nn.Module, X: torch.Tensor, F: torch.Tensor, k
     }
 
 
+class MeanParity(torch.nn.Module):
+    """F_P(s) = k g(s / k): the inner model g maps the mean of k inputs to the mean of their outputs, so inputs
+    and targets keep the scale of single ones (and g = f is the untrained reading of the mean)."""
+
+    def __init__(self, inner: torch.nn.Module, k: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.k = k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x / self.k) * self.k
+
+
+def settings(name: str) -> dict[str, Any]:
+    """The parity training settings of `name`: PARITY_TRAIN with the workload's PARITY_OVERRIDES entries."""
+    return {**PARITY_TRAIN, **PARITY_OVERRIDES.get(name, {})}
+
+
+def build_parity(name: str, k: int, hp: dict[str, Any]) -> torch.nn.Module:
+    """A fresh parity module for settings `hp`: architecture hp["arch"] (default: the workload's), wrapped in
+    MeanParity when hp["scale"] is "mean" (default "sum": the module sees the sum and outputs the sum)."""
+    inner = build_module(hp.get("arch", RECIPES[name]["arch"]))
+    scale = hp.get("scale", "sum")
+    if scale == "mean":
+        return MeanParity(inner, k)
+    if scale != "sum":
+        raise ValueError(f"parity scale must be 'sum' or 'mean', got {scale!r}")
+    return inner
+
+
+def fit_parity(name: str, k: int, hp: dict[str, Any], base: torch.nn.Module, X: torch.Tensor,
+               progress: bool = False) -> tuple[torch.nn.Module, float]:
+    """(trained parity module in eval mode, training seconds) for settings `hp` on training inputs X (float32);
+    targets are sums of `base`'s outputs over random k-tuples of X. Runs under `training_threads()`."""
+    t0 = time.perf_counter()
+    F = _outputs(base, X)
+    torch.manual_seed(hp["seed"])
+    module = build_parity(name, k, hp)
+    if hp["init"] == "base":
+        inner = module.inner if isinstance(module, MeanParity) else module
+        try:
+            inner.load_state_dict(base.state_dict())
+        except RuntimeError as err:
+            raise ValueError(f"{name} parity settings: init 'base' needs the workload's architecture ({err})") from None
+    elif hp["init"] != "scratch":
+        raise ValueError(f"parity init must be 'base' or 'scratch', got {hp['init']!r}")
+    gen = torch.Generator().manual_seed(hp["seed"])
+    chain = hp.get("chain_set")
+    opt = torch.optim.Adam(module.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=hp["epochs"])
+    bar = _progress_bar(progress)
+    with bar:
+        task = bar.add_task(f"training {name} parity model (k={k})", total=hp["epochs"], loss=float("nan"))
+        for _ in range(hp["epochs"]):
+            module.train()
+            if chain is None:
+                idx = torch.randint(len(X), (hp["per_epoch"], k), generator=gen)
+            else:
+                idx = chain_groups(X, k, chain, -(-hp["per_epoch"] // (chain // k)), gen)
+            P, target = X[idx].sum(dim=1), F[idx].sum(dim=1)
+            for i in range(0, len(P), hp["batch"]):
+                opt.zero_grad(set_to_none=True)
+                loss = ((module(P[i : i + hp["batch"]]) - target[i : i + hp["batch"]]) ** 2).mean()
+                loss.backward()
+                opt.step()
+            sched.step()
+            bar.update(task, advance=1, loss=loss.item())
+    module.eval()
+    return module, time.perf_counter() - t0
+
+
+def chain_groups(X: torch.Tensor, k: int, size: int, sets: int, gen: torch.Generator) -> torch.Tensor:
+    """Index k-tuples as coded workers see them: `sets` sets of `size` distinct rows of X, each put in chain
+    order (`order_inputs`) and cut into consecutive groups of k (a remainder is dropped); (sets * (size // k), k)."""
+    from ..ordering import order_inputs
+
+    if not k <= size <= len(X):
+        raise ValueError(f"chain_set must be between k = {k} and the {len(X)} training inputs, got {size}")
+    pick = torch.rand((sets, len(X)), generator=gen).argsort(dim=1)[:, :size]
+    flat = X.reshape(len(X), -1).numpy()
+    rows = [s[torch.from_numpy(order_inputs(flat[s.numpy()]).copy())] for s in pick]
+    g = size // k
+    return torch.stack(rows)[:, : g * k].reshape(sets * g, k)
+
+
+def held_out(module: torch.nn.Module, base: torch.nn.Module, X: torch.Tensor, k: int,
+             chain_set: int | None = None) -> dict[str, float]:
+    """Reconstruction figures of a parity module on EVAL_TUPLES k-tuples of X (fixed draw): random ones, or
+    with `chain_set` consecutive groups of chain-ordered sets of that size (`chain_groups`)."""
+    gen = torch.Generator().manual_seed(1)
+    if chain_set is None:
+        idx = torch.randint(len(X), (EVAL_TUPLES, k), generator=gen)
+    else:
+        idx = chain_groups(X, k, chain_set, -(-EVAL_TUPLES // (chain_set // k)), gen)
+    return _reconstruction(module, X, _outputs(base, X), idx)
+
+
 def train_parity(name: str, k: int, models: Path, progress: bool = True) -> dict[str, Any]:
     """Train the parity model of `name` for k, write weights and metadata atomically, return the metadata.
 
@@ -85,52 +190,33 @@ def train_parity(name: str, k: int, models: Path, progress: bool = True) -> dict
     """
     recipe = parity_recipe(name, k)
     pt, js, h = parity_paths(name, k, models)
-    hp = recipe["parity"]
     ensure_trained(name, models, progress=progress)
     base = load_module(name, weights_paths(name, models)[0])
     Xtr, _, Xte, _ = dataset(name)
-    t0 = time.perf_counter()
     with training_threads():
         X = torch.as_tensor(Xtr, dtype=torch.float32)
-        F = _outputs(base, X)
-        torch.manual_seed(hp["seed"])
-        module = build_module(RECIPES[name]["arch"])
-        if hp["init"] == "base":
-            module.load_state_dict(base.state_dict())
-        gen = torch.Generator().manual_seed(hp["seed"])
-        opt = torch.optim.Adam(module.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=hp["epochs"])
-        bar = _progress_bar(progress)
-        with bar:
-            task = bar.add_task(f"training {name} parity model (k={k})", total=hp["epochs"], loss=float("nan"))
-            for _ in range(hp["epochs"]):
-                module.train()
-                idx = torch.randint(len(X), (hp["per_epoch"], k), generator=gen)
-                P, target = X[idx].sum(dim=1), F[idx].sum(dim=1)
-                for i in range(0, len(P), hp["batch"]):
-                    opt.zero_grad(set_to_none=True)
-                    loss = ((module(P[i : i + hp["batch"]]) - target[i : i + hp["batch"]]) ** 2).mean()
-                    loss.backward()
-                    opt.step()
-                sched.step()
-                bar.update(task, advance=1, loss=loss.item())
-        module.eval()
-        seconds = time.perf_counter() - t0
-        Xt = torch.as_tensor(Xte, dtype=torch.float32)
-        held_out = _reconstruction(module, Xt, _outputs(base, Xt), k, torch.Generator().manual_seed(1))
+        module, seconds = fit_parity(name, k, recipe["parity"], base, X, progress)
+        test = held_out(module, base, torch.as_tensor(Xte, dtype=torch.float32), k)
         meta = {
             "name": name,
             "k": k,
             "hash": h,
             "base_hash": weights_paths(name, models)[2],
             "recipe": recipe,
-            "test": held_out,
+            "test": test,
             "train_seconds": round(seconds, 3),
             "n_train": len(Xtr),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
     save_entry(pt, js, module, meta)
     return meta
+
+
+def load_parity_module(name: str, k: int, weights: Path) -> torch.nn.Module:
+    """The parity module of `name` for k (current settings) with the weights at `weights`, eval, float32, CPU."""
+    module = build_parity(name, k, settings(name))
+    module.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    return module.float().eval()
 
 
 def ensure_parity(name: str, k: int, models: Path, progress: bool = True,
@@ -159,7 +245,7 @@ class ParityFactory:
             raise RuntimeError(f"{self.name} parity model (k={self.k}): recipe hash here is {h}, the factory was "
                                f"made for {self.hash} (torch {torch.__version__} here)")
         meta, from_cache = ensure_parity(self.name, self.k, models, progress=False)
-        return ParityFn(self.name, load_module(self.name, pt), self, meta, from_cache, pt)
+        return ParityFn(self.name, load_parity_module(self.name, self.k, pt), self, meta, from_cache, pt)
 
 
 class ParityFn(ModelFn):

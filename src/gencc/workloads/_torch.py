@@ -65,9 +65,10 @@ class LeNet2d(nn.Module):
 
 
 class CNN1d(nn.Module):
-    """Three strided 1-D convolutions (ReLU) and a linear read-out, for 1 x length signals (mnist1d)."""
+    """Strided 1-D convolutions (ReLU) and a linear read-out, for 1 x length signals (mnist1d); with `hidden`,
+    a hidden fully connected layer (ReLU) before the read-out."""
 
-    def __init__(self, channels: list[int], length: int, classes: int) -> None:
+    def __init__(self, channels: list[int], length: int, classes: int, hidden: int | None = None) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         c_in, n = 1, length
@@ -77,7 +78,10 @@ class CNN1d(nn.Module):
             n = (n + 2 - k) // 2 + 1
             c_in = c
         self.features = nn.Sequential(*layers)
-        self.head = nn.Sequential(nn.Flatten(), nn.Linear(c_in * n, classes))
+        if hidden is None:
+            self.head = nn.Sequential(nn.Flatten(), nn.Linear(c_in * n, classes))
+        else:
+            self.head = nn.Sequential(nn.Flatten(), nn.Linear(c_in * n, hidden), nn.ReLU(), nn.Linear(hidden, classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
@@ -96,7 +100,7 @@ def build_module(arch: dict[str, Any]) -> nn.Module:
         layers.append(nn.Linear(sizes[-2], sizes[-1]))
         return nn.Sequential(*layers)
     if kind == "cnn1d":
-        return CNN1d(arch["channels"], arch["length"], arch["classes"])
+        return CNN1d(arch["channels"], arch["length"], arch["classes"], arch.get("hidden"))
     raise ValueError(f"unknown architecture kind {kind!r}")
 
 
