@@ -142,9 +142,10 @@ def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,
     Same input and output shapes and array kinds as the workload's f (batched); trained with MSE so that
     F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k) for training inputs, with f the workload's own model (trained
     first if absent), from f's weights; the k-tuples are random, or for mnist1d consecutive groups of
-    chain-ordered sets of 8 training inputs, as ParM's and SystematicGCC's coded workers see them. Trained on first use (progress bar) and cached under the models folder with
-    the parity recipe's hash in the file name. The callable's `info` holds held-out reconstruction figures
-    ("test": parity_mse, rel_mse and agreement of F_P(sum) - sum of the others), `k`, `from_cache`,
+    chain-ordered sets of 8 training inputs, as ParM's and SystematicGCC's coded workers see them. Trained on
+    first use (progress bar) and cached under the models folder with the parity recipe's hash in the file
+    name. The callable's `info` holds held-out reconstruction figures ("test": parity_mse, rel_mse and
+    agreement of F_P(sum) - sum of the others, on random k-tuples of test inputs), `k`, `from_cache`,
     `weights_path` and `factory` (picklable).
     Use it as `gencc.ParM(K, k, parity=load_parity(name, k))`.
     """

@@ -117,8 +117,9 @@ def build_parity(name: str, k: int, hp: dict[str, Any]) -> torch.nn.Module:
 
 def fit_parity(name: str, k: int, hp: dict[str, Any], base: torch.nn.Module, X: torch.Tensor,
                progress: bool = False) -> tuple[torch.nn.Module, float]:
-    """(trained parity module in eval mode, training seconds) for settings `hp` on training inputs X (float32);
-    targets are sums of `base`'s outputs over random k-tuples of X. Runs under `training_threads()`."""
+    """(trained parity module in eval mode, training seconds) for settings `hp` on training inputs X (float32):
+    each epoch draws hp["per_epoch"] fresh k-tuples of X (uniformly, or `chain_groups` when hp has "chain_set")
+    with the sum of `base`'s outputs as target. Call it under `training_threads()`, as `train_parity` does."""
     t0 = time.perf_counter()
     F = _outputs(base, X)
     torch.manual_seed(hp["seed"])
