@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
@@ -58,6 +58,7 @@ def test_wide_cnn1d_maps_shapes_and_keeps_the_plain_one() -> None:
     assert wide.head[3].in_features == 32 and wide.head[3].out_features == 10
 
 
+@settings(max_examples=30)
 @given(k=st.integers(1, 6), seed=st.integers(0, 50))
 def test_mean_parity_is_k_times_inner_on_the_mean(k: int, seed: int) -> None:
     torch.manual_seed(seed)
@@ -88,6 +89,7 @@ def test_load_parity_module_round_trip(tmp_path: Path) -> None:
         torch.testing.assert_close(back(x), m.eval()(x))
 
 
+@settings(max_examples=40)
 @given(k=st.integers(1, 4), extra=st.integers(0, 5), seed=st.integers(0, 100))
 def test_chain_groups_are_consecutive_chain_runs(k: int, extra: int, seed: int) -> None:
     size = k + extra
