@@ -66,6 +66,30 @@ def test_parity_model_runs_in_ray_actors():
 
 
 @pytest.mark.ray
+def test_checked_serving_on_ray_outvotes_and_quarantines_a_worker_returning_garbage():
+    """A Ray actor returns finite garbage on every task: no exact answer carries it, the worker is flagged with
+    the reason "inconsistent result" and quarantined."""
+    if not in_loopback_namespace():
+        pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
+    import numpy as np
+
+    from gencc.serving import Service, WrongResults
+    from gencc.serving.checked import REASON
+
+    svc = Service.build("digits-cnn", "gcc", workers=16, K=8, backend="ray", service_ms=3.0, max_wait_ms=10,
+                        check="strict", wrong=WrongResults(workers=[5], scale=5.0))
+    try:
+        X = svc.workload.X_test[:96]
+        reqs = [f.result(timeout=120) for f in [svc.submit(x) for x in X]]
+    finally:
+        svc.close()
+    F = svc.workload.f(X)
+    assert [r.status for r in reqs] == [200] * len(X)
+    assert all(np.allclose(r.output, F[i], rtol=1e-3, atol=1e-3) for i, r in enumerate(reqs) if not r.degraded)
+    assert svc.dispatcher.quarantined == {5} and svc.dispatcher.failures[REASON] >= 2
+
+
+@pytest.mark.ray
 def test_http_on_ray_2x_overload_and_shutdown_mid_load_lose_nothing():
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")

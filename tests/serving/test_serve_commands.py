@@ -23,6 +23,8 @@ runner = CliRunner()
     (["serve", "--workload", "nope"], "unknown workload"),
     (["serve", "--scheme", "gcc", "--workers", "8", "--K", "8"], "more workers"),
     (["serve", "--scheme", "sgcc-parity", "--workers", "9", "--K", "8"], "groups of 8"),
+    (["serve", "--check-results", "maybe"], "--check-results"),
+    (["serve", "--scheme", "uncoded", "--check-results", "on"], "eager coded schemes"),
     (["loadtest", "--url", "ftp://x", "--rate", "1", "--duration", "1", "--out", "x.csv"], "--url"),
     (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "-1", "--duration", "1", "--out", "x.csv"], "positive"),
     (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1e6", "--duration", "10", "--out", "x.csv"], "under"),

@@ -128,7 +128,8 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
     async def healthz() -> dict[str, Any]:
         pool = service.pool
         return {"status": "ok", "scheme": service.scheme, "workers": pool.n_workers,
-                "alive": int((~pool.dead).sum()), "in_flight": service.pending}
+                "alive": int((~pool.dead).sum()), "in_flight": service.pending,
+                "quarantined": list(getattr(service.dispatcher, "quarantined_view", ()))}
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -149,10 +149,13 @@ class Coded(Dispatcher):
         return ready
 
     # ----- arrival and group formation ----------------------------------------------------------------
+    def new_group(self) -> _Group:
+        return _Group()
+
     def dispatch(self, req: Request) -> None:
         g = self.open
         if g is None:
-            g = self.open = _Group()
+            g = self.open = self.new_group()
             self.env.call_later(self.max_wait, lambda: self._form(g))
         k = len(g.members)
         g.members.append(req)

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 import typer
 
-from .service import SCHEMES
+from .service import CHECKS, SCHEMES
 
 #: most requests one loadtest may send
 MAX_REQUESTS = 200_000
@@ -27,6 +27,10 @@ def serve_command(
     slow_factor: Annotated[float, typer.Option(help="persistent stragglers: slowdown while slow")] = 10.0,
     max_wait_ms: Annotated[float, typer.Option(help="coded: flush a group after this many ms")] = 50.0,
     parm_k: Annotated[int, typer.Option(help="parm: inputs per parity query (2 to 4)")] = 2,
+    check_results: Annotated[str, typer.Option(
+        help="wrong-result check (gcc, bacc, sgcc, sgcc-parity): off; on (answers wait for the group's check, "
+             "inconsistent results are outvoted and their workers quarantined); strict (every answer checked "
+             "or confirmed by a second worker)")] = "off",
     max_pending: Annotated[int, typer.Option(help="requests in flight before answering 503")] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to bind")] = 8000,
@@ -42,6 +46,8 @@ def serve_command(
         raise typer.BadParameter("need --service-ms >= 0, --max-wait-ms > 0 and --port in 1..65535")
     if not 2 <= parm_k <= 4:
         raise typer.BadParameter(f"--parm-k must lie in 2..4, got {parm_k}")
+    if check_results not in CHECKS:
+        raise typer.BadParameter(f"--check-results must be one of {', '.join(CHECKS)}, got {check_results!r}")
     _check_bindable(host, port)
     import uvicorn
 
@@ -54,7 +60,7 @@ def serve_command(
     try:
         svc = Service.build(workload, scheme, workers, K, backend=backend, address=address, service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
-                            parm_k=parm_k, max_pending=max_pending)
+                            parm_k=parm_k, max_pending=max_pending, check=check_results)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     freeze_heap()

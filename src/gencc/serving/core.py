@@ -62,6 +62,7 @@ class Task:
     slow: bool = False
     busy: int = 0  # workers running a task when this one started, itself included (shared-CPU contention)
     slot: int = -1
+    wrong: bool = False  # the env corrupted the output (WrongResults): ground truth for measurement only
     owner: Any = field(default=None, repr=False)
     on_cancel: Callable[[Task], None] | None = field(default=None, repr=False)
 

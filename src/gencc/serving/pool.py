@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .core import Task
-from .stragglers import Faults, PersistentStragglers, ServiceTimes
+from .stragglers import Faults, PersistentStragglers, ServiceTimes, WrongResults
 
 #: the pool's own delays it records (see the module docstring)
 LAGS = ("post", "timer", "pickup")
@@ -76,10 +76,11 @@ class Pool:
     """
 
     def __init__(self, n_workers: int, backend: Any, service: ServiceTimes | None = None,
-                 stragglers: PersistentStragglers | None = None, faults: Faults | None = None, seed: int = 0):
+                 stragglers: PersistentStragglers | None = None, faults: Faults | None = None, seed: int = 0,
+                 wrong: WrongResults | None = None):
         if n_workers < 1:
             raise ValueError(f"need at least one worker, got {n_workers}")
-        self.n_workers, self.backend = n_workers, backend
+        self.n_workers, self.backend, self.wrong = n_workers, backend, wrong
         self.service = service or ServiceTimes(0.0)
         self.stragglers, self.faults = stragglers, faults
         self._rngs = [np.random.default_rng([seed, 3, w]) for w in range(n_workers)]
@@ -191,6 +192,8 @@ class Pool:
                 task.output = self.backend.run(w, task.fn, task.x, self.service.draw(rng), mult, fault, hang_s,
                                                self._stop)
                 task.ok = True
+                if self.wrong is not None:
+                    task.output, task.wrong = self.wrong.corrupt(w, task.output, rng)
             except ConnectionError:
                 task.ok, task.reason = False, "crash"
             except Exception as e:

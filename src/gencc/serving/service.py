@@ -18,20 +18,24 @@ from typing import Any
 import numpy as np
 
 from ..codes import BACC, GCC, ParM, SystematicGCC
+from .checked import Checked, ResultCheck
 from .coded import Coded
 from .core import Env, Request
 from .parity import calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
 from .policy import Dispatcher, Hedged, Replicated, Uncoded
 from .pool import LocalBackend, Pool
-from .stragglers import Faults, PersistentStragglers, ServiceTimes
+from .stragglers import Faults, PersistentStragglers, ServiceTimes, WrongResults
 
+#: wrong-result checks (gencc.serving.checked): none, answers after the group's check, or every answer checked
+CHECKS = ("off", "on", "strict")
 #: the contract's schemes, then the coded hedges
 SCHEMES = ("uncoded", "replication", "hedged", "parm", "bacc", "gcc", "sgcc", "sgcc-parity", "gcc-hedge",
            "sgcc-hedge", "sgcc-parity-hedge", "parm-hedge")
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
-                    calibration: dict[str, float] | None = None, max_wait: float = 0.05, **kw: Any) -> Dispatcher:
+                    calibration: dict[str, float] | None = None, max_wait: float = 0.05, check: str = "off",
+                    check_data: tuple[Callable, Any] | None = None, **kw: Any) -> Dispatcher:
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
     Coded schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
@@ -40,7 +44,17 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     SGCC whose coded slots run the trained parity model `parity` on groups of members kept in arrival order,
     with the decoder's prior from `calibration` (`gencc.serving.parity.calibrate_sgcc`, on training inputs),
     answering only parity recoveries (`Coded`'s cover rule); ParM, as in its paper, groups
-    parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot."""
+    parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot.
+
+    check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
+    (`gencc.serving.checked.Checked`), calibrated on `check_data` = (f, training inputs)."""
+    if check not in CHECKS:
+        raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
+    if check != "off" and (scheme.endswith("-hedge") or scheme not in ("gcc", "bacc", "sgcc", "sgcc-parity")):
+        raise ValueError(f"wrong-result checks apply to the eager coded schemes gcc, bacc, sgcc and sgcc-parity, "
+                         f"not {scheme!r}")
+    if check != "off" and check_data is None:
+        raise ValueError("a wrong-result check needs check_data=(f, training inputs) to calibrate on")
     W = env.n_workers
     if scheme == "uncoded":
         return Uncoded(env, **kw)
@@ -68,6 +82,10 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
                     else SystematicGCC(K, N))
     else:
         raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    if check != "off":
+        kw.pop("cover", None)
+        rc = ResultCheck.calibrate(code, *check_data, order=kw.get("order", True))
+        return Checked(env, code, rc, strict=check == "strict", max_wait=max_wait, name=f"{scheme}-checked", **kw)
     return Coded(env, code, mode=mode, max_wait=max_wait, name=scheme, **kw)
 
 
@@ -104,8 +122,10 @@ class Service:
               address: str | None = None, service_ms: float = 0.0, slow_fraction: float = 0.0,
               slow_factor: float = 10.0, mean_slow_s: float = 1.0, faults: Faults | None = None,
               max_wait_ms: float = 50.0, parm_k: int = 2, max_pending: int = 1000, request_timeout: float = 30.0,
-              seed: int = 0, on_answer: Callable[[Request], None] | None = None) -> Service:
-        """A service for a named workload (gencc.workloads) with the contract's knobs."""
+              seed: int = 0, on_answer: Callable[[Request], None] | None = None, check: str = "off",
+              wrong: WrongResults | None = None) -> Service:
+        """A service for a named workload (gencc.workloads) with the contract's knobs; `check` see
+        `make_dispatcher` (calibrated on the workload's training inputs), `wrong` injects wrong results."""
         from ..workloads import load, load_parity
 
         w = load(workload, progress=False)
@@ -130,10 +150,11 @@ class Service:
             raise ValueError(f"unknown backend {backend!r}; choose local or ray")
         pool = Pool(workers, be, ServiceTimes(service_ms / 1000),
                     PersistentStragglers(workers, slow_fraction, slow_factor, mean_slow_s, seed=seed), faults,
-                    seed=seed)
+                    seed=seed, wrong=wrong)
         svc = cls(pool, lambda env: make_dispatcher(scheme, env, K=K, parm_k=parm_k, parity=parity,
                                                     calibration=calibration, max_wait=max_wait_ms / 1000,
-                                                    request_timeout=request_timeout, seed=seed),
+                                                    request_timeout=request_timeout, seed=seed, check=check,
+                                                    check_data=(w.f, w.X_train)),
                   max_pending=max_pending, on_answer=on_answer)
         svc.workload = w
         return svc

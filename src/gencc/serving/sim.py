@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .core import Request, Task
-from .stragglers import Faults, PersistentStragglers, ServiceTimes
+from .stragglers import Faults, PersistentStragglers, ServiceTimes, WrongResults
 
 
 class SimEnv:
@@ -28,12 +28,12 @@ class SimEnv:
 
     def __init__(self, n_workers: int, service: ServiceTimes, stragglers: PersistentStragglers | None = None,
                  faults: Faults | None = None, functions: dict[str, Callable] | None = None, seed: int = 0,
-                 lags: dict[str, Sequence[float]] | None = None):
+                 lags: dict[str, Sequence[float]] | None = None, wrong: WrongResults | None = None):
         if n_workers < 1:
             raise ValueError(f"need at least one worker, got {n_workers}")
         self.n_workers = n_workers
         self.service, self.stragglers, self.faults = service, stragglers, faults
-        self.functions = functions
+        self.functions, self.wrong = functions, wrong
         self.rng = np.random.default_rng([seed, 1])
         self.t = 0.0
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
@@ -120,6 +120,8 @@ class SimEnv:
             task.ok = True
             if self.functions is not None and task.x is not None:
                 task.output = np.asarray(self.functions[task.fn](np.asarray(task.x)[None]), dtype=float)[0]
+                if self.wrong is not None:
+                    task.output, task.wrong = self.wrong.corrupt(w, task.output, self.rng)
         self.executed.append(task)
         if fault == "crash":
             self.dead[w] = True

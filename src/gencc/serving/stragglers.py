@@ -75,6 +75,31 @@ class Faults:
         return ""
 
 
+class WrongResults:
+    """Workers that return wrong but finite results (silent corruption; DESIGN section 9), for tests and
+    benchmarks: every result of the `workers` listed (a bad accelerator) and each other result with
+    probability `p` (a mercurial core) becomes out + scale * rms(out) * z, z standard normal. The dispatcher
+    is never told; the task's `wrong` flag records the truth for measurement only."""
+
+    def __init__(self, workers: Sequence[int] = (), p: float = 0.0, scale: float = 1.0):
+        self.workers = frozenset(int(w) for w in workers)
+        if any(w < 0 for w in self.workers):
+            raise ValueError(f"wrong-result workers must be non-negative indices, got {sorted(self.workers)}")
+        if not 0 <= p <= 1:
+            raise ValueError(f"wrong-result probability must lie in [0, 1], got {p}")
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"wrong-result scale must be a positive number, got {scale}")
+        self.p, self.scale = float(p), float(scale)
+
+    def corrupt(self, worker: int, out: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+        """(the result worker `worker` returns, whether it is wrong)."""
+        if worker not in self.workers and not (self.p > 0 and rng.random() < self.p):
+            return out, False
+        out = np.asarray(out, dtype=float)
+        rms = float(np.sqrt(np.mean(out ** 2))) or 1.0
+        return out + self.scale * rms * rng.standard_normal(out.shape), True
+
+
 class ServiceTimes:
     """Injected base service time per task in seconds: a shifted exponential with mean `mean_s` (90% fixed,
     10% exponential noise), or draws from measured `samples` (the simulator's calibration).

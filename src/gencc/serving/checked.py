@@ -1,0 +1,330 @@
+"""Serving with wrong-result checks: no answer leaves before its group's results were checked against each other.
+
+Under serving's redundancy (N / K = 1.5) the robust decode of `gencc.codes.robust` cannot tell a wrong result
+from an honest one (GCC, K = 8, N = 12, digits CNN: it flags an honest worker in every all-honest group), so
+the serving path checks differently. A systematic code's coded result n should nearly equal the linear reading
+sum_k E[n, k] f(x_k) of the systematic results it mixes; `ResultCheck` calibrates, per coded slot, how far an
+honest result strays from that reading (on training inputs, like a parity model's prior) and fails a coded row
+whose residual exceeds the threshold. `Checked` (a `Coded` dispatcher, eager mode) holds every answer until
+its group's check:
+- a member whose own result no failing row involves is answered with it (exact);
+- a member a failing row involves gets a verification copy on another worker: equal results confirm it, a
+  difference calls a third worker and the majority answers (no majority: 503); the outvoted worker is flagged;
+- a failing row whose members all check out flags the coded worker (its result is excluded from decodes);
+- a member whose own result never came is decoded from the results nobody flagged, as in `Coded` (codes with
+  coding groups: only a parity recovery, else a plain copy; `strict`: only from results a check covered, and
+  where no decode is allowed two workers must agree on it).
+Every flag is counted per pool worker under the reason "inconsistent result"; a worker flagged `quarantine`
+times, in at least half of its checked results, gets no more tasks. Answers the check could not cover (a
+member of no checkable row, or a decoded member) are counted in `unchecked`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..codes import Code
+from ..ordering import order_inputs
+from .coded import Coded, _Group, systematic_slots
+from .core import Env, Task
+
+REASON = "inconsistent result"
+MAX_VERIFY = 4  # verification copies per member at most (failed ones included)
+
+
+class ResultCheck:
+    """Per coded slot n: residual ||y_n - sum_k W[n, k] y_k|| over the systematic results y_k, where W is the
+    encoding matrix's row with entries below `tol` x the row's largest dropped (so a row is checkable when its
+    few real members answered), and a calibrated threshold per slot."""
+
+    def __init__(self, code: Code, thresholds: Any, tol: float = 0.05):
+        sys = systematic_slots(code)
+        if sys is None:
+            raise ValueError(f"a result check needs a systematic code (K of its workers compute the raw inputs), "
+                             f"not {code!r}")
+        self.sys = sys
+        self.coded = [n for n in range(code.N) if n not in set(sys)]
+        E = np.asarray(code.encoding_matrix, dtype=float)[self.coded]
+        keep = np.abs(E) >= tol * np.abs(E).max(axis=1, keepdims=True)
+        self.W = np.where(keep, E, 0.0)
+        self.support = [np.flatnonzero(row) for row in keep]
+        self.thresholds = np.asarray(thresholds, dtype=float)
+        if self.thresholds.shape != (len(self.coded),) or not np.all(self.thresholds > 0):
+            raise ValueError(f"thresholds must hold one positive number per coded slot ({len(self.coded)}), "
+                             f"got {self.thresholds}")
+
+    def residuals(self, results: dict[int, Any]) -> np.ndarray:
+        """Per coded row, its residual (NaN where the coded result or a member of its support is missing)."""
+        out = np.full(len(self.coded), np.nan)
+        for c, n in enumerate(self.coded):
+            if n not in results or any(self.sys[k] not in results for k in self.support[c]):
+                continue
+            y = np.asarray(results[n], dtype=float)
+            reading = sum(self.W[c, k] * np.asarray(results[self.sys[k]], dtype=float) for k in self.support[c])
+            out[c] = float(np.linalg.norm(y - reading))
+        return out
+
+    def failing(self, results: dict[int, Any]) -> list[int]:
+        """Indices (into `coded`) of the checkable rows whose residual exceeds their threshold."""
+        r = self.residuals(results)
+        return [c for c in range(len(self.coded)) if r[c] > self.thresholds[c]]
+
+    @classmethod
+    def calibrate(cls, code: Code, f: Callable, X: Any, groups: int = 300, quantile: float = 0.999,
+                  margin: float = 1.25, order: bool = True, tol: float = 0.05, seed: int = 0) -> ResultCheck:
+        """Thresholds from `groups` random groups of K inputs of X (training inputs: never the served ones),
+        ordered as `Coded` orders them: `margin` x the `quantile` of each row's honest residuals. Each slot
+        runs `code.worker_function(f, n)`, so a parity model's slots are calibrated on the parity model."""
+        if not 0 < quantile <= 1 or not margin > 0:
+            raise ValueError(f"quantile must lie in (0, 1] and margin be positive, got {quantile}, {margin}")
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim < 2 or len(X) < code.K:
+            raise ValueError(f"calibration needs at least K={code.K} inputs (one per row of X), got shape {X.shape}")
+        rng = np.random.default_rng(seed)
+        enc = []
+        for _ in range(int(groups)):
+            Xg = X[rng.choice(len(X), code.K, replace=False)]
+            if order:
+                Xg = Xg[order_inputs(Xg)]
+            enc.append(np.asarray(code.encode(Xg), dtype=np.float32))
+        Z = np.stack(enc)  # (groups, N, *in)
+        Y = {n: np.asarray(code.worker_function(f, n)(Z[:, n]), dtype=float) for n in range(code.N)}
+        probe = cls(code, np.ones(code.N - code.K), tol)
+        res = np.array([probe.residuals({n: Y[n][g] for n in Y}) for g in range(len(Z))])
+        return cls(code, margin * np.quantile(res, quantile, axis=0), tol)
+
+
+class _CheckedGroup(_Group):
+    __slots__ = ("worker_of", "closed", "verify", "votes", "flagged", "failing")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.worker_of: dict[int, int] = {}  # slot -> pool worker that returned its result
+        self.closed = False  # every result is in or the decode deadline passed: no more waiting for checks
+        self.verify: dict[int, list[Task]] = {}  # member -> its verification tasks still running
+        self.votes: dict[int, list[tuple[int, Any]]] = {}  # member under verification -> (worker, result)s
+        self.flagged: set[int] = set()  # slots excluded from decoding
+        self.failing: set[int] = set()  # coded rows (indices into ResultCheck.coded) whose check failed
+
+
+class Checked(Coded):
+    """`Coded` (eager) whose answers wait for the group's `ResultCheck` (see the module docstring).
+
+    min_weight: a row covers member k when |W[n, k]| >= min_weight (a smaller weight hides a wrong result in
+    the row's honest residual). A member no row covers, or whose covering rows could not be checked by the
+    decode deadline (a straggler among them), is answered unchecked, or with `strict` verified by a copy.
+    quarantine: a worker outvoted (two others agreed against it) this many times, in at least
+    `quarantine_rate` of the results it returned, gets no more tasks (a bad accelerator, not a rare flip);
+    rtol: results of the same input on two workers count as equal within this relative tolerance."""
+
+    def __init__(self, env: Env, code: Code, check: ResultCheck, *, strict: bool = False, min_weight: float = 0.25,
+                 quarantine: int = 2, quarantine_rate: float = 0.05, rtol: float = 1e-4, **kw: Any):
+        if kw.get("mode", "eager") != "eager" or kw.get("cover"):
+            raise ValueError("checked serving runs the eager coded mode without the cover rule")
+        super().__init__(env, code, **kw)
+        if self.sys is None or self.exact_missing:
+            raise ValueError(f"checked serving needs a systematic approximate code (GCC, BACC, SystematicGCC), "
+                             f"not {code!r}")
+        if check.sys != self.sys:
+            raise ValueError("the result check was calibrated for another code")
+        if quarantine < 1:
+            raise ValueError(f"quarantine must be a positive number of flags, got {quarantine}")
+        self.check, self.strict, self.quarantine, self.rtol = check, bool(strict), int(quarantine), float(rtol)
+        self.quarantine_rate = float(quarantine_rate)
+        if getattr(code, "groups", None) is not None:  # SystematicGCC: decode only parity recoveries, as Coded does
+            self.cover = self._cover_map()
+        self.covers = [[c for c in range(len(check.coded)) if abs(check.W[c, k]) >= min_weight]
+                       for k in range(self.K)]
+        self.flags: dict[int, int] = {}  # pool worker -> results flagged inconsistent
+        self.confirmed: dict[int, int] = {}  # pool worker -> results outvoted by two other workers
+        self.seen: dict[int, int] = {}  # pool worker -> results delivered
+        self.quarantined: set[int] = set()
+        self.quarantined_view: tuple[int, ...] = ()  # replaced whole: safe to read from another thread
+        self.verifications = self.unchecked = self.failed_checks = 0
+
+    def new_group(self) -> _CheckedGroup:
+        return _CheckedGroup()
+
+    def least_loaded(self, exclude: Any = ()) -> int:
+        if self.quarantined and len(self.quarantined) <= self.env.n_workers - self.N:
+            exclude = set(exclude) | self.quarantined
+        return super().least_loaded(exclude)
+
+    # ----- results: recorded, answered only once a check covers them ---------------------------------
+    def task_done(self, task: Task) -> None:
+        if task.kind == "verify":
+            self._verified(task)
+            return
+        if task.kind in ("retry", "copy"):
+            super().task_done(task)
+            return
+        g: _CheckedGroup = task.owner.group if task.kind == "systematic" else task.owner
+        if task.ok and not g.closed:
+            self.seen[task.worker] = self.seen.get(task.worker, 0) + 1
+            slot = task.owner.slot if task.kind == "systematic" else task.slot
+            out = task.output
+            if task.kind == "coded":
+                self.turnaround.add(task.t_end - task.t_sent)
+                scale = self.scale_of[slot]
+                out = out if out is None or scale == 1 else np.asarray(out) / scale
+            self._record(g, slot, out)
+            g.worker_of[slot] = task.worker
+            for k in range(len(g.members), self.K):  # pads repeat a member's result (and its worker)
+                if self.sys[k] in g.results and slot == self.sys[g.pos[g.source[k]]]:
+                    g.worker_of[self.sys[k]] = task.worker
+        self._try_decode(g)
+
+    def _deadline(self, g: _Group) -> None:
+        g.waited = True
+        self._try_decode(g)
+
+    def _try_decode(self, g: _CheckedGroup) -> None:
+        if g.done or not g.formed:
+            return
+        timing_only = any(v is None for v in g.results.values())
+        res = np.full(len(self.check.coded), np.nan) if timing_only else self.check.residuals(g.results)
+        for c in np.flatnonzero(res > self.check.thresholds):
+            if int(c) not in g.failing:
+                g.failing.add(int(c))
+                self.failed_checks += 1
+        suspects = {g.source[int(k)] for c in g.failing for k in self.check.support[c]}
+        if not g.closed:  # as `Coded` decodes: every result in, or the deadline passed with enough of them
+            m = len(g.members)
+            real = len(g.results) - sum(1 for k in range(m, self.K) if self.sys[k] in g.results)
+            g.closed = not any(t.kind in ("coded", "systematic") and not t.cancelled and math.isnan(t.t_end)
+                               for t in self._group_tasks(g)) or (g.waited and real >= min(self.min_decode, m))
+        for i, r in enumerate(g.members):
+            own = self.sys[g.pos[i]]
+            if r.status or own not in g.results or i in g.votes:
+                continue
+            if i in suspects:
+                self._start_verify(g, i)
+                continue
+            rows = self.covers[g.pos[i]]
+            if any(np.isfinite(res[c]) for c in rows) or timing_only:
+                self.answer(r, g.results[own], degraded=False)  # a covering row checked it and passed
+            elif not rows or g.closed:
+                if self.strict:
+                    self._start_verify(g, i)
+                else:
+                    self.unchecked += 1
+                    self.answer(r, g.results[own], degraded=False)
+        self._settle(g)
+
+    def _group_tasks(self, g: _Group) -> list[Task]:
+        return g.tasks + [t for r in g.members for t in r.tasks if t.kind == "systematic"]
+
+    # ----- verification by re-execution --------------------------------------------------------------
+    def _start_verify(self, g: _CheckedGroup, i: int) -> None:
+        own = self.sys[g.pos[i]]
+        g.votes[i] = [(g.worker_of.get(own, -1), g.results[own])]
+        if not self._send_verify(g, i):
+            g.flagged.add(own)  # no worker free to check it: decoded without its own result
+
+    def _send_verify(self, g: _CheckedGroup, i: int) -> bool:
+        """A verification copy of member i on a worker that has not run it; False when none is free or it was
+        tried MAX_VERIFY times."""
+        r = g.members[i]
+        if sum(t.kind == "verify" for t in r.tasks) >= MAX_VERIFY:
+            return False
+        tried = {w for w, _ in g.votes[i]} | {t.worker for t in r.tasks}
+        t = self.send_copy(r, "verify", exclude=tried)
+        if t is None:
+            return False
+        self.verifications += 1
+        g.verify.setdefault(i, []).append(t)
+        return True
+
+    def _verified(self, task: Task) -> None:
+        r = task.owner
+        g: _CheckedGroup = r.group
+        i = g.members.index(r)
+        g.verify[i].remove(task)
+        if r.status:
+            return
+        votes, own = g.votes[i], self.sys[g.pos[i]]
+        if task.ok:
+            votes.append((task.worker, task.output))
+            if any(self._same(y, task.output) for _, y in votes[:-1]):  # two workers agree: the answer
+                for w, y in votes:
+                    if not self._same(y, task.output):
+                        self._flag(w, confirmed=True)
+                        if own in g.worker_of and w == g.worker_of[own]:
+                            g.flagged.add(own)
+                self.answer(r, task.output, degraded=False)
+            elif len(votes) >= 3:
+                g.flagged.add(own)
+                self.answer(r, None, status=503, error=f"{REASON}: {len(votes)} workers disagree")
+            elif not self._send_verify(g, i):
+                g.flagged.add(own)
+                self.answer(r, None, status=503, error=f"{REASON}: no free worker to break the tie")
+        elif not self._send_verify(g, i):
+            g.flagged.add(own)  # unverifiable: decoded without its own result
+        self._settle(g)
+
+    def _same(self, a: Any, b: Any) -> bool:
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        return bool(np.allclose(a, b, rtol=self.rtol, atol=self.rtol * (float(np.abs(b).max()) + 1e-12)))
+
+    def _flag(self, worker: int, confirmed: bool = False) -> None:
+        """Count an inconsistent result of `worker`; quarantine it (see the class docstring; unconfirmed flags
+        count only when they make up half of what it returned)."""
+        if worker < 0:
+            return
+        self.flags[worker] = self.flags.get(worker, 0) + 1
+        self.failures[REASON] = self.failures.get(REASON, 0) + 1
+        if confirmed:
+            self.confirmed[worker] = self.confirmed.get(worker, 0) + 1
+        f, c, seen = self.flags[worker], self.confirmed.get(worker, 0), self.seen.get(worker, 0)
+        if (c >= self.quarantine and c >= self.quarantine_rate * seen) or (f >= self.quarantine and 2 * f >= seen):
+            self.quarantined.add(worker)
+            self.quarantined_view = tuple(sorted(self.quarantined))
+
+    def _settle(self, g: _CheckedGroup) -> None:
+        """Once closed and verified: flag failing rows whose members checked out, decode the members left."""
+        if g.done or not g.closed or any(g.verify.get(i) for i in g.votes):
+            return
+        for c in sorted(g.failing):
+            n = self.check.coded[c]
+            members = {g.source[int(k)] for k in self.check.support[c]}
+            if n not in g.flagged and all(self.sys[g.pos[i]] not in g.flagged for i in members):
+                g.flagged.add(n)
+                self._flag(g.worker_of.get(n, -1))
+        todo = [k for k, r in enumerate(g.members) if not r.status]
+        if not todo:
+            return
+        pads = {self.sys[k] for k in range(len(g.members), self.K) if self.sys[g.pos[g.source[k]]] in g.flagged}
+        bad = g.flagged | pads | {self.check.coded[c] for c in g.failing}
+        if self.strict and not any(v is None for v in g.results.values()):  # and coded results nobody checked
+            res = self.check.residuals(g.results)
+            bad |= {n for c, n in enumerate(self.check.coded) if not np.isfinite(res[c])}
+        R = sorted(s for s in g.results if s not in bad)
+        Yhat = None
+        if R and any(g.results[s] is None for s in R):
+            Yhat = [None] * self.K
+        elif R:
+            try:
+                Yhat = self.code.decode(np.stack([g.results[s] for s in R]), R)
+            except ValueError:
+                Yhat = None
+        self.decodes += Yhat is not None
+        for k in todo:
+            r = g.members[k]
+            if Yhat is not None and (self.cover is None or self._covered(g, k, set(R))):
+                self.unchecked += 1
+                r.decoded_from = R
+                self.answer(r, Yhat[g.pos[k]], degraded=True)
+            elif self.strict:  # two workers must agree on it
+                g.votes.setdefault(k, [])
+                if not self._send_verify(g, k):
+                    self.answer(r, None, status=503, error="too few consistent results to decode or verify")
+            else:
+                fresh = not any(t.kind == "copy" for t in r.tasks)
+                if not self._copy(g, r):
+                    self.answer(r, None, status=503, error="too few consistent results to decode")
+                elif fresh:
+                    self.unchecked += 1
