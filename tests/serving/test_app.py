@@ -117,18 +117,20 @@ def test_checked_service_reports_flags_quarantine_and_checks_over_http(workload)
     svc = Service.build("digits-cnn", "gcc", workers=16, K=8, max_wait_ms=10, check="on",
                         wrong=WrongResults(workers=[2], scale=5.0))
     with TestClient(create_app(svc)) as c:
-        X, out = workload.X_test[:192], []
-        for i in range(0, 192, 64):
-            r = c.post("/predict/batch", json={"inputs": X[i:i + 64].tolist()})
+        X, out = workload.X_test[:64], []
+        for _ in range(10):  # until the bad worker is outvoted twice (bounded: 640 requests)
+            r = c.post("/predict/batch", json={"inputs": X.tolist()})
             assert r.status_code == 200 and r.json()["scheme"] == "gcc-checked"
             out += r.json()["results"]
-        assert [x["status"] for x in out] == [200] * 192, svc.dispatcher.confirmed
+            if svc.dispatcher.quarantined_view:
+                break
+        assert [x["status"] for x in out] == [200] * len(out)
         h = c.get("/healthz").json()
         m = c.get("/metrics").text
     assert h["quarantined"] == [2], (svc.dispatcher.confirmed, svc.dispatcher.seen)
     assert 'gencc_straggler_tasks_total{reason="inconsistent result"}' in m and "gencc_verification_tasks_total" in m
     unchecked = float(next(ln.split()[-1] for ln in m.splitlines() if ln.startswith("gencc_unchecked_answers_total")))
     assert unchecked == svc.dispatcher.unchecked
-    exact = [i for i, x in enumerate(out) if not x["degraded"]]
-    wrong = sum(not np.allclose(out[i]["output"], workload.f(X[i:i + 1])[0], atol=1e-3) for i in exact)
+    F = workload.f(X)
+    wrong = sum(not np.allclose(x["output"], F[i % 64], atol=1e-3) for i, x in enumerate(out) if not x["degraded"])
     assert wrong <= unchecked  # a wrong exact answer can only be one no check covered

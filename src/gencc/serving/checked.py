@@ -253,6 +253,7 @@ class Checked(Coded):
             return
         votes, own = g.votes[i], self.sys[g.pos[i]]
         if task.ok:
+            self.seen[task.worker] = self.seen.get(task.worker, 0) + 1
             votes.append((task.worker, task.output))
             if any(self._same(y, task.output) for _, y in votes[:-1]):  # two workers agree: the answer
                 for w, y in votes:
