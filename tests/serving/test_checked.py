@@ -168,3 +168,10 @@ def test_sgcc_parity_checked_decodes_only_parity_recoveries_and_catches_a_bad_wo
         if r.degraded:
             g = r.group
             assert d.cover[g.pos[g.members.index(r)]][0] in r.decoded_from
+
+
+def test_rare_wrong_results_anywhere_quarantine_nobody(gcc_check, cnn):
+    code, chk = gcc_check
+    reqs, d, env = _sim(cnn, lambda e: Checked(e, code, chk, strict=True, max_wait=0.05), WrongResults(p=0.01))
+    assert sum(t.wrong for t in env.executed) > 5 and d.confirmed  # some were caught
+    assert not d.quarantined and all(r.status == 200 for r in reqs)

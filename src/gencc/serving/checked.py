@@ -14,8 +14,8 @@ its group's check:
 - a member whose own result never came is decoded from the results nobody flagged, as in `Coded` (codes with
   coding groups: only a parity recovery, else a plain copy; `strict`: only from results a check covered, and
   where no decode is allowed two workers must agree on it).
-Every flag is counted per pool worker under the reason "inconsistent result"; a worker flagged `quarantine`
-times, in at least half of its checked results, gets no more tasks. Answers the check could not cover (a
+Every flag is counted per pool worker under the reason "inconsistent result"; a worker outvoted `quarantine`
+times, in at least `quarantine_rate` of its results, gets no more tasks. Answers the check could not cover (a
 member of no checkable row, or a decoded member) are counted in `unchecked`.
 """
 
@@ -117,15 +117,16 @@ class Checked(Coded):
     min_weight: a row covers member k when |W[n, k]| >= min_weight (a smaller weight hides a wrong result in
     the row's honest residual). A member no row covers, or whose covering rows could not be checked by the
     decode deadline (a straggler among them), is answered unchecked, or with `strict` verified by a copy.
-    quarantine: a worker outvoted (two others agreed against it) this many times, in at least
-    `quarantine_rate` of the results it returned, gets no more tasks (a bad accelerator, not a rare flip);
+    quarantine: a worker outvoted (two others agreed against it) this many times, and in at least
+    `quarantine_rate` of the results it returned, gets no more tasks (a bad accelerator; a rare flip anywhere
+    quarantines nobody: at 2 and a 1% fault rate, 2 honest-but-unlucky workers were quarantined in 20 s);
     rtol: results of the same input on two workers count as equal within this relative tolerance. wait_quantile:
     the group stops waiting for results at this quantile of coded-task turnaround (`Coded` decodes at 0.75; a
     check needs whole rows: at 0.95 the share of unchecked answers fell from 0.70 to 0.56, p99 +6 ms, GCC
     K = 8, N = 12, W = 16, 50% load in the simulator)."""
 
     def __init__(self, env: Env, code: Code, check: ResultCheck, *, strict: bool = False, min_weight: float = 0.25,
-                 quarantine: int = 2, quarantine_rate: float = 0.05, rtol: float = 1e-4, wait_quantile: float = 0.95,
+                 quarantine: int = 5, quarantine_rate: float = 0.05, rtol: float = 1e-4, wait_quantile: float = 0.95,
                  **kw: Any):
         if kw.get("mode", "eager") != "eager" or kw.get("cover"):
             raise ValueError("checked serving runs the eager coded mode without the cover rule")
