@@ -76,7 +76,7 @@ def test_checked_serving_on_ray_outvotes_and_quarantines_a_worker_returning_garb
     from gencc.serving import Service, WrongResults
     from gencc.serving.checked import REASON
 
-    svc = Service.build("digits-cnn", "gcc", workers=16, K=8, backend="ray", service_ms=3.0, max_wait_ms=10,
+    svc = Service.build("digits-cnn", "gcc", workers=8, K=4, backend="ray", service_ms=3.0, max_wait_ms=10,
                         check="strict", wrong=WrongResults(workers=[5], scale=5.0))
     X, reqs = svc.workload.X_test[:48], []
     try:
