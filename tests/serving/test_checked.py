@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from serving_helpers import serve_until_quarantined
 
 from gencc import BACC, GCC, order_inputs
 from gencc.serving.checked import REASON, Checked, ResultCheck
@@ -132,17 +133,7 @@ def test_wrong_results_validate_and_corrupt_only_their_workers():
 def test_service_on_local_threads_quarantines_a_worker_returning_garbage(cnn):
     svc = Service.build("digits-cnn", "gcc", workers=16, K=8, service_ms=3.0, max_wait_ms=10, check="strict",
                         wrong=WrongResults(workers=[5], scale=5.0))
-    X, reqs = cnn.X_test[:48], []
-    try:
-        for _ in range(8):  # until the bad worker is outvoted twice (bounded)
-            reqs += [f.result(timeout=60) for f in [svc.submit(x) for x in X]]
-            if svc.dispatcher.quarantined_view:
-                break
-    finally:
-        svc.close()
-    F = cnn.f(X)
-    assert all(r.status == 200 for r in reqs)
-    assert all(np.allclose(r.output, F[i % 48], rtol=1e-3, atol=1e-3) for i, r in enumerate(reqs) if not r.degraded)
+    serve_until_quarantined(svc, cnn.X_test[:48], timeout=60)
     assert svc.dispatcher.quarantined == {5} and svc.dispatcher.failures[REASON] >= 2
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from serving_helpers import start_server
+from serving_helpers import serve_until_quarantined, start_server
 
 from gencc.testing.isolation import in_loopback_namespace
 
@@ -71,24 +71,12 @@ def test_checked_serving_on_ray_outvotes_and_quarantines_a_worker_returning_garb
     the reason "inconsistent result" and quarantined."""
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
-    import numpy as np
-
     from gencc.serving import Service, WrongResults
     from gencc.serving.checked import REASON
 
     svc = Service.build("digits-cnn", "gcc", workers=8, K=4, backend="ray", service_ms=3.0, max_wait_ms=10,
                         check="strict", wrong=WrongResults(workers=[5], scale=5.0))
-    X, reqs = svc.workload.X_test[:48], []
-    try:
-        for _ in range(8):  # until the bad worker is outvoted twice (bounded)
-            reqs += [f.result(timeout=120) for f in [svc.submit(x) for x in X]]
-            if svc.dispatcher.quarantined_view:
-                break
-    finally:
-        svc.close()
-    F = svc.workload.f(X)
-    assert [r.status for r in reqs] == [200] * len(reqs)
-    assert all(np.allclose(r.output, F[i % 48], rtol=1e-3, atol=1e-3) for i, r in enumerate(reqs) if not r.degraded)
+    serve_until_quarantined(svc, svc.workload.X_test[:48])
     assert svc.dispatcher.quarantined == {5} and svc.dispatcher.failures[REASON] >= 2
 
 
