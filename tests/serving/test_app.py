@@ -114,11 +114,11 @@ def test_loopback_load_and_graceful_shutdown_loses_nothing(workload):
 def test_checked_service_reports_flags_quarantine_and_checks_over_http(workload):
     from gencc.serving import WrongResults
 
-    svc = Service.build("digits-cnn", "gcc", workers=16, K=8, max_wait_ms=10, check="on",
+    svc = Service.build("digits-cnn", "gcc", workers=16, K=8, max_wait_ms=10, check="strict",
                         wrong=WrongResults(workers=[2], scale=5.0))
     with TestClient(create_app(svc)) as c:
         X, out = workload.X_test[:64], []
-        for _ in range(10):  # until the bad worker is outvoted twice (bounded: 640 requests)
+        for _ in range(10):  # until the bad worker is quarantined (bounded: 640 requests)
             r = c.post("/predict/batch", json={"inputs": X.tolist()})
             assert r.status_code == 200 and r.json()["scheme"] == "gcc-checked"
             out += r.json()["results"]
