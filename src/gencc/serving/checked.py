@@ -99,11 +99,10 @@ class ResultCheck:
 
 
 class _CheckedGroup(_Group):
-    __slots__ = ("worker_of", "closed", "verify", "votes", "flagged", "failing")
+    __slots__ = ("closed", "verify", "votes", "flagged", "failing")
 
     def __init__(self) -> None:
         super().__init__()
-        self.worker_of: dict[int, int] = {}  # slot -> pool worker that returned its result
         self.closed = False  # every result is in or the decode deadline passed: no more waiting for checks
         self.verify: dict[int, list[Task]] = {}  # member -> its verification tasks still running
         self.votes: dict[int, list[tuple[int, Any]]] = {}  # member under verification -> (worker, result)s
@@ -178,10 +177,6 @@ class Checked(Coded):
                 scale = self.scale_of[slot]
                 out = out if out is None or scale == 1 else np.asarray(out) / scale
             self._record(g, slot, out)
-            g.worker_of[slot] = task.worker
-            for k in range(len(g.members), self.K):  # pads repeat a member's result (and its worker)
-                if self.sys[k] in g.results and slot == self.sys[g.pos[g.source[k]]]:
-                    g.worker_of[self.sys[k]] = task.worker
         self._try_decode(g)
 
     def _deadline(self, g: _Group) -> None:
@@ -221,13 +216,21 @@ class Checked(Coded):
                     self.answer(r, g.results[own], degraded=False)
         self._settle(g)
 
+    @staticmethod
+    def _worker(g: _Group, slot: int) -> int:
+        """The pool worker whose result fills `slot` of a formed group (a member's or a coded slot), -1 if none;
+        read from the tasks, so it follows the members when `_form` reorders them."""
+        tasks = [t for t in g.tasks if t.slot == slot] + [t for r in g.members if r.slot == slot for t in r.tasks
+                                                          if t.kind == "systematic"]
+        return next((t.worker for t in tasks if t.ok), -1)
+
     def _group_tasks(self, g: _Group) -> list[Task]:
         return g.tasks + [t for r in g.members for t in r.tasks if t.kind == "systematic"]
 
     # ----- verification by re-execution --------------------------------------------------------------
     def _start_verify(self, g: _CheckedGroup, i: int) -> None:
         own = self.sys[g.pos[i]]
-        g.votes[i] = [(g.worker_of.get(own, -1), g.results[own])]
+        g.votes[i] = [(self._worker(g, own), g.results[own])]
         if not self._send_verify(g, i):
             g.flagged.add(own)  # no worker free to check it: decoded without its own result
 
@@ -260,7 +263,7 @@ class Checked(Coded):
                 for w, y in votes:
                     if not self._same(y, task.output):
                         self._flag(w, confirmed=True)
-                        if own in g.worker_of and w == g.worker_of[own]:
+                        if w == self._worker(g, own):
                             g.flagged.add(own)
                 self.answer(r, task.output, degraded=False)
             elif len(votes) >= 3:
@@ -300,7 +303,7 @@ class Checked(Coded):
             members = {g.source[int(k)] for k in self.check.support[c]}
             if n not in g.flagged and all(self.sys[g.pos[i]] not in g.flagged for i in members):
                 g.flagged.add(n)
-                self._flag(g.worker_of.get(n, -1))
+                self._flag(self._worker(g, n))
         todo = [k for k, r in enumerate(g.members) if not r.status]
         if not todo:
             return
