@@ -45,6 +45,13 @@ class Metrics:
         self.scheme = scheme
 
 
+def _catch_up(counter: Any, total: float) -> None:
+    """Advance a prometheus Counter to `total` (the dispatcher keeps plain counts; a Counter only increments)."""
+    n = total - counter._value.get()
+    if n > 0:
+        counter.inc(n)
+
+
 def parse_input(x: Any, in_shape: tuple[int, ...], label: str = "input") -> np.ndarray:
     """A float32 array of `in_shape` from JSON, or ValueError naming what is wrong."""
     if x is None:
@@ -141,15 +148,11 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
         slow = service.pool.slow_tasks - seen["n"]
         seen["n"] += slow
         for reason, n in fails.items():
-            done = m.stragglers.labels(reason)._value.get()
-            if n > done:
-                m.stragglers.labels(reason).inc(n - done)
+            _catch_up(m.stragglers.labels(reason), n)
         if slow:
             m.stragglers.labels("slow").inc(slow)
         for attr, counter in m.checks.items():
-            n = getattr(service.dispatcher, attr, 0) - counter._value.get()
-            if n > 0:
-                counter.inc(n)
+            _catch_up(counter, getattr(service.dispatcher, attr, 0))
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -50,7 +50,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     (`gencc.serving.checked.Checked`), calibrated on `check_data` = (f, training inputs)."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
-    if check != "off" and (scheme.endswith("-hedge") or scheme not in ("gcc", "bacc", "sgcc", "sgcc-parity")):
+    if check != "off" and scheme not in ("gcc", "bacc", "sgcc", "sgcc-parity"):
         raise ValueError(f"wrong-result checks apply to the eager coded schemes gcc, bacc, sgcc and sgcc-parity, "
                          f"not {scheme!r}")
     if check != "off" and check_data is None:
