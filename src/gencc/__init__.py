@@ -9,6 +9,7 @@ a smooth (RKHS) curve, let workers compute f, decode from whichever workers answ
 """
 
 from . import adversaries, kernels, metrics, points, smoothing
+from ._arrays import take_rows
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
 from .ordering import order_inputs
 from .runtime import (
@@ -74,5 +75,6 @@ __all__ = [
     "smoothing",
     "stream",
     "summarize",
+    "take_rows",
     "worst_case_returned",
 ]

@@ -66,6 +66,23 @@ def apply_matrix(M: np.ndarray, data: Any, what: str, nonfinite: str | None = No
     return (M.astype(dtype, copy=False) @ flat).reshape((M.shape[0], *arr.shape[1:]))
 
 
+def take_rows(Xt: Any, rows: Any) -> Any:
+    """Rows `rows` of coded inputs Xt stacked into one array of Xt's kind: Xt is an array (N, ...) or, when the
+    coded inputs differ in shape (packed parity queries), a list of N arrays; the rows taken must match."""
+    rows = [int(r) for r in np.asarray(rows).ravel()]
+    if not isinstance(Xt, list):
+        return Xt[np.asarray(rows, dtype=np.int64)] if not is_torch(Xt) else Xt[rows]
+    parts = [Xt[r] for r in rows]
+    shapes = {tuple(p.shape) for p in parts}
+    if len(shapes) > 1:
+        raise ValueError(f"coded inputs of different shapes {sorted(shapes)} cannot be stacked")
+    if parts and is_torch(parts[0]):
+        import torch
+
+        return torch.stack(parts)
+    return np.stack(parts) if parts else np.zeros((0,))
+
+
 def _row_size(shape: tuple) -> int:
     """Entries per row; explicit because reshape(0, -1) is ambiguous (no results returned at all)."""
     return int(np.prod(shape[1:], dtype=np.int64))

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import metrics as M
-from ._arrays import to_numpy
+from ._arrays import take_rows, to_numpy
 from ._validate import check_int
 from .adversaries import Adversary
 from .codes.base import Code
@@ -40,7 +40,7 @@ def apply_f(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:
 
 
 def apply_workers(f: Callable, Xt: Any, code: Code, batched: bool | None = None) -> np.ndarray:
-    """Every worker's result on the coded inputs Xt (N, *in_shape): worker n applies
+    """Every worker's result on the coded inputs Xt (N, *in_shape; a list for packed parity queries): worker n applies
     `code.worker_function(f, n)` to Xt[n]; workers that share a callable are applied together."""
     if code.uniform_workers:
         return apply_f(f, Xt, batched)
@@ -48,7 +48,7 @@ def apply_workers(f: Callable, Xt: Any, code: Code, batched: bool | None = None)
     groups: dict[int, list[int]] = {}
     for n, fn in enumerate(fns):
         groups.setdefault(id(fn), []).append(n)
-    parts = {key: apply_f(fns[rows[0]], Xt[np.asarray(rows)], batched) for key, rows in groups.items()}
+    parts = {key: apply_f(fns[rows[0]], take_rows(Xt, rows), batched) for key, rows in groups.items()}
     shapes = {p.shape[1:] for p in parts.values()}
     if len(shapes) != 1:
         raise ValueError(f"{code.name}: the workers' functions return different output shapes {sorted(shapes)}")

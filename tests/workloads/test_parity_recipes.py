@@ -139,3 +139,49 @@ def test_fit_parity_short_runs_deterministic_and_bad_init() -> None:
         _tiny_fit({"init": "random"}, base, X)
     c, _ = _tiny_fit({"init": "scratch", "arch": {**RECIPES["mnist1d-cnn"]["arch"], "hidden": 8}}, base, X)
     assert c(X[:3]).shape == (3, 10)
+
+
+def test_packed_settings_have_their_own_hash_and_file() -> None:
+    assert "pack" not in P.settings("mnist1d-cnn") and P.settings("mnist1d-cnn", True) == {
+        **P.settings("mnist1d-cnn"), "pack": True, "init": "scratch"}
+    plain, packed = P.parity_paths("mnist1d-cnn", 4, Path("m")), P.parity_paths("mnist1d-cnn", 4, Path("m"), True)
+    assert plain[2] != packed[2] and packed[0].name.startswith("mnist1d-cnn-parity-k4-packed-")
+    assert P.parity_recipe("digits-cnn", 2)["parity"] == DIGITS_SETTINGS  # the plain recipe never moves
+
+
+@pytest.mark.parametrize("name, k", [("mnist1d-cnn", 4), ("digits-cnn", 2), ("digits-mlp", 3)])
+def test_packed_parity_starts_as_f_on_the_sum(name: str, k: int) -> None:
+    """From f's weights a packed model (first layer repeated k times) computes f(sum of members) exactly: the
+    plain parity model's start, so training only adds what the stacked members tell."""
+    from gencc.workloads._torch import IN_SHAPES
+
+    torch.manual_seed(3)
+    base = build_module(RECIPES[name]["arch"]).eval()
+    m = P.build_parity(name, k, P.settings(name, True))
+    assert isinstance(m, P.PackedParity)
+    m.inner.load_state_dict(P._from_base(base.state_dict(), m.inner.state_dict()))
+    Z = torch.randn(5, k, *IN_SHAPES[name])
+    with torch.no_grad():
+        torch.testing.assert_close(m.eval()(Z), base(Z.sum(dim=1)), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="scale must be 'sum'"):
+        P.build_parity(name, k, {**P.settings(name, True), "scale": "mean"})
+
+
+def test_packed_fit_trains_on_stacked_members() -> None:
+    """A short packed fit from f's weights: deterministic, and it improves on its start (f on the sum)."""
+    torch.manual_seed(2)
+    base = build_module(RECIPES["mnist1d-cnn"]["arch"]).eval()
+    with torch.no_grad():  # larger weights: ReLUs switch within the data, so f is far from additive
+        for w in base.parameters():
+            w.mul_(3.0)
+    X = torch.randn(200, 1, 40)
+    hp = {"epochs": 4, "per_epoch": 1024, "pack": True}
+    a, _ = _tiny_fit(hp, base, X)
+    b, _ = _tiny_fit(hp, base, X)
+    assert isinstance(a, P.PackedParity) and a(X[:6].reshape(3, 2, 1, 40)).shape == (3, 10)
+    sa, sb = a.state_dict(), b.state_dict()
+    assert all(torch.equal(sa[n], sb[n]) for n in sa)
+    start = P.build_parity("mnist1d-cnn", 2, {"pack": True}).eval()
+    start.inner.load_state_dict(P._from_base(base.state_dict(), start.inner.state_dict()))
+    before, after = P.held_out(start, base, X, 2), P.held_out(a, base, X, 2)
+    assert after["rel_mse"] < 0.8 * before["rel_mse"], (before, after)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import apply_matrix, is_torch, to_numpy
+from .._arrays import apply_matrix, is_torch, take_rows, to_numpy
 from .._validate import check_int
 
 #: decoding matrices kept per code (least recently used are dropped first)
@@ -68,12 +68,26 @@ class Code(ABC):
         return self._E
 
     def encode(self, X: Any) -> Any:
-        """Coded inputs E X: X of shape (K, *in_shape) gives (N, *in_shape), same array kind."""
+        """Coded inputs E X: X of shape (K, *in_shape) gives (N, *in_shape), same array kind.
+
+        A code whose coded workers run a packed parity model (`packed_groups`) gives a list of N arrays
+        instead: such a worker's input is its group's inputs stacked, (k, *in_shape); its result still
+        estimates sum_k E[n, k] f(x_k), so E stays the decoder's model. `gencc.take_rows` stacks rows.
+        """
         shape = tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
         if len(shape) == 0 or shape[0] != self.K:
             raise ValueError(f"encode expects X with first dimension K={self.K} (one row per input), "
                              f"got shape {shape}")
-        return apply_matrix(self.encoding_matrix, X, "X")
+        Z = apply_matrix(self.encoding_matrix, X, "X")
+        packs = self.packed_groups()
+        if not packs:
+            return Z
+        Xs = X.to(Z.dtype) if is_torch(X) else np.asarray(X, dtype=Z.dtype)  # as finite-checked, in Z's dtype
+        return [take_rows(Xs, packs[n]) if n in packs else Z[n] for n in range(self.N)]
+
+    def packed_groups(self) -> dict[int, np.ndarray]:
+        """{worker: the inputs it receives stacked} for workers that run a packed parity model; none by default."""
+        return {}
 
     def decoding_matrix(self, returned: Sequence[int], Y: Any = None) -> np.ndarray:
         """D_F of shape (K, len(returned)), columns in the order of `returned`.

@@ -5,6 +5,9 @@ P_g = sum of the inputs of group g (inputs g*k .. g*k+k-1, the last group possib
 model F_P trained so that F_P(P_g) ~ sum_{i in g} f(x_i). A data worker that straggles is recovered as
 F_P(P_g) - sum of the other outputs of its group, provided the parity worker and every other member of the
 group returned; otherwise its input has no estimate (a zero row, listed by `missing`, as in Replication).
+With a packed parity model (`load_parity(name, k, packed=True)`) the parity worker receives its group's k
+inputs stacked instead of their sum (`encode` returns a list), ParM's concatenation encoder without the
+downsampling.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ class ParM(Code):
         self.k = k
         self.groups = groups
         self.parity = parity
+        self.packed = bool(getattr(parity, "packed", False))
+        if self.packed and (int(parity.k) != k or K % k):
+            raise ValueError(f"a packed parity model for k={parity.k} needs groups of exactly that many inputs: "
+                             f"use k={parity.k} with K a multiple of it (got k={k}, K={K})")
         self.group_of = np.arange(K) // k  # the group of each input
         self.alpha = equispaced(K)
         self.beta = equispaced(self.N)
@@ -56,6 +63,10 @@ class ParM(Code):
         if n < self.K or self.parity is None:
             return f
         return self.parity
+
+    def packed_groups(self) -> dict[int, np.ndarray]:
+        """With a packed parity model, each parity worker receives its group's inputs stacked."""
+        return {self.K + g: self.group(g) for g in range(self.groups)} if self.packed else {}
 
     def group(self, g: int) -> np.ndarray:
         """The inputs of parity group g."""

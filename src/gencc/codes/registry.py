@@ -122,16 +122,16 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
     CodeSpec("parm", ParM, "parity models: k inputs per group plus one parity query (N = K + ceil(K/k))", (
         Param("k", "int", 2, "inputs per parity group"),
         Param("parity", "callable", None, "the parity model F_P, None: f itself (exact for linear f only); "
-              "build it with gencc.workloads.load_parity(workload, k); `gencc sweep` and `gencc run` do so "
-              "for their workload"),
+              "build it with gencc.workloads.load_parity(workload, k) (packed=True: queries are the k inputs "
+              "stacked); `gencc sweep` and `gencc run` build the plain one for their workload"),
     ), fixed_N=lambda K, opts: K + math.ceil(K / opts.get("k", 2))),
     CodeSpec("sgcc", SystematicGCC, "systematic GCC for low redundancy (N <= 2K): K raw inputs, coded group "
              "means, kriging decoder", (
         Param("rho", "float", SystematicGCC.__init__.__kwdefaults__["rho"],
               "coded results' residual variance relative to the prior's (SystematicGCC.calibrated fits it)"),
         Param("kernel", "choice", "auto", "prior kernel over the inputs (auto: Matern 3/2)", ("auto", *KERNELS)),
-        Param("parity", "callable", None, "a parity model run by the coded workers (gencc.workloads.load_parity); "
-              "None: f itself"),
+        Param("parity", "callable", None, "a parity model run by the coded workers (gencc.workloads.load_parity; "
+              "packed=True sends each its group's inputs stacked); None: f itself"),
     )),
 )}
 

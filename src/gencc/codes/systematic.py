@@ -16,6 +16,9 @@ losses, or a lost coded worker, fall back on the GP prior (GCC's smoothness alon
 With `parity` (a parity model F_P trained so that F_P(x_1 + .. + x_s) ~ f(x_1) + .. + f(x_s), e.g.
 `gencc.workloads.load_parity(name, k)`) coded workers run z -> F_P(s z) / s, which is exactly ParM's parity
 query on the group, so at one straggler the decode matches ParM and at two or more it keeps what ParM loses.
+A *packed* parity model (`load_parity(name, k, packed=True)`, attribute `packed`) gets the group's inputs
+themselves, stacked: coded workers then receive their k inputs (`encode` returns a list) and run
+Z -> F_P(Z) / k; the decoder's model is unchanged.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
-from .._arrays import to_numpy
+from .._arrays import take_rows, to_numpy
 from ..kernels import Kernel, Matern32, get_kernel
 from .base import Code
 
@@ -73,6 +76,13 @@ class SystematicGCC(Code):
                              f"need K >= {self.kernel.q}, got K={K}")
         self.parity = parity
         self.groups = [g for g in np.array_split(np.arange(K), N - K)] if N > K else []
+        self.packed = bool(getattr(parity, "packed", False))
+        if self.packed:
+            sizes = sorted({len(g) for g in self.groups})
+            if sizes != [int(parity.k)]:
+                raise ValueError(f"a packed parity model for k={parity.k} needs every coded group to hold exactly "
+                                 f"{parity.k} inputs; K={K}, N={N} gives groups of {sizes}: choose N - K dividing "
+                                 f"K with K / (N - K) = {parity.k}, or a parity model for that k")
         self.alpha = np.linspace(-1.0, 1.0, K) if K > 1 else np.zeros(1)
         # coded worker g sits a third of a gap beyond its group on the side away from the nearer end of
         # [-1, 1]: no two neighbouring workers then hold an end input and the only other source of it
@@ -133,8 +143,14 @@ class SystematicGCC(Code):
             return f
         cache = self.__dict__.setdefault("_parity_fns", {})
         if s not in cache:
-            cache[s] = _ScaledParity(self.parity, s)
+            cache[s] = _PackedParity(self.parity, s) if self.packed else _ScaledParity(self.parity, s)
         return cache[s]
+
+    def packed_groups(self) -> dict[int, np.ndarray]:
+        """With a packed parity model, each coded worker receives its group's inputs stacked."""
+        if not self.packed:
+            return {}
+        return {int(n): g for n, g in zip(self.coded, self.groups, strict=True)}
 
     def _encoding_matrix(self) -> np.ndarray:
         E = np.zeros((self.N, self.K))
@@ -174,6 +190,17 @@ class _ScaledParity:
 
     def __call__(self, Z: Any) -> Any:
         return self.parity(Z * self.s) / self.s
+
+
+class _PackedParity:
+    """Z -> F_P(Z) / s: a packed parity model (sum of the outputs of the s stacked inputs Z), read as the mean."""
+
+    def __init__(self, parity: Callable, s: int):
+        self.parity, self.s = parity, s
+        self.batched = bool(getattr(parity, "batched", False))
+
+    def __call__(self, Z: Any) -> Any:
+        return self.parity(Z) / self.s
 
 
 def kriging_decoder(H: np.ndarray, Kc: np.ndarray, T: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -217,7 +244,7 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
     B, M = len(Xs), code.coded.size
     # one call of each worker function over all sets: a torch model is far faster on one large batch
     c = apply_f(f, np.concatenate(Xs), batched).reshape(B, code.K, -1)
-    Z = np.stack([code.encode(X)[code.coded] for X in Xs])
+    Z = np.stack([take_rows(code.encode(X), code.coded) for X in Xs])
     y = np.empty((B, M, c.shape[2]))
     fns = [code.worker_function(f, int(n)) for n in code.coded]
     for fn in {id(g): g for g in fns}.values():

@@ -93,6 +93,9 @@ class Coded(Dispatcher):
             raise ValueError(f"{code!r} needs N={code.N} distinct workers per group, only {env.n_workers} exist")
         if not max_wait > 0:
             raise ValueError(f"max_wait must be positive, got {max_wait}")
+        if code.packed_groups():
+            raise ValueError(f"{code.name}: serving a packed parity model is not supported yet (its coded workers "
+                             "take stacked inputs); serve with the plain parity model, load_parity(name, k)")
         self.code, self.mode, self.max_wait = code, mode, float(max_wait)
         self.name = name or code.name
         self.K, self.N = code.K, code.N

@@ -136,7 +136,7 @@ def _load_trained(spec: WorkloadSpec, progress: bool, cache_dir: str | os.PathLi
 
 
 def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,
-                cache_dir: str | os.PathLike | None = None, retrain: bool = False) -> ParityFn:
+                cache_dir: str | os.PathLike | None = None, retrain: bool = False, packed: bool = False) -> ParityFn:
     """The parity model F_P of trained workload `name` for ParM with k inputs per parity query.
 
     Same input and output shapes and array kinds as the workload's f (batched); trained with MSE so that
@@ -148,6 +148,10 @@ def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,
     agreement of F_P(sum) - sum of the others, on random k-tuples of test inputs), `k`, `from_cache`,
     `weights_path` and `factory` (picklable).
     Use it as `gencc.ParM(K, k, parity=load_parity(name, k))`.
+
+    packed=True: the model takes the k members themselves, stacked ((B, k, *in_shape)), instead of their sum
+    (the first layer sees k times the channels; the rest is f's architecture, so one query costs about one f).
+    A separate cache entry; ParM and SystematicGCC then send each coded worker its group's k inputs.
     """
     if not isinstance(name, str):
         raise ValueError(f"workload name must be a string, got {type(name).__name__}")
@@ -159,9 +163,11 @@ def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,
 
     k = _parity.check_k(k)
     models = models_dir(cache_dir).resolve()
-    _, from_cache = _parity.ensure_parity(name, k, models, progress=progress, retrain=retrain)
-    _, _, h = _parity.parity_paths(name, k, models)
-    fn = _parity.ParityFactory(name, k, str(models), h)()
+    if not isinstance(packed, bool):
+        raise ValueError(f"packed must be True or False, got {packed!r}")
+    _, from_cache = _parity.ensure_parity(name, k, models, progress=progress, retrain=retrain, packed=packed)
+    _, _, h = _parity.parity_paths(name, k, models, packed)
+    fn = _parity.ParityFactory(name, k, str(models), h, packed)()
     fn.from_cache = from_cache
     return fn
 

@@ -1,6 +1,11 @@
 """Parity models for ParM: the workload's architecture (or a per-workload one) trained (MSE) to map a sum of k
 inputs to the sum of the workload model's outputs on them. Cached like the workloads' models; imported only when
 one is loaded.
+
+A *packed* parity model (`packed=True`) gets the k inputs themselves, stacked along a new leading axis
+((k, *in_shape): ParM's concatenation encoder without the downsampling) and folded into its first layer's
+input channels; everything after the first layer is the workload's architecture, so a query costs about one
+evaluation of f, while the coded worker receives k inputs instead of one.
 """
 
 from __future__ import annotations
@@ -53,16 +58,16 @@ def check_k(k: int) -> int:
     return check_int("k (inputs per parity query)", k, 1)  # type: ignore[return-value]
 
 
-def parity_recipe(name: str, k: int) -> dict[str, Any]:
+def parity_recipe(name: str, k: int, packed: bool = False) -> dict[str, Any]:
     """The parity recipe: k, the training settings, the workload's full recipe (its hash names the targets)."""
-    return {"parity": settings(name), "k": check_k(k), "base": full_recipe(name), "format": PARITY_FORMAT,
+    return {"parity": settings(name, packed), "k": check_k(k), "base": full_recipe(name), "format": PARITY_FORMAT,
             "threads": TRAIN_THREADS}
 
 
-def parity_paths(name: str, k: int, models: Path) -> tuple[Path, Path, str]:
+def parity_paths(name: str, k: int, models: Path, packed: bool = False) -> tuple[Path, Path, str]:
     """(weights .pt path, metadata .json path, recipe hash) of the parity model of `name` for k."""
-    h = recipe_hash(parity_recipe(name, k))
-    stem = f"{name}-parity-k{int(k)}-{h}"
+    h = recipe_hash(parity_recipe(name, k, packed))
+    stem = f"{name}-parity-k{int(k)}{'-packed' if packed else ''}-{h}"
     return models / f"{stem}.pt", models / f"{stem}.json", h
 
 
@@ -71,10 +76,15 @@ def _outputs(module: torch.nn.Module, X: torch.Tensor) -> torch.Tensor:
         return module(X).clone()
 
 
+def queries(X: torch.Tensor, idx: torch.Tensor, packed: bool) -> torch.Tensor:
+    """The parity queries of the k-tuples idx (rows of X): their sums, or packed, the stacked members."""
+    return X[idx] if packed else X[idx].sum(dim=1)
+
+
 def _reconstruction(parity: torch.nn.Module, X: torch.Tensor, F: torch.Tensor, idx: torch.Tensor) -> dict[str, float]:
-    """How well F_P(sum) - sum of the others recovers f of the first member, on the k-tuples idx (rows of X)."""
+    """How well F_P(query) - sum of the others recovers f of the first member, on the k-tuples idx (rows of X)."""
     with torch.inference_mode():
-        P = parity(X[idx].sum(dim=1))
+        P = parity(queries(X, idx, isinstance(parity, PackedParity)))
     target = F[idx].sum(dim=1)
     est = P - F[idx[:, 1:]].sum(dim=1)
     true = F[idx[:, 0]]
@@ -98,15 +108,44 @@ class MeanParity(torch.nn.Module):
         return self.inner(x / self.k) * self.k
 
 
-def settings(name: str) -> dict[str, Any]:
-    """The parity training settings of `name`: PARITY_TRAIN with the workload's PARITY_OVERRIDES entries."""
-    return {**PARITY_TRAIN, **PARITY_OVERRIDES.get(name, {})}
+class PackedParity(torch.nn.Module):
+    """F_P on k stacked inputs (B, k, C, ...) -> (B, classes): the members are folded into the input channels
+    of `inner` (an architecture built with k C input channels; for flat inputs, k times the features)."""
+
+    def __init__(self, inner: torch.nn.Module, k: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.k = k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x.reshape(x.shape[0], x.shape[1] * x.shape[2], *x.shape[3:]))
+
+
+#: what a packed parity model changes in a workload's settings. From scratch: started from f's weights (the
+#: first layer repeated per member, i.e. f on the sum) every member's channels get the same weights and the
+#: gradients barely tell them apart, so on digits it stayed the plain model (held-out rel_mse 0.043 both at
+#: k = 2; from scratch 0.031); on mnist1d both starts end alike (`benchmarks/parity_recipes.py`, packed rows).
+PACKED = {"pack": True, "init": "scratch"}
+
+
+def settings(name: str, packed: bool = False) -> dict[str, Any]:
+    """The parity training settings of `name`: PARITY_TRAIN with the workload's PARITY_OVERRIDES entries, and
+    PACKED for a packed parity model (absent otherwise, so the plain recipes' hashes never move)."""
+    return {**PARITY_TRAIN, **PARITY_OVERRIDES.get(name, {}), **(PACKED if packed else {})}
 
 
 def build_parity(name: str, k: int, hp: dict[str, Any]) -> torch.nn.Module:
     """A fresh parity module for settings `hp`: architecture hp["arch"] (default: the workload's), wrapped in
-    MeanParity when hp["scale"] is "mean" (default "sum": the module sees the sum and outputs the sum)."""
-    inner = build_module(hp.get("arch", RECIPES[name]["arch"]))
+    MeanParity when hp["scale"] is "mean" (default "sum": the module sees the sum and outputs the sum), or
+    with hp["pack"] in PackedParity (the module sees the k members stacked)."""
+    arch = hp.get("arch", RECIPES[name]["arch"])
+    if hp.get("pack"):
+        if hp.get("scale", "sum") != "sum":
+            raise ValueError("a packed parity model sees the members themselves: scale must be 'sum'")
+        shape = IN_SHAPES[name]
+        # channels-first inputs fold the members into the channels; flat ones (an MLP) into the features
+        return PackedParity(build_module({**arch, "in_channels": k * shape[0] if len(shape) > 1 else k}), k)
+    inner = build_module(arch)
     scale = hp.get("scale", "sum")
     if scale == "mean":
         return MeanParity(inner, k)
@@ -125,9 +164,9 @@ def fit_parity(name: str, k: int, hp: dict[str, Any], base: torch.nn.Module, X: 
     torch.manual_seed(hp["seed"])
     module = build_parity(name, k, hp)
     if hp["init"] == "base":
-        inner = module.inner if isinstance(module, MeanParity) else module
+        inner = module.inner if isinstance(module, (MeanParity, PackedParity)) else module
         try:
-            inner.load_state_dict(base.state_dict())
+            inner.load_state_dict(_from_base(base.state_dict(), inner.state_dict()))
         except RuntimeError as err:
             raise ValueError(f"{name} parity settings: init 'base' needs the workload's architecture ({err})") from None
     elif hp["init"] != "scratch":
@@ -145,7 +184,7 @@ def fit_parity(name: str, k: int, hp: dict[str, Any], base: torch.nn.Module, X: 
                 idx = torch.randint(len(X), (hp["per_epoch"], k), generator=gen)
             else:
                 idx = chain_groups(X, k, chain, -(-hp["per_epoch"] // (chain // k)), gen)
-            P, target = X[idx].sum(dim=1), F[idx].sum(dim=1)
+            P, target = queries(X, idx, bool(hp.get("pack"))), F[idx].sum(dim=1)
             for i in range(0, len(P), hp["batch"]):
                 opt.zero_grad(set_to_none=True)
                 loss = ((module(P[i : i + hp["batch"]]) - target[i : i + hp["batch"]]) ** 2).mean()
@@ -155,6 +194,19 @@ def fit_parity(name: str, k: int, hp: dict[str, Any], base: torch.nn.Module, X: 
             bar.update(task, advance=1, loss=loss.item())
     module.eval()
     return module, time.perf_counter() - t0
+
+
+def _from_base(base: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The workload model's weights for a parity module: a first layer with k times the inputs (packed) gets
+    the base weights repeated k times, so at the start F_P(members) = f(sum of members), the plain start."""
+    out = {}
+    for key, w in base.items():
+        target = own.get(key)
+        if (target is not None and w.dim() >= 2 and target.shape[0] == w.shape[0] and target.shape[1] != w.shape[1]
+                and target.shape[1] % w.shape[1] == 0):
+            w = torch.cat([w] * (target.shape[1] // w.shape[1]), dim=1)
+        out[key] = w
+    return out
 
 
 def chain_groups(X: torch.Tensor, k: int, size: int, sets: int, gen: torch.Generator) -> torch.Tensor:
@@ -183,14 +235,14 @@ def held_out(module: torch.nn.Module, base: torch.nn.Module, X: torch.Tensor, k:
     return _reconstruction(module, X, _outputs(base, X), idx)
 
 
-def train_parity(name: str, k: int, models: Path, progress: bool = True) -> dict[str, Any]:
+def train_parity(name: str, k: int, models: Path, progress: bool = True, packed: bool = False) -> dict[str, Any]:
     """Train the parity model of `name` for k, write weights and metadata atomically, return the metadata.
 
     Deterministic like `_torch.train`: fixed seeds, private generators, deterministic algorithms, at most
     TRAIN_THREADS thread(s) (previous torch settings restored).
     """
-    recipe = parity_recipe(name, k)
-    pt, js, h = parity_paths(name, k, models)
+    recipe = parity_recipe(name, k, packed)
+    pt, js, h = parity_paths(name, k, models, packed)
     ensure_trained(name, models, progress=progress)
     base = load_module(name, weights_paths(name, models)[0])
     Xtr, _, Xte, _ = dataset(name)
@@ -201,6 +253,7 @@ def train_parity(name: str, k: int, models: Path, progress: bool = True) -> dict
         meta = {
             "name": name,
             "k": k,
+            "packed": packed,
             "hash": h,
             "base_hash": weights_paths(name, models)[2],
             "recipe": recipe,
@@ -213,20 +266,20 @@ def train_parity(name: str, k: int, models: Path, progress: bool = True) -> dict
     return meta
 
 
-def load_parity_module(name: str, k: int, weights: Path) -> torch.nn.Module:
+def load_parity_module(name: str, k: int, weights: Path, packed: bool = False) -> torch.nn.Module:
     """The parity module of `name` for k (current settings) with the weights at `weights`, eval, float32, CPU."""
-    module = build_parity(name, k, settings(name))
+    module = build_parity(name, k, settings(name, packed))
     module.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     return module.float().eval()
 
 
 def ensure_parity(name: str, k: int, models: Path, progress: bool = True,
-                  retrain: bool = False) -> tuple[dict, bool]:
+                  retrain: bool = False, packed: bool = False) -> tuple[dict, bool]:
     """(metadata, from_cache): train unless a complete cache entry for the current parity recipe exists."""
-    pt, js, _ = parity_paths(name, k, models)
+    pt, js, _ = parity_paths(name, k, models, packed)
     if not retrain and pt.exists() and js.exists():
         return read_json(js), True
-    return train_parity(name, k, models, progress=progress), False
+    return train_parity(name, k, models, progress=progress, packed=packed), False
 
 
 @dataclass
@@ -238,31 +291,40 @@ class ParityFactory:
     k: int
     models: str
     hash: str
+    packed: bool = False
 
     def __call__(self) -> ParityFn:
         models = Path(self.models)
-        pt, _, h = parity_paths(self.name, self.k, models)
+        pt, _, h = parity_paths(self.name, self.k, models, self.packed)
         if h != self.hash:
             raise RuntimeError(f"{self.name} parity model (k={self.k}): recipe hash here is {h}, the factory was "
                                f"made for {self.hash} (torch {torch.__version__} here)")
-        meta, from_cache = ensure_parity(self.name, self.k, models, progress=False)
-        return ParityFn(self.name, load_parity_module(self.name, self.k, pt), self, meta, from_cache, pt)
+        meta, from_cache = ensure_parity(self.name, self.k, models, progress=False, packed=self.packed)
+        return ParityFn(self.name, load_parity_module(self.name, self.k, pt, self.packed), self, meta, from_cache,
+                        pt)
 
 
 class ParityFn(ModelFn):
-    """Batched parity model F_P: (B, *in_shape) -> (B, 10), like the workload's f (same array kinds).
+    """Batched parity model F_P: (B, *in_shape) -> (B, 10), like the workload's f (same array kinds); packed,
+    (B, k, *in_shape) -> (B, 10): each query is the k members stacked.
 
-    `k` is the group size it was trained for; `info` its metadata (held-out reconstruction figures under
-    "test", training seconds, recipe); `from_cache` whether the weights were already cached; `weights_path`.
+    `k` is the group size it was trained for; `packed` whether it takes the members stacked; `info` its
+    metadata (held-out reconstruction figures under "test", training seconds, recipe); `from_cache` whether
+    the weights were already cached; `weights_path`.
     """
 
     def __init__(self, name: str, module: torch.nn.Module, factory: ParityFactory, info: dict[str, Any],
                  from_cache: bool, weights_path: Path) -> None:
-        super().__init__(f"{name}-parity-k{factory.k}", module, IN_SHAPES[name], OUT_SHAPE, factory)
+        packed = factory.packed
+        in_shape = (factory.k, *IN_SHAPES[name]) if packed else IN_SHAPES[name]
+        super().__init__(f"{name}-parity-k{factory.k}{'-packed' if packed else ''}", module, in_shape, OUT_SHAPE,
+                         factory)
+        self.packed = packed
         self.k = factory.k
         self.info = info
         self.from_cache = from_cache
         self.weights_path = weights_path
 
     def __repr__(self) -> str:
-        return f"ParityFn({self.name!r}, k={self.k}, in_shape={self.in_shape}, out_shape={self.out_shape})"
+        pk = ", packed=True" if self.packed else ""
+        return f"ParityFn({self.name!r}, k={self.k}{pk}, in_shape={self.in_shape}, out_shape={self.out_shape})"

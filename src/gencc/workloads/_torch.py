@@ -48,14 +48,15 @@ IN_SHAPES: dict[str, tuple[int, ...]] = {"digits-cnn": (1, 8, 8), "digits-mlp": 
 
 
 class LeNet2d(nn.Module):
-    """conv-pool-conv-pool-fc-fc with ReLU, for 1x8x8 images (3x3 convolutions, same padding)."""
+    """conv-pool-conv-pool-fc-fc with ReLU, for 1x8x8 images (3x3 convolutions, same padding); `in_channels`
+    > 1 for stacked images (packed parity models)."""
 
-    def __init__(self, channels: list[int], kernel: int, hidden: int, classes: int) -> None:
+    def __init__(self, channels: list[int], kernel: int, hidden: int, classes: int, in_channels: int = 1) -> None:
         super().__init__()
         c1, c2 = channels
         pad = kernel // 2
         self.features = nn.Sequential(
-            nn.Conv2d(1, c1, kernel, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, c1, kernel, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(c1, c2, kernel, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
         )
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(c2 * 2 * 2, hidden), nn.ReLU(), nn.Linear(hidden, classes))
@@ -66,12 +67,13 @@ class LeNet2d(nn.Module):
 
 class CNN1d(nn.Module):
     """Strided 1-D convolutions (ReLU) and a linear read-out, for 1 x length signals (mnist1d); with `hidden`,
-    a hidden fully connected layer (ReLU) before the read-out."""
+    a hidden fully connected layer (ReLU) before the read-out; `in_channels` > 1 for stacked signals."""
 
-    def __init__(self, channels: list[int], length: int, classes: int, hidden: int | None = None) -> None:
+    def __init__(self, channels: list[int], length: int, classes: int, hidden: int | None = None,
+                 in_channels: int = 1) -> None:
         super().__init__()
         layers: list[nn.Module] = []
-        c_in, n = 1, length
+        c_in, n = in_channels, length
         for i, c in enumerate(channels):
             k = 5 if i == 0 else 3
             layers += [nn.Conv1d(c_in, c, k, stride=2, padding=1), nn.ReLU()]
@@ -91,16 +93,16 @@ def build_module(arch: dict[str, Any]) -> nn.Module:
     """A freshly initialised module for an architecture entry of a recipe."""
     kind = arch["kind"]
     if kind == "lenet2d":
-        return LeNet2d(arch["channels"], arch["kernel"], arch["hidden"], arch["classes"])
+        return LeNet2d(arch["channels"], arch["kernel"], arch["hidden"], arch["classes"], arch.get("in_channels", 1))
     if kind == "mlp":
-        sizes = arch["sizes"]
+        sizes = [arch["sizes"][0] * arch.get("in_channels", 1), *arch["sizes"][1:]]
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-2], sizes[1:-1], strict=True):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(sizes[-2], sizes[-1]))
         return nn.Sequential(*layers)
     if kind == "cnn1d":
-        return CNN1d(arch["channels"], arch["length"], arch["classes"], arch.get("hidden"))
+        return CNN1d(arch["channels"], arch["length"], arch["classes"], arch.get("hidden"), arch.get("in_channels", 1))
     raise ValueError(f"unknown architecture kind {kind!r}")
 
 
