@@ -4,12 +4,12 @@
 
 Each variant is PARITY_TRAIN with the changes in VARIANTS (and --epochs / --per-epoch when given), trained on
 the workload's training inputs exactly as `load_parity` trains (`_parity.fit_parity`, one thread, fixed seeds),
-not cached. Printed per variant: training seconds, and reconstruction rel_mse (agreement) of F_P(sum) - sum of
+not cached. Printed per variant: training seconds, and reconstruction rel_mse (agreement) of F_P(query) - sum of
 the others against f of the first member, on 4000 k-tuples of the test inputs (held out): random ones (the
 figures `load_parity` stores) and consecutive groups of chain-ordered sets (as ParM and SystematicGCC's coded
 workers query the parity model); and on random k-tuples of the training inputs (under- or over-fitting).
 Two untrained references come first: F_P = f on the sum (ParM's untrained reading) and F_P(s) = k f(s / k)
-(the mean's reading).
+(the mean's reading). Packed variants query F_P with the k members stacked instead of their sum.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "chain": {"chain_set": 8},
     "chain-mean": {"chain_set": 8, "scale": "mean"},
     "chain-wide": {"chain_set": 8, "scale": "mean", "init": "scratch", "arch": WIDE},
+    # packed: the k members stacked as input channels instead of their sum (a coded worker receives k inputs)
+    "recipe-packed": {"pack": True},  # the workload's recipe, packed (what `load_parity(..., packed=True)` trains)
+    "packed": {"pack": True},
+    "packed-scratch": {"pack": True, "init": "scratch"},
+    "chain-packed": {"chain_set": 8, "pack": True},
 }
 
 
@@ -75,7 +80,10 @@ def main() -> None:
         for label, module in (("untrained: F_P = f", base), ("untrained: k f(sum / k)", P.MeanParity(base, k))):
             print(_row(label, 0.0, module, base, X, Xt, k, chain), flush=True)
     for name in args.variants:
-        hp = P.settings(args.workload) if name == "recipe" else {**P.PARITY_TRAIN, **VARIANTS[name]}
+        if name.startswith("recipe"):
+            hp = P.settings(args.workload, packed=name == "recipe-packed")
+        else:
+            hp = {**P.PARITY_TRAIN, **VARIANTS[name]}
         if args.epochs is not None:
             hp["epochs"] = args.epochs
         if args.per_epoch is not None:

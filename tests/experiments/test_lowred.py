@@ -83,7 +83,8 @@ def test_table_on_the_digits_cnn():
     by = {r["scheme"]: r for r in rows}
     old = "GCC, interpolating decoder (the default before)"
     assert set(by) == {"GCC (default)", old, "BACC", "replication", "ParM k=2 (trained parity)",
-                       "SystematicGCC (untrained)", "SystematicGCC + parity"}
+                       "ParM k=2, packed parity (k inputs per query)", "SystematicGCC (untrained)",
+                       "SystematicGCC + parity", "SystematicGCC + packed parity"}
     for r in rows:
         for c in lowred.COLUMNS:
             assert 0 <= r[f"{c} rel_mse"] < 2 and r[f"{c} rel_mse_ci"] >= 0 and 0 <= r[f"{c} agreement"] <= 1
@@ -91,6 +92,9 @@ def test_table_on_the_digits_cnn():
     assert by["SystematicGCC (untrained)"]["S=1 rel_mse"] < by[old]["S=1 rel_mse"]
     assert by["GCC (default)"]["S=1 rel_mse"] < by[old]["S=1 rel_mse"]
     assert by["SystematicGCC + parity"]["S=2 rel_mse"] < by["ParM k=2 (trained parity)"]["S=2 rel_mse"]
+    packed = by["SystematicGCC + packed parity"]
+    assert packed["S=2 rel_mse"] < by["ParM k=2, packed parity (k inputs per query)"]["S=2 rel_mse"]
+    assert packed["train_s"] > 0 and 0 < packed["rho"] < 1
     md = lowred.markdown(rows)
     assert len(md) == 2 + len(rows)
 
