@@ -25,6 +25,21 @@ from gencc.serving.parity import calibrate_sgcc, coded_workers, parity_k, sgcc_p
 SHARP = {"rho": 1e-9, "length_scale": 0.3}  # a near-exact parity model: the recovery is c_a = 2 y - c_b
 
 
+class PackedRecorder:
+    """A perfect packed parity model for `lin` (stacked pairs (B, 2, d) -> lin of each, summed) that records
+    its inputs."""
+
+    batched, packed, k = True, True, 2
+
+    def __init__(self):
+        self.inputs: list[np.ndarray] = []
+
+    def __call__(self, Z):
+        Z = np.asarray(Z, dtype=float)
+        self.inputs.append(Z)
+        return lin(Z.reshape(-1, *Z.shape[2:])).reshape(len(Z), Z.shape[1], -1).sum(axis=1)
+
+
 class Recorder:
     """A perfect parity model for the linear `lin` (F_P(x_1 + x_2) = lin(x_1) + lin(x_2)) that records inputs."""
 
@@ -40,14 +55,19 @@ class Recorder:
 
 def test_worker_functions_route_parity_slots_with_their_group_size():
     code = gencc.SystematicGCC(8, 12, parity=Recorder())
-    names, scales = worker_functions(code)
+    names, ins, outs = worker_functions(code)
     E = code.encoding_matrix
     for n in range(12):
         coded = np.count_nonzero(E[n]) > 1  # a coded slot averages its group
         assert names[n] == ("parity" if coded else "f")
-        assert scales[n] == (np.count_nonzero(E[n]) if coded else 1.0)  # the mean times s is the sum
-    assert worker_functions(gencc.SystematicGCC(8, 12)) == (["f"] * 12, [1.0] * 12)
-    assert worker_functions(gencc.ParM(4, 2, parity=Recorder())) == (["f"] * 4 + ["parity"] * 2, [1.0] * 6)
+        assert ins[n] == outs[n] == (np.count_nonzero(E[n]) if coded else 1.0)  # the mean times s is the sum
+    assert worker_functions(gencc.SystematicGCC(8, 12)) == (["f"] * 12, [1.0] * 12, [1.0] * 12)
+    assert worker_functions(gencc.ParM(4, 2, parity=Recorder())) == (["f"] * 4 + ["parity"] * 2, [1.0] * 6,
+                                                                      [1.0] * 6)
+    # a packed parity model gets the stacked members as they are, and its sum is read as the mean
+    names, ins, outs = worker_functions(gencc.SystematicGCC(8, 12, parity=PackedRecorder()))
+    assert ins == [1.0] * 12 and sorted(outs) == [1.0] * 8 + [2.0] * 4
+    assert worker_functions(gencc.ParM(4, 2, parity=PackedRecorder()))[1:] == ([1.0] * 6, [1.0] * 6)
 
 
 @pytest.mark.parametrize(("scheme", "K", "W", "k"), [("sgcc-parity", 8, 12, 2), ("sgcc-parity-hedge", 8, 10, 4),
@@ -69,11 +89,12 @@ def test_parity_k_refuses_groups_without_a_parity_model():
         make_dispatcher("sgcc-parity", SimEnv(12, ServiceTimes(0.01)), K=8)
 
 
-def run_coded(K: int, N: int, busy: dict[int, int], seed: int = 0, **coded):
+def run_coded(K: int, N: int, busy: dict[int, int], seed: int = 0, rec: Recorder | PackedRecorder | None = None,
+              **coded):
     """SGCC with a perfect parity model on N workers (10 ms tasks), members k on worker k, all K requests at
     time 0; `busy` preloads workers with that many tasks; `coded`: the dispatcher's options (order=False).
     Returns requests, dispatcher, recorder, inputs."""
-    rec = Recorder()
+    rec = Recorder() if rec is None else rec
     e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin, "parity": rec})
     d = Coded(e, sgcc_parity_code(K, N, rec, SHARP), max_wait=1.0, order=False, **coded)
     for w, n in busy.items():
@@ -102,6 +123,17 @@ def test_coded_slots_get_the_group_sum_and_a_late_member_is_recovered_exactly():
     assert len(got) == len(want) and all(np.abs(want - z).max(axis=1).min() < 1e-5 for z in got)
     assert reqs[0].degraded and reqs[0].latency == pytest.approx(0.01)
     assert np.allclose(reqs[0].output, lin(X[:1])[0], atol=1e-4)  # 2 y - c_1, y = F_P(sum) / 2
+    assert not any(r.degraded for r in reqs[1:])
+
+
+def test_packed_coded_slots_get_the_stacked_group_and_a_late_member_is_recovered_exactly():
+    rec = PackedRecorder()
+    reqs, d, _, X = run_coded(4, 6, {0: 3}, rec=rec, decode_wait=0.015, cover=True)
+    got = sorted((z[0] for z in rec.inputs), key=lambda z: float(z[0, 0]))
+    want = sorted((X[g] for g in d.code.groups), key=lambda z: float(z[0, 0]))
+    assert len(got) == 2 and all(g.shape == (2, 3) and np.allclose(g, w) for g, w in zip(got, want, strict=True))
+    assert reqs[0].degraded and reqs[0].latency == pytest.approx(0.01)
+    assert np.allclose(reqs[0].output, lin(X[:1])[0], atol=1e-4)  # 2 (F_P(stack) / 2) - c_1
     assert not any(r.degraded for r in reqs[1:])
 
 
@@ -232,3 +264,29 @@ def test_coded_hedge_under_cover_sends_the_late_members_own_group():
     assert [t.slot for t in reqs[5].group.tasks] == [own]
     assert reqs[5].degraded and reqs[5].latency == pytest.approx(0.025)  # hedge at 15 ms + one 10 ms task
     assert np.allclose(reqs[5].output, lin(X[5:6])[0], atol=1e-4)
+
+
+def test_serving_sgcc_with_a_packed_parity_and_checks(digits) -> None:
+    """sgcc-parity with the packed model (its real recipe: trained once, cached) in the simulator (W = 12,
+    K = 8: pairs), wrong-result checks on: the coded slots get stacked pairs, and degraded answers (parity
+    recoveries) agree with f's top-1."""
+    from gencc.workloads import load_parity
+
+    w = digits[0]
+    F = load_parity("digits-cnn", 2, progress=False, packed=True)
+    W, s = 12, 0.042
+    cal = calibrate_sgcc(w, 8, 12, F, n_sets=30)
+    X = w.X_test[np.random.default_rng(3).integers(len(w.X_test), size=2000)]
+    e = SimEnv(W, ServiceTimes(s), PersistentStragglers(W, 0.1, 10.0, 1.0, seed=0), functions={"f": w.f, "parity": F})
+    reqs = simulate_load(lambda env: make_dispatcher("sgcc-parity", env, K=8, max_wait=0.05, parity=F,
+                                                     calibration=cal, request_timeout=120.0, check="on",
+                                                     check_data=(w.f, w.X_train)),
+                         e, 0.3 * W / (s * 1.9), 15.0, inputs=X, drain=60)
+    assert all(r.status == 200 for r in reqs)
+    parity_tasks = [t for t in e.executed if t.fn == "parity"]
+    assert parity_tasks and all(np.shape(t.x) == (2, *w.in_shape) for t in parity_tasks[:20])
+    dk = [r for r in reqs if r.degraded]
+    assert len(dk) >= 10
+    truth = np.argmax(w.f(np.stack([r.x for r in dk])), axis=1)
+    agree = np.mean(truth == np.argmax(np.stack([r.output for r in dk]), axis=1))
+    assert agree >= 0.9, (agree, len(dk))

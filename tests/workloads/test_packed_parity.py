@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pickle
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,13 +77,3 @@ def test_run_sends_stacked_groups_to_coded_workers(packed) -> None:
     T = w.f(X)
     np.testing.assert_allclose(np.delete(r.outputs, 4, axis=0), np.delete(T, 4, axis=0), atol=1e-4)  # float32 per task
     assert np.sum((r.outputs[4] - T[4]) ** 2) < np.sum(T[4] ** 2)
-
-
-def test_serving_refuses_a_packed_parity(packed) -> None:
-    from gencc.serving import Coded, ServiceTimes, SimEnv
-
-    _, F = packed
-    env = SimEnv(8, ServiceTimes(0.01))
-    with pytest.raises(ValueError, match="packed parity model is not supported"):
-        Coded(env, gencc.SystematicGCC(4, 6, parity=F))
-    assert Path(F.weights_path).exists()

@@ -195,6 +195,8 @@ class _ScaledParity:
 class _PackedParity:
     """Z -> F_P(Z) / s: a packed parity model (sum of the outputs of the s stacked inputs Z), read as the mean."""
 
+    packed = True
+
     def __init__(self, parity: Callable, s: int):
         self.parity, self.s = parity, s
         self.batched = bool(getattr(parity, "batched", False))

@@ -90,11 +90,11 @@ class ResultCheck:
             Xg = X[rng.choice(len(X), code.K, replace=False)]
             if order:
                 Xg = Xg[order_inputs(Xg)]
-            enc.append(np.asarray(code.encode(Xg), dtype=np.float32))
-        Z = np.stack(enc)  # (groups, N, *in)
-        Y = {n: np.asarray(code.worker_function(f, n)(Z[:, n]), dtype=float) for n in range(code.N)}
+            enc.append(code.encode(Xg))  # (N, *in), or a list with packed parity queries
+        Y = {n: np.asarray(code.worker_function(f, n)(np.stack([np.asarray(e[n], dtype=np.float32) for e in enc])),
+                           dtype=float) for n in range(code.N)}
         probe = cls(code, np.ones(code.N - code.K), tol)
-        res = np.array([probe.residuals({n: Y[n][g] for n in Y}) for g in range(len(Z))])
+        res = np.array([probe.residuals({n: Y[n][g] for n in Y}) for g in range(len(enc))])
         return cls(code, margin * np.quantile(res, quantile, axis=0), tol)
 
 
@@ -174,7 +174,7 @@ class Checked(Coded):
             out = task.output
             if task.kind == "coded":
                 self.turnaround.add(task.t_end - task.t_sent)
-                scale = self.scale_of[slot]
+                scale = self.out_scale[slot]
                 out = out if out is None or scale == 1 else np.asarray(out) / scale
             self._record(g, slot, out)
         self._try_decode(g)

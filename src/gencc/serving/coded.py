@@ -54,15 +54,17 @@ def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
     return slots
 
 
-def worker_functions(code: Code) -> tuple[list[str], list[float]]:
-    """Per worker slot, the pool function it runs ("f", or "parity": the workload's parity model) and the scale
-    s of its input: slot n runs fn(s z) / s on its encoded input z. ParM's parity query is the sum of its group
-    (s = 1); SystematicGCC with a parity model hands its coded workers the mean of s members and runs
-    z -> F_P(s z) / s (`worker_function(f, n)` exposes s), so the pool needs only the plain parity model."""
+def worker_functions(code: Code) -> tuple[list[str], list[float], list[float]]:
+    """Per worker slot, the pool function it runs ("f", or "parity": the workload's parity model) and the scales
+    a and b of its input and output: slot n runs fn(a z) / b on its encoded input z. ParM's parity query is the
+    sum of its group (a = b = 1); SystematicGCC with a parity model hands its coded workers the mean of s
+    members and runs z -> F_P(s z) / s (a = b = s; `worker_function(f, n)` exposes s), and with a packed one
+    the s members stacked, z -> F_P(z) / s (a = 1, b = s), so the pool needs only the parity model itself."""
     sentinel = object()
     fns = [code.worker_function(sentinel, n) for n in range(code.N)]
-    return (["f" if fn is sentinel else "parity" for fn in fns],
-            [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns])
+    outs = [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns]
+    ins = [1.0 if getattr(fn, "packed", False) else b for fn, b in zip(fns, outs, strict=True)]
+    return ["f" if fn is sentinel else "parity" for fn in fns], ins, outs
 
 
 class Coded(Dispatcher):
@@ -93,9 +95,6 @@ class Coded(Dispatcher):
             raise ValueError(f"{code!r} needs N={code.N} distinct workers per group, only {env.n_workers} exist")
         if not max_wait > 0:
             raise ValueError(f"max_wait must be positive, got {max_wait}")
-        if code.packed_groups():
-            raise ValueError(f"{code.name}: serving a packed parity model is not supported yet (its coded workers "
-                             "take stacked inputs); serve with the plain parity model, load_parity(name, k)")
         self.code, self.mode, self.max_wait = code, mode, float(max_wait)
         self.name = name or code.name
         self.K, self.N = code.K, code.N
@@ -104,7 +103,7 @@ class Coded(Dispatcher):
         self.coded_slots = [n for n in range(self.N) if n not in sys_set]
         self.exact_missing = type(code).missing is not Code.missing
         self.min_decode = int(min_decode) if min_decode is not None else (1 if self.exact_missing else self.K)
-        self.fn_of, self.scale_of = worker_functions(code)
+        self.fn_of, self.in_scale, self.out_scale = worker_functions(code)
         self.latency = RollingQuantile(quantile, default=initial_delay)
         if decode_wait is not None and not decode_wait >= 0:
             raise ValueError(f"decode_wait must be a non-negative number of seconds, got {decode_wait}")
@@ -283,8 +282,8 @@ class Coded(Dispatcher):
                 return
             g.sent.add(n)
             x = None if g.X is None else g.X[n]
-            if x is not None and self.scale_of[n] != 1:
-                x = x * self.scale_of[n]
+            if x is not None and self.in_scale[n] != 1:
+                x = x * self.in_scale[n]
             t = Task(self.fn_of[n], x, self._done, kind="coded", slot=n, owner=g)
             g.tasks.append(t)
             self.send(w, t)
@@ -341,7 +340,7 @@ class Coded(Dispatcher):
         g = task.owner
         if task.ok:
             self.turnaround.add(task.t_end - task.t_sent)
-            scale = self.scale_of[task.slot]
+            scale = self.out_scale[task.slot]
             out = task.output if task.output is None or scale == 1 else np.asarray(task.output) / scale
             self._record(g, task.slot, out)
             self._try_decode(g)

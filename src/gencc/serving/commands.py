@@ -31,6 +31,9 @@ def serve_command(
         help="wrong-result check (gcc, bacc, sgcc, sgcc-parity): off; on (answers wait for the group's check, "
              "inconsistent results are outvoted and their workers quarantined); strict (every answer checked "
              "or confirmed by a second worker)")] = "off",
+    packed_parity: Annotated[bool, typer.Option(
+        help="parm, sgcc-parity: a parity model that takes each group's members stacked instead of their sum "
+             "(coded slots receive k inputs; trained on first use)")] = False,
     max_pending: Annotated[int, typer.Option(help="requests in flight before answering 503")] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to bind")] = 8000,
@@ -48,6 +51,9 @@ def serve_command(
         raise typer.BadParameter(f"--parm-k must lie in 2..4, got {parm_k}")
     if check_results not in CHECKS:
         raise typer.BadParameter(f"--check-results must be one of {', '.join(CHECKS)}, got {check_results!r}")
+    if packed_parity and scheme.removesuffix("-hedge") not in ("parm", "sgcc-parity"):
+        raise typer.BadParameter(f"--packed-parity applies to parm and sgcc-parity (and their -hedge forms), "
+                                 f"not {scheme!r}")
     _check_bindable(host, port)
     import uvicorn
 
@@ -60,7 +66,8 @@ def serve_command(
     try:
         svc = Service.build(workload, scheme, workers, K, backend=backend, address=address, service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
-                            parm_k=parm_k, max_pending=max_pending, check=check_results)
+                            parm_k=parm_k, max_pending=max_pending, check=check_results,
+                            packed_parity=packed_parity)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     freeze_heap()

@@ -123,17 +123,22 @@ class Service:
               slow_factor: float = 10.0, mean_slow_s: float = 1.0, faults: Faults | None = None,
               max_wait_ms: float = 50.0, parm_k: int = 2, max_pending: int = 1000, request_timeout: float = 30.0,
               seed: int = 0, on_answer: Callable[[Request], None] | None = None, check: str = "off",
-              wrong: WrongResults | None = None) -> Service:
+              wrong: WrongResults | None = None, packed_parity: bool = False) -> Service:
         """A service for a named workload (gencc.workloads) with the contract's knobs; `check` see
-        `make_dispatcher` (calibrated on the workload's training inputs), `wrong` injects wrong results."""
+        `make_dispatcher` (calibrated on the workload's training inputs), `wrong` injects wrong results;
+        `packed_parity` (parm, sgcc-parity schemes): the parity model takes each group's members stacked
+        (`load_parity(..., packed=True)`; coded slots receive k inputs)."""
         from ..workloads import load, load_parity
 
         w = load(workload, progress=False)
         fns: dict[str, Callable] = {"f": w.f}
         parity = calibration = None
         pk = parity_k(scheme, K, workers, parm_k) if scheme in SCHEMES else None
+        if packed_parity and pk is None:
+            raise ValueError(f"packed parity applies to the schemes with a parity model (parm, sgcc-parity and "
+                             f"their -hedge forms), not {scheme!r}")
         if pk is not None:
-            parity = load_parity(workload, pk, progress=False)
+            parity = load_parity(workload, pk, progress=False, packed=bool(packed_parity))
             fns["parity"] = parity
             if scheme.startswith("sgcc-parity"):
                 calibration = calibrate_sgcc(w, K, coded_workers(K, workers), parity)
