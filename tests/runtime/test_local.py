@@ -253,3 +253,38 @@ def test_bad_baseline_and_executor_arguments(X):
         LocalExecutor(processes=-1)
     with pytest.raises(ValueError, match="max_in_flight"):
         list(stream(smooth, [X], gencc.GCC(6, 8), max_in_flight=0))
+
+
+def test_close_waits_for_running_tasks_and_gives_up_on_hung_ones():
+    """A task inside f when the executor closes finishes before close returns (a torch forward still running
+    at interpreter exit can abort the process); a hung f is abandoned after `close_timeout`."""
+    import threading
+    import time
+
+    from gencc.runtime.executor import Task
+
+    started, done = threading.Event(), threading.Event()
+
+    def slow(x):
+        started.set()
+        time.sleep(0.3)
+        done.set()
+        return x
+
+    ex = LocalExecutor()
+    batch = ex.submit(slow, [Task(0, np.zeros(2))])
+    assert started.wait(5)
+    batch.cancel([0])
+    ex.close()
+    assert done.is_set()
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.submit(slow, [Task(1, np.zeros(2))])
+
+    hung = threading.Event()
+    ex = LocalExecutor()
+    ex.close_timeout = 0.2
+    ex.submit(lambda x: hung.wait(30) or x, [Task(0, np.zeros(2))])
+    t0 = time.perf_counter()
+    ex.close()
+    assert time.perf_counter() - t0 < 5
+    hung.set()

@@ -60,7 +60,11 @@ class LocalExecutor(Executor):
     factory: picklable zero-argument callable building f; with processes it is called once per process
     (otherwise f itself is pickled once per process). With threads, f is called directly.
     max_threads: cap on concurrent task threads (threads are daemons, so a hung f never blocks exit).
+    close_timeout: seconds `close` waits for task threads still running (cancelled tasks stop after their
+    current call of f): a thread inside f (a torch forward) when the interpreter exits can abort the process.
     """
+
+    close_timeout: float = 5.0
 
     def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512):
         processes = check_int("processes", processes, 0, hint="0: threads")
@@ -71,6 +75,7 @@ class LocalExecutor(Executor):
         self._work: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._threads = 0
+        self._started: list[threading.Thread] = []
         self._idle = 0
         self._pool: ProcessPoolExecutor | None = None
         self._pool_f: Any = None
@@ -86,7 +91,9 @@ class LocalExecutor(Executor):
             self._work.put(item)
             if self._idle == 0 and self._threads < self.max_threads:
                 self._threads += 1
-                threading.Thread(target=self._loop, name=f"gencc-worker-{self._threads}", daemon=True).start()
+                t = threading.Thread(target=self._loop, name=f"gencc-worker-{self._threads}", daemon=True)
+                self._started.append(t)
+                t.start()
             else:
                 self._idle -= 1
 
@@ -164,16 +171,22 @@ class LocalExecutor(Executor):
         return batch
 
     def close(self) -> None:
-        """Stop the idle threads and the process pool (running tasks are abandoned: threads are daemons)."""
+        """Stop the threads and the process pool. Threads still in a task get up to `close_timeout` seconds to
+        finish it (a task its job cancelled ends after its current call of f); one that is still busy after
+        that (a hung f, or a task nobody cancelled) is abandoned: threads are daemons."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            n = self._threads
+            n, threads = self._threads, list(self._started)
         for _ in range(n):
             self._work.put(None)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        end = time.monotonic() + self.close_timeout
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, end - time.monotonic()))
 
     def __repr__(self) -> str:
         kind = f"processes={self.processes}" if self.processes else "threads"
