@@ -139,3 +139,16 @@ class OffsetParity:
 
     def __call__(self, X):
         return linear(X) + self.offset
+
+
+class PackedOffsetParity:
+    """A packed parity model: the sum of `linear` over the stacked members (B, k, ...) plus `offset`."""
+
+    batched, packed = True, True
+
+    def __init__(self, k: int, offset: float = 0.0):
+        self.k, self.offset = k, offset
+
+    def __call__(self, Z):
+        Z = np.asarray(Z, dtype=float)
+        return linear(Z.reshape(-1, *Z.shape[2:])).reshape(len(Z), Z.shape[1], -1).sum(axis=1) + self.offset

@@ -9,7 +9,16 @@ import time
 import numpy as np
 import pytest
 import runtime_helpers
-from runtime_helpers import Faulty, LinearFactory, OffsetParity, TinyNet, linear, reference, smooth
+from runtime_helpers import (
+    Faulty,
+    LinearFactory,
+    OffsetParity,
+    PackedOffsetParity,
+    TinyNet,
+    linear,
+    reference,
+    smooth,
+)
 
 import gencc
 from gencc.runtime import Hedged, RayExecutor, Replicated, Uncoded, run, stream
@@ -151,6 +160,17 @@ def test_parm_parity_model_is_built_on_the_actors(X):
             expected[[1, 4]] += 0.5
             np.testing.assert_allclose(r.outputs, expected, atol=1e-12)
             assert r.returned.tolist() == [0, 2, 3, 5, 6, 7, 8] and r.missing.size == 0
+
+
+def test_packed_parity_workers_get_their_stacked_group_on_the_actors(X):
+    code = gencc.ParM(6, k=2, parity=PackedOffsetParity(2, 0.5))  # parity workers receive (2, *in_shape)
+    delays = np.zeros(9)
+    delays[[1, 4]] = INF
+    with RayExecutor(factory=LinearFactory(), num_actors=3) as e:
+        r = run(None, X, code, e, wait_for=7, latency=delays, order=False)
+    expected = linear(X)
+    expected[[1, 4]] += 0.5
+    np.testing.assert_allclose(r.outputs, expected, atol=1e-12)
 
 
 def test_garbage_worker_is_excluded_and_reported_on_ray():
