@@ -143,7 +143,7 @@ class SystematicGCC(Code):
             return f
         cache = self.__dict__.setdefault("_parity_fns", {})
         if s not in cache:
-            cache[s] = _PackedParity(self.parity, s) if self.packed else _ScaledParity(self.parity, s)
+            cache[s] = _GroupParity(self.parity, s, self.packed)
         return cache[s]
 
     def packed_groups(self) -> dict[int, np.ndarray]:
@@ -181,28 +181,16 @@ class SystematicGCC(Code):
         return f"SystematicGCC(K={self.K}, N={self.N}, rho={self.rho:g}, kernel={self.kernel!r}{par})"
 
 
-class _ScaledParity:
-    """z -> F_P(s z) / s: a parity model trained on sums of s inputs, applied to their mean."""
+class _GroupParity:
+    """A coded worker of a group of s inputs, read as their mean: z -> F_P(s z) / s for a parity model trained on
+    sums (z the group mean), or with `packed` Z -> F_P(Z) / s (Z the s members stacked)."""
 
-    def __init__(self, parity: Callable, s: int):
-        self.parity, self.s = parity, s
+    def __init__(self, parity: Callable, s: int, packed: bool):
+        self.parity, self.s, self.packed = parity, s, packed
         self.batched = bool(getattr(parity, "batched", False))
 
     def __call__(self, Z: Any) -> Any:
-        return self.parity(Z * self.s) / self.s
-
-
-class _PackedParity:
-    """Z -> F_P(Z) / s: a packed parity model (sum of the outputs of the s stacked inputs Z), read as the mean."""
-
-    packed = True
-
-    def __init__(self, parity: Callable, s: int):
-        self.parity, self.s = parity, s
-        self.batched = bool(getattr(parity, "batched", False))
-
-    def __call__(self, Z: Any) -> Any:
-        return self.parity(Z) / self.s
+        return self.parity(Z if self.packed else Z * self.s) / self.s
 
 
 def kriging_decoder(H: np.ndarray, Kc: np.ndarray, T: np.ndarray, noise: np.ndarray) -> np.ndarray:

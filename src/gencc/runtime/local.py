@@ -74,8 +74,7 @@ class LocalExecutor(Executor):
         self.processes, self.factory, self.max_threads = processes, factory, max_threads
         self._work: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
-        self._threads = 0
-        self._started: list[threading.Thread] = []
+        self._started: list[threading.Thread] = []  # every task thread, in start order
         self._idle = 0
         self._pool: ProcessPoolExecutor | None = None
         self._pool_f: Any = None
@@ -89,9 +88,8 @@ class LocalExecutor(Executor):
             if self._closed:
                 raise RuntimeError("this LocalExecutor is closed")
             self._work.put(item)
-            if self._idle == 0 and self._threads < self.max_threads:
-                self._threads += 1
-                t = threading.Thread(target=self._loop, name=f"gencc-worker-{self._threads}", daemon=True)
+            if self._idle == 0 and len(self._started) < self.max_threads:
+                t = threading.Thread(target=self._loop, name=f"gencc-worker-{len(self._started) + 1}", daemon=True)
                 self._started.append(t)
                 t.start()
             else:
@@ -178,8 +176,8 @@ class LocalExecutor(Executor):
             if self._closed:
                 return
             self._closed = True
-            n, threads = self._threads, list(self._started)
-        for _ in range(n):
+            threads = list(self._started)
+        for _ in threads:
             self._work.put(None)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)

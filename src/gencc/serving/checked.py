@@ -174,8 +174,7 @@ class Checked(Coded):
             out = task.output
             if task.kind == "coded":
                 self.turnaround.add(task.t_end - task.t_sent)
-                scale = self.out_scale[slot]
-                out = out if out is None or scale == 1 else np.asarray(out) / scale
+                out = self._coded_output(task)
             self._record(g, slot, out)
         self._try_decode(g)
 

@@ -340,14 +340,17 @@ class Coded(Dispatcher):
         g = task.owner
         if task.ok:
             self.turnaround.add(task.t_end - task.t_sent)
-            scale = self.out_scale[task.slot]
-            out = task.output if task.output is None or scale == 1 else np.asarray(task.output) / scale
-            self._record(g, task.slot, out)
+            self._record(g, task.slot, self._coded_output(task))
             self._try_decode(g)
         else:
             self._try_decode(g)  # one result fewer to wait for
             if self.mode == "hedge":
                 self._late(g)
+
+    def _coded_output(self, task: Task) -> Any:
+        """A coded task's result on the scale of its encoding row (its slot's output scale undone)."""
+        scale = self.out_scale[task.slot]
+        return task.output if task.output is None or scale == 1 else np.asarray(task.output) / scale
 
     def _record(self, g: _Group, slot: int, output: Any) -> None:
         g.results[slot] = output

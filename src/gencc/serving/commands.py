@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 import typer
 
+from .parity import PARITY_SCHEMES
 from .service import CHECKS, SCHEMES
 
 #: most requests one loadtest may send
@@ -51,9 +52,9 @@ def serve_command(
         raise typer.BadParameter(f"--parm-k must lie in 2..4, got {parm_k}")
     if check_results not in CHECKS:
         raise typer.BadParameter(f"--check-results must be one of {', '.join(CHECKS)}, got {check_results!r}")
-    if packed_parity and scheme.removesuffix("-hedge") not in ("parm", "sgcc-parity"):
-        raise typer.BadParameter(f"--packed-parity applies to parm and sgcc-parity (and their -hedge forms), "
-                                 f"not {scheme!r}")
+    if packed_parity and scheme.removesuffix("-hedge") not in PARITY_SCHEMES:
+        raise typer.BadParameter(f"--packed-parity applies to {' and '.join(PARITY_SCHEMES)} (and their -hedge "
+                                 f"forms), not {scheme!r}")
     _check_bindable(host, port)
     import uvicorn
 

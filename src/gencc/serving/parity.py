@@ -21,6 +21,8 @@ from ..codes import SystematicGCC
 from ..kernels import Matern32
 from ..ordering import order_inputs
 
+#: the schemes that run a parity model (each also as a coded hedge, "<scheme>-hedge")
+PARITY_SCHEMES = ("parm", "sgcc-parity")
 #: largest parity group a scheme may ask for (parity models for k = 2..4 are what ParM's paper uses)
 MAX_PARITY_K = 4
 #: training input sets (K inputs each) the calibration fits the prior on
@@ -39,10 +41,10 @@ def parity_k(scheme: str, K: int, W: int, parm_k: int = 2) -> int | None:
     """Inputs per parity query of the parity model `scheme` runs (None: it runs none). ParM: parm_k;
     sgcc-parity: its largest group of members, ceil(K / (N - K)) (the parity model is trained for that)."""
     base = scheme.removesuffix("-hedge")
+    if base not in PARITY_SCHEMES:
+        return None
     if base == "parm":
         return int(parm_k)
-    if base != "sgcc-parity":
-        return None
     N = coded_workers(K, W)
     if N <= K:
         raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")

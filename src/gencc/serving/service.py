@@ -21,7 +21,7 @@ from ..codes import BACC, GCC, ParM, SystematicGCC
 from .checked import Checked, ResultCheck
 from .coded import Coded
 from .core import Env, Request
-from .parity import calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
+from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
 from .policy import Dispatcher, Hedged, Replicated, Uncoded
 from .pool import LocalBackend, Pool
 from .stragglers import Faults, PersistentStragglers, ServiceTimes, WrongResults
@@ -135,8 +135,8 @@ class Service:
         parity = calibration = None
         pk = parity_k(scheme, K, workers, parm_k) if scheme in SCHEMES else None
         if packed_parity and pk is None:
-            raise ValueError(f"packed parity applies to the schemes with a parity model (parm, sgcc-parity and "
-                             f"their -hedge forms), not {scheme!r}")
+            raise ValueError(f"packed parity applies to the schemes with a parity model ({', '.join(PARITY_SCHEMES)} "
+                             f"and their -hedge forms), not {scheme!r}")
         if pk is not None:
             parity = load_parity(workload, pk, progress=False, packed=bool(packed_parity))
             fns["parity"] = parity
