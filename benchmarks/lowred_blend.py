@@ -316,9 +316,22 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="+", default=["mnist1d-cnn", "digits-cnn"])
     ap.add_argument("--settings", nargs="+", default=["8,10", "10,15"])
     args = ap.parse_args()
+    if args.sets < 1 or args.train_sets < 1:
+        ap.error("need --sets and --train-sets >= 1")
+    bad = [w for w in args.workloads if w not in L.WORKLOADS]
+    if bad:
+        ap.error(f"--workloads: choose from {', '.join(L.WORKLOADS)}, got {', '.join(bad)}")
+    settings = []
+    for s in args.settings:
+        parts = s.split(",")
+        if len(parts) != 2 or not all(v.strip().isdigit() for v in parts):
+            ap.error(f"--settings takes K,N pairs of integers such as 8,10, got {s!r}")
+        try:
+            settings.append(L.check_setting(int(parts[0]), int(parts[1])))
+        except ValueError as e:
+            ap.error(f"--settings {s}: {e}")
     for wname in args.workloads:
-        for s in args.settings:
-            K, N = (int(v) for v in s.split(","))
+        for K, N in settings:
             run(wname, K, N, args.sets, args.train_sets)
 
 

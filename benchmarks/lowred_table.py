@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from gencc.experiments.lowred import SETTINGS, WORKLOADS, markdown, run_table
+from gencc.experiments.lowred import SETTINGS, WORKLOADS, markdown, preset_args, run_table
 
 
 def main() -> None:
@@ -25,8 +25,12 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     ap.add_argument("--extra", action="store_true")
     args = ap.parse_args()
+    try:  # the preset's own checks of sets and workloads
+        sets, workloads = preset_args({"sets": args.sets, "workloads": args.workloads})
+    except ValueError as e:
+        ap.error(str(e))
     t0 = time.perf_counter()
-    rows = run_table(sets=args.sets, workloads=args.workloads, settings=SETTINGS, extra=args.extra,
+    rows = run_table(sets=sets, workloads=workloads, settings=SETTINGS, extra=args.extra,
                      log=lambda s: print(s, flush=True))
     print("\n".join(markdown(rows)))
     print(f"\n({time.perf_counter() - t0:.0f} s)")

@@ -44,6 +44,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
+    if args.batch < 1 or args.repeats < 1:
+        ap.error("need --batch >= 1 and --repeats >= 1")
     torch.set_num_threads(1)
     print("| workload, k | MACs per query: f / plain parity / packed | input values per coded worker: plain / packed "
           "| batch time, median ms: f / plain / packed | packed / f |")

@@ -40,7 +40,12 @@ def main() -> None:
     ap.add_argument("--N", type=int, default=10)
     ap.add_argument("--sets", type=int, default=200)
     args = ap.parse_args()
-    K, N = args.K, args.N
+    if args.sets < 1:
+        ap.error("need --sets >= 1")
+    try:
+        K, N = L.check_setting(args.K, args.N)
+    except ValueError as e:
+        ap.error(str(e))
     w = load(args.workload, progress=False)
     parity = load_parity(args.workload, ceil(K / (N - K)), progress=False)
     test = L.ordered_sets(w.X_test, K, args.sets, 0)  # the table's scored input sets and calibration sets

@@ -66,6 +66,10 @@ def main() -> None:
                     help="set size of the chain-group held-out column (default 2k: K = 8 for k = 4)")
     ap.add_argument("--no-references", action="store_true", help="skip the two untrained reference rows")
     args = ap.parse_args()
+    if args.k < 1 or any(v is not None and v < 1 for v in (args.epochs, args.per_epoch)):
+        ap.error("need --k, --epochs and --per-epoch >= 1")
+    if args.chain_set is not None and args.chain_set < args.k:
+        ap.error(f"--chain-set must be at least --k ({args.k}), got {args.chain_set}")
     w = load(args.workload, progress=False)
     base = load_module(args.workload, w.weights_path)
     Xtr, _, Xte, _ = dataset(args.workload)
@@ -73,6 +77,8 @@ def main() -> None:
     k = args.k
     print(f"{args.workload}, k = {k}: held-out = {len(Xt)} test inputs, training = {len(X)} training inputs")
     chain = args.chain_set or 2 * k
+    if chain > min(len(X), len(Xt)):
+        ap.error(f"--chain-set must be at most the {min(len(X), len(Xt))} held-out inputs, got {chain}")
     print("| variant | training s | held-out random k-tuples | held-out chain groups (sets of "
           f"{chain}) | training inputs, random k-tuples |")
     print("|---|---|---|---|---|")

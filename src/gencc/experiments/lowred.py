@@ -59,6 +59,13 @@ def ordered_sets(X_pool: np.ndarray, K: int, count: int, seed: int) -> list[np.n
     return out
 
 
+def check_setting(K: int, N: int) -> tuple[int, int]:
+    """(K, N) of a low-redundancy setting, or ValueError: SystematicGCC's range K < N <= 2K, K >= 2."""
+    if not 2 <= K < N <= 2 * K:
+        raise ValueError(f"a low-redundancy setting needs 2 <= K < N <= 2K (e.g. K = 8, N = 10), got K={K}, N={N}")
+    return K, N
+
+
 def _decoders(code: gencc.Code, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """D_F (K, n), or one per input set (B, K, n) for a code whose decoder depends on the results."""
     if not code.data_dependent:
@@ -217,7 +224,8 @@ DESCRIPTION = ("Low redundancy (issue 10): every scheme at N/K = 1.5 (K = 10, N 
 DEFAULT_SETS = 200
 
 
-def _preset_args(overrides: Any) -> tuple[int, tuple[str, ...]]:
+def preset_args(overrides: Any) -> tuple[int, tuple[str, ...]]:
+    """(input sets, workloads) of the preset from `overrides` (key=value strings or a dict), or ValueError."""
     sets, workloads = DEFAULT_SETS, WORKLOADS
     items = overrides.items() if isinstance(overrides, dict) else (o.split("=", 1) for o in (overrides or ()))
     for key, val in items:
@@ -246,7 +254,7 @@ def reproduce(out: str | Any, overrides: Any = None, progress: bool = True) -> d
 
     from .analysis import write_csv
 
-    sets, workloads = _preset_args(overrides)
+    sets, workloads = preset_args(overrides)
     t0 = time.perf_counter()
     rows = run_table(sets=sets, workloads=workloads, log=print if progress else None)
     for r in rows:
