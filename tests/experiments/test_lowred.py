@@ -110,3 +110,13 @@ def test_sweep_runs_sgcc(tmp_path: Path):
     assert {r["scheme"] for r in rows} == {"sgcc", "gcc"} and len(rows) == 6
     assert all(r["decodable"] and np.isfinite(r["rel_mse"]) for r in rows)
     assert rows[0]["code"].startswith("SystematicGCC(K=4, N=6")
+
+
+@pytest.mark.parametrize("K, N, ok", [(8, 10, True), (10, 15, True), (8, 16, True), (8, 8, False), (8, 17, False),
+                                      (1, 2, False), (10, 5, False)])
+def test_check_setting(K, N, ok):
+    if ok:
+        assert lowred.check_setting(K, N) == (K, N)
+    else:
+        with pytest.raises(ValueError, match="2 <= K < N <= 2K"):
+            lowred.check_setting(K, N)
