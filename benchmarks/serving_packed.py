@@ -6,7 +6,8 @@ The digits CNN, W = 12 workers, K = 8 (sgcc-parity: pairs on N = 12 slots; parm:
 workers slow x10 (persistent), Poisson arrivals at `load` of capacity for `duration` seconds of virtual time, the
 same arrivals and inputs for every row. Per scheme and parity model: requests, decoded (degraded) answers, their
 top-1 agreement with f and rel_mse, and p99 latency. The simulator charges service times, not the parity model's
-own compute, so the packed model's 4-8% extra compute per coded task (`benchmarks/packed_cost.py`) is not in p99.
+own compute, so the packed model's extra compute per coded task (1.03-1.30x f's multiply-accumulates,
+`benchmarks/packed_cost.py`) is not in p99.
 """
 
 from __future__ import annotations
