@@ -1,0 +1,67 @@
+"""One bounded least-recently-used map, shared by every cache in gencc (decoding matrices, LOO factors, flags)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """A thread-safe map holding at most `maxsize` entries; the least recently used one is dropped first.
+
+    `get_or_build(key, build)` returns the cached value or stores `build()`; `build` runs outside the lock, so
+    two threads may build the same entry once each (the first stored wins), but no thread waits on another's build.
+    """
+
+    def __init__(self, maxsize: int):
+        if int(maxsize) < 1:
+            raise ValueError(f"an LRU cache needs maxsize >= 1, got {maxsize}")
+        self.maxsize = int(maxsize)
+        self._data: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K, default: V | None = None) -> V | None:
+        with self._lock:
+            if key not in self._data:
+                return default
+            self._data.move_to_end(key)
+            return self._data[key]
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def get_or_build(self, key: K, build: Callable[[], V]) -> V:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        value = build()
+        with self._lock:
+            if key in self._data:  # another thread stored it meanwhile: keep one value
+                self._data.move_to_end(key)
+                return self._data[key]
+            self._data[key] = value
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+            return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._data
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
