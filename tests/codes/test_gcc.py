@@ -1,5 +1,6 @@
 """GCC: the RKHS encoder/decoder against SciPy splines, exact recovery where it must hold, parameters."""
 
+
 import numpy as np
 import pytest
 from scipy.interpolate import CubicSpline as SciPyCubicSpline
@@ -148,3 +149,60 @@ def test_bad_parameters_raise():
         GCC(2, 8, kernel="sobolev3")
     with pytest.raises(ValueError, match="N=3 < K=4"):
         GCC(4, 3)
+
+
+def test_cross_validated_lam_comes_back_with_its_matrix(hammer):
+    K, N = 6, 24
+    code = GCC(K, N, kernel="cubic", lam_dec="gcv")
+    rng = np.random.default_rng(1)
+    Yall = np.sin(2 * code.encode(np.linspace(-1, 1, K)[:, None])) + rng.normal(0, 0.05, (N, 1))
+    cases = []
+    for s in range(6):  # different results give different lams
+        r = np.sort(rng.choice(N, size=16, replace=False))
+        Y = Yall[r] * (1 + s)
+        cases.append((r, Y, *code.decoding_matrix_and_lam(r, Y)))
+    assert len({lam for *_, lam in cases}) > 1
+
+    def work(t: int) -> None:
+        for j in range(24):
+            r, Y, D0, lam0 = cases[(t + j) % len(cases)]
+            D, lam = code.decoding_matrix_and_lam(r, Y)
+            assert lam == lam0
+            np.testing.assert_array_equal(D, D0)
+
+    errors = hammer(work)
+    assert not errors, f"{len(errors)} thread(s) failed, first: {errors[0]!r}"
+
+
+def test_robust_cache_is_bounded_reused_and_starts_empty_in_a_copy(monkeypatch):
+    import pickle
+
+    from gencc.codes import gcc
+
+    calls = []
+    real = gcc.loo_and_weights
+    monkeypatch.setattr(gcc, "loo_and_weights", lambda *a: calls.append(a[0].size) or real(*a))
+    code = GCC(6, 20)
+    assert code._robust_cache.maxsize == gcc.LOO_CACHE_SIZE
+    Y = np.tanh(code.encode(np.linspace(-1, 1, 6)[:, None]) * 2)
+    r = np.arange(1, 20)
+    Yhat, flagged = code.robust_decode(Y[r], r, adversaries=1)
+    assert len(calls) == 1 and len(code._robust_cache) == 1
+    Y2, f2 = code.robust_decode(Y[r[::-1]], r[::-1], adversaries=1)  # the same set: one factorization
+    assert len(calls) == 1
+    np.testing.assert_allclose(Y2, Yhat, atol=1e-12)
+    np.testing.assert_array_equal(f2, flagged)
+    copy = pickle.loads(pickle.dumps(code))
+    assert len(copy._robust_cache) == 0 and copy._robust_cache is not code._robust_cache
+    Y3, f3 = copy.robust_decode(Y[r], r, adversaries=1)
+    np.testing.assert_array_equal(Y3, Yhat)
+    np.testing.assert_array_equal(f3, flagged)
+
+
+def test_robust_decode_is_limited_to_max_points(monkeypatch):
+    from gencc.codes import gcc
+
+    monkeypatch.setattr(gcc, "MAX_POINTS", 30)
+    code = GCC(8, 40)
+    with pytest.raises(ValueError, match="limited to 30 results"):
+        code.robust_decode(np.zeros((40, 1)), np.arange(40), adversaries=1)

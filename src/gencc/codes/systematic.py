@@ -31,6 +31,7 @@ from scipy import linalg
 
 from .._arrays import take_rows, to_numpy
 from ..kernels import Kernel, Matern32, get_kernel
+from ..models import apply_batch
 from .base import Code
 
 #: default residual-to-signal variance ratio of the coded results (see `calibrate_rho` to measure it)
@@ -107,9 +108,7 @@ class SystematicGCC(Code):
         Xs = [np.asarray(to_numpy(X)) for X in X_sets]
         if not Xs:
             raise ValueError("calibration needs at least one input set")
-        from ..simulate import apply_f
-
-        c = apply_f(f, np.concatenate(Xs)).reshape(len(Xs), K, -1)
+        c = apply_batch(f, np.concatenate(Xs)).reshape(len(Xs), K, -1)
         alpha = cls(K, N).alpha
         best = max(length_scales, key=lambda ell: reml(Matern32(float(ell), null_degree=0), alpha, c))
         kernel = Matern32(float(best), null_degree=0)
@@ -224,8 +223,6 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
     sigma^2 = c^T P c / ((K - q) m), P the prior precision with the trend projected out (the REML estimate).
     Returns mean(r^2) / mean(sigma^2) over the sets: the moment estimate of the model's rho.
     """
-    from ..simulate import apply_f
-
     if code.N == code.K:
         return DEFAULT_RHO
     Xs = [np.asarray(to_numpy(X)) for X in X_sets]
@@ -233,13 +230,13 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
         raise ValueError("calibrate_rho needs at least one input set")
     B, M = len(Xs), code.coded.size
     # one call of each worker function over all sets: a torch model is far faster on one large batch
-    c = apply_f(f, np.concatenate(Xs), batched).reshape(B, code.K, -1)
+    c = apply_batch(f, np.concatenate(Xs), batched).reshape(B, code.K, -1)
     Z = np.stack([take_rows(code.encode(X), code.coded) for X in Xs])
     y = np.empty((B, M, c.shape[2]))
     fns = [code.worker_function(f, int(n)) for n in code.coded]
     for fn in {id(g): g for g in fns}.values():
         js = [j for j, g in enumerate(fns) if g is fn]
-        y[:, js] = apply_f(fn, Z[:, js].reshape(B * len(js), *Z.shape[2:]), batched).reshape(B, len(js), -1)
+        y[:, js] = apply_batch(fn, Z[:, js].reshape(B * len(js), *Z.shape[2:]), batched).reshape(B, len(js), -1)
     Kc = code.kernel(code.alpha, code.alpha)
     T = code.kernel.null_space(code.alpha)
     if T.shape[1]:
