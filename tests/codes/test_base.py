@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gencc import BACC, GCC, LCC, Replication
+from gencc import BACC, GCC, LCC, Replication, SystematicGCC
 from gencc._lru import LRU
 from gencc.codes import base
 
@@ -262,3 +262,16 @@ def test_too_few_results_raise(make, need):
     assert code.can_decode(np.arange(need))
     with pytest.raises(ValueError, match=f"too few results to decode: .* needs at least {need}"):
         code.decode(np.ones((need - 1, 2)), r)
+
+
+# ----- packed parity queries (Code.encode hands a packed worker its group's inputs) -------------------------
+def test_packed_encode_keeps_the_array_kind(exact_packed_parity, X8):
+    torch = pytest.importorskip("torch")
+    code = SystematicGCC(8, 10, parity=exact_packed_parity(4))
+    Xt = torch.as_tensor(X8, dtype=torch.float32)
+    Z = code.encode(Xt)
+    assert all(isinstance(z, torch.Tensor) and z.dtype == torch.float32 for z in Z)
+    n = next(iter(code.packed_groups()))
+    np.testing.assert_allclose(Z[n].numpy(), X8[code.packed_groups()[n]], rtol=1e-6)
+    with pytest.raises(ValueError, match="non-finite"):
+        code.encode(np.where(np.arange(48).reshape(8, 6) == 3, np.nan, X8))
