@@ -228,3 +228,20 @@ def test_the_search_imports_no_code():
     local = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
     assert local == {(2, "_arrays")}
     assert not any(isinstance(n, ast.Import) and any("gencc" in a.name for a in n.names) for n in ast.walk(tree))
+
+
+@settings(max_examples=20)
+@given(st.permutations(list(range(36))), st.integers(0, 3))
+def test_order_of_returned_does_not_matter_for_bacc(perm, bad_seed):
+    code = BACC(10, 40)
+    Y, _ = smooth_results(code, seed=6)
+    returned = np.array([i for i in range(40) if i not in (1, 12, 25, 26)])
+    Yr = Y[returned].copy()
+    bad = np.random.default_rng(bad_seed).choice(36, 2, replace=False)
+    Yr[bad] += 3 * Y.std()
+    ref, ref_flag = code.robust_decode(Yr, returned, adversaries=2)
+    np.testing.assert_array_equal(ref_flag, np.sort(returned[bad]))
+    p = np.asarray(perm)
+    got, flag = code.robust_decode(Yr[p], returned[p], adversaries=2)
+    np.testing.assert_array_equal(flag, ref_flag)
+    np.testing.assert_allclose(got, ref, atol=1e-10)
