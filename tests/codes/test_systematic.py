@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -115,6 +117,13 @@ def test_coded_workers_run_the_scaled_parity_model():
     np.testing.assert_allclose(g(Z), P(4 * Z) / 4)
     with pytest.raises(ValueError, match="worker index"):
         code.worker_function(nonlinear, 10)
+    # coded workers of one group size share one callable (so they are applied together), also in a copy
+    assert code.worker_function(nonlinear, int(code.coded[1])) is g
+    uneven = gencc.SystematicGCC(7, 9, parity=P)  # groups of 4 and 3
+    fns = {id(uneven.worker_function(nonlinear, int(n))) for n in uneven.coded}
+    assert len(fns) == 2
+    copy = pickle.loads(pickle.dumps(code))
+    assert copy.worker_function(nonlinear, int(copy.coded[0])) is copy.worker_function(nonlinear, int(copy.coded[1]))
 
 
 def test_calibrate_rho_matches_a_direct_computation():

@@ -98,6 +98,9 @@ class SystematicGCC(Code):
         self.coded = where[K:]  # worker of group g
         self.group_size = np.zeros(N, dtype=np.int64)
         self.group_size[self.coded] = [len(g) for g in self.groups]
+        # one wrapper per group size, built once: workers that share a callable are applied together
+        self._parity_fns = {} if parity is None else {
+            s: _GroupParity(parity, s, self.packed) for s in sorted({len(g) for g in self.groups})}
 
     @classmethod
     def calibrated(cls, K: int, N: int, f: Callable, X_sets: Sequence[Any], *, parity: Callable | None = None,
@@ -140,10 +143,7 @@ class SystematicGCC(Code):
         s = int(self.group_size[n])
         if self.parity is None or s == 0:
             return f
-        cache = self.__dict__.setdefault("_parity_fns", {})
-        if s not in cache:
-            cache[s] = _GroupParity(self.parity, s, self.packed)
-        return cache[s]
+        return self._parity_fns[s]
 
     def packed_groups(self) -> dict[int, np.ndarray]:
         """With a packed parity model, each coded worker receives its group's inputs stacked."""
