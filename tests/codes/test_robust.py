@@ -124,7 +124,7 @@ def test_bad_input_is_a_clear_error():
 def test_threshold_and_method_are_checked_for_every_code():
     code = BACC(10, 40)
     Y, _ = smooth_results(code)
-    for bad in (0.0, -1.0, float("nan"), float("inf")):
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "0.5", None, True):
         with pytest.raises(ValueError, match="threshold must be a positive number"):
             code.robust_decode(Y, np.arange(40), adversaries=1, threshold=bad)
     with pytest.raises(ValueError, match="unknown robust method 'vote'.*bacc takes method='loo' or "

@@ -182,7 +182,8 @@ def robust_decode(code: Any, Y: Any, returned: Sequence[int], adversaries: int =
     A = check_adversaries(adversaries)
     idx, Yn = _prepare(code, Y, returned)
     _check_method(code, method)
-    if not (np.isfinite(threshold) and threshold > 0):
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(threshold) and threshold > 0):
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     order = np.argsort(idx, kind="stable")
     flagged = np.sort(np.asarray(code._locate_wrong(idx[order], Yn[order], A, method=method, threshold=threshold),
@@ -214,10 +215,9 @@ def check_adversaries(adversaries: int) -> int:
 
 
 def _check_method(code: Any, method: str) -> None:
+    """Refuse a `method` the code does not offer (a code that offers none refuses in its `_locate_wrong`)."""
     offered = tuple(code.robust_methods)
-    if isinstance(method, str) and method in offered:
-        return
-    if not offered:  # the code's locator refuses, naming what it lacks
+    if not offered or (isinstance(method, str) and method in offered):
         return
     takes = " or ".join(f"method={m!r}" for m in offered)
     if isinstance(method, str) and method in METHODS:
