@@ -15,7 +15,7 @@ def results(N=30, m=5, seed=0):
     return code, np.tanh(code.encode(X) @ W), np.tanh(X @ W)
 
 
-@pytest.mark.parametrize("name", ["random", "signflip", "noise", "offset", "bump"])
+@pytest.mark.parametrize("name", ["random", "signflip", "noise", "offset", "relative", "bump"])
 @pytest.mark.parametrize("A", [0, 1, 3])
 def test_models_corrupt_exactly_A_returned_workers(name, A):
     code, Y, _ = results()
@@ -101,3 +101,33 @@ def test_simulate_records_recall_false_alarms_and_the_best_possible():
     np.testing.assert_allclose([r["rel_mse"] for r in honest], [r["rel_mse"] for r in plain], rtol=1e-9, atol=1e-20)
     with pytest.raises(ValueError, match="worst-case"):
         gencc.simulate(f, X, code, gencc.FixedCount(2, "worst"), adversaries=adv.SignFlip(1))
+
+
+def test_relative_noise_is_the_fault_injectors_model():
+    """out + scale * rms(out) * z, one standard-normal draw of out's shape, rms 1 for an all-zero result."""
+    out = np.array([[3.0, -4.0], [0.0, 5.0]])
+    got = adv.relative_noise(out, 0.5, np.random.default_rng(7))
+    z = np.random.default_rng(7).standard_normal(out.shape)
+    rms = np.sqrt(np.mean(out**2))
+    np.testing.assert_array_equal(got, out + 0.5 * rms * z)
+    np.testing.assert_array_equal(adv.relative_noise(np.zeros(3), 2.0, np.random.default_rng(1)),
+                                  2.0 * np.random.default_rng(1).standard_normal(3))
+    assert adv.relative_noise([1, 2], 0.0, np.random.default_rng(0)).tolist() == [1.0, 2.0]
+    for bad in (-1.0, float("inf"), float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="wrong-result scale"):
+            adv.relative_noise(out, bad, np.random.default_rng(0))
+
+
+def test_relative_noise_model_scales_each_result_by_its_own_rms():
+    code, Y, _ = results()
+    r = np.arange(30)
+    Y = Y * np.linspace(0.1, 10, 30)[:, None]  # results of very different sizes
+    Yc, bad = adv.get_adversary("relative", 3, 0.25).corrupt(Y, r, np.random.default_rng(2))
+    assert bad.size == 3 and isinstance(adv.MODELS["relative"](1), adv.RelativeNoise)
+    rng = np.random.default_rng(2)
+    pos = np.sort(rng.choice(30, size=3, replace=False))  # the base class's choice, then one draw per result
+    np.testing.assert_array_equal(bad, pos)
+    for i in pos:
+        np.testing.assert_array_equal(Yc[i], adv.relative_noise(Y[i], 0.25, rng))
+    keep = np.setdiff1d(r, bad)
+    np.testing.assert_array_equal(Yc[keep], Y[keep])

@@ -1,6 +1,11 @@
-"""Adversary models: workers that return wrong but finite results (docs/design.md section 9).
+"""Adversary models: workers that return wrong but finite results (docs/design.md section 9), the one family of
+wrong-result models in gencc.
 
-Each model corrupts A of the returned workers' results. Magnitudes are relative to `spread`, the standard
+`relative_noise(out, scale, rng)` is the per-result model of silent corruption (a bad accelerator, a mercurial
+core): out + scale * rms(out) * z, z standard normal. The fault injection of jobs and serving applies it to the
+result of each worker it corrupts; `RelativeNoise` applies it to A of the returned results.
+
+Each model below corrupts A of the returned workers' results. Magnitudes are relative to `spread`, the standard
 deviation of the honest results (over workers and output coordinates), so one model fits any f. A model
 also states the bound a robust decode is told (`bound`, default A): `Honest(A)` corrupts nobody but tells
 the decoder to expect up to A, which is how false alarms are measured.
@@ -9,6 +14,7 @@ the decoder to expect up to A, which is how false alarms are measured.
 - SignFlip: y -> -y.
 - Noise: y + Gaussian noise of `scale` x spread.
 - Offset: y + `scale` x spread in every coordinate.
+- RelativeNoise: y + Gaussian noise of `scale` x the rms of y itself (`relative_noise`, row by row).
 - SmoothBump: A neighbouring workers (along the worker points) collude, adding a smooth bump of height
   `scale` x spread that vanishes at the block's ends, so each looks consistent with its fellow adversaries.
 - Stealth: knows the code and the detector: A neighbouring workers where the decode leans hardest add a
@@ -18,6 +24,7 @@ the decoder to expect up to A, which is how false alarms are measured.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -122,6 +129,29 @@ class Offset(Adversary):
         return Ya + self.scale * s
 
 
+def relative_noise(out: Any, scale: float, rng: np.random.Generator) -> np.ndarray:
+    """One wrong result: `out` (any shape, as float64) plus Gaussian noise of `scale` times its own root mean
+    square, out + scale * rms(out) * z with z ~ N(0, 1) of out's shape (an all-zero result counts rms 1).
+    Draws exactly one `rng.standard_normal(out.shape)`; scale must be finite and non-negative."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(scale) and scale >= 0):
+        raise ValueError(f"wrong-result scale must be a finite non-negative number, got {scale!r}")
+    out = np.asarray(out, dtype=float)
+    rms = float(np.sqrt(np.mean(out**2))) or 1.0
+    return out + float(scale) * rms * rng.standard_normal(out.shape)
+
+
+@dataclass(frozen=True)
+class RelativeNoise(Adversary):
+    """Each corrupted result y becomes `relative_noise(y, scale, rng)`: noise relative to that result's own rms
+    (not to the spread of all results), the model of the fault injection of jobs and serving."""
+
+    name = "relative"
+
+    def _perturb(self, Ya, s, rng):
+        return np.stack([relative_noise(y, self.scale, rng) for y in Ya]) if len(Ya) else Ya
+
+
 @dataclass(frozen=True)
 class SmoothBump(Adversary):
     """A neighbouring workers collude: a smooth bump (a sine arch over the block) of height scale x spread."""
@@ -181,7 +211,7 @@ class Stealth(Adversary):
 
 
 MODELS = {"honest": Honest, "random": RandomValues, "signflip": SignFlip, "noise": Noise, "offset": Offset,
-          "bump": SmoothBump, "stealth": Stealth}
+          "relative": RelativeNoise, "bump": SmoothBump, "stealth": Stealth}
 
 
 def get_adversary(name: str, A: int, scale: float | None = None) -> Adversary:

@@ -1,11 +1,16 @@
 """The Code interface, checked on every code: shapes, order independence, array kinds, cache, bad input."""
 
+import pickle
+import time
+from itertools import combinations
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gencc import BACC, GCC, LCC, Replication
+from gencc import BACC, GCC, LCC, Replication, SystematicGCC
+from gencc._lru import LRU
 from gencc.codes import base
 
 K, N = 6, 15
@@ -129,6 +134,48 @@ def test_default_cache_size_bounds_the_cache():
     assert base.DECODER_CACHE_SIZE >= 1
 
 
+# ----- codes shared between threads (as `gencc.stream` shares one) ------------------------------------------
+class _SlowLRU(LRU):
+    """A decoder cache whose builds pause, widening the window between a miss and the store (so a race that the
+    interpreter's thread switching makes rare shows up in every run)."""
+
+    def get_or_build(self, key, build):
+        def slow():
+            time.sleep(1e-4)
+            return build()
+
+        return super().get_or_build(key, slow)
+
+
+def test_decoder_cache_survives_eviction_under_threads(monkeypatch, hammer):
+    monkeypatch.setattr(base, "DECODER_CACHE_SIZE", 2)
+    K, N = 3, 7
+    code = BACC(K, N)
+    code._cache = _SlowLRU(base.DECODER_CACHE_SIZE)
+    patterns = [np.array(c) for c in combinations(range(N), N - 2)][:5]
+    want = {tuple(r): code._decoding_matrix(r, None) for r in patterns}
+    picks = np.random.default_rng(0).integers(0, len(patterns), size=(8, 150))
+
+    def work(t: int) -> None:
+        for i in picks[t]:
+            r = patterns[i]
+            np.testing.assert_array_equal(code.decoding_matrix(r), want[tuple(r)])
+
+    errors = hammer(work)
+    assert not errors, f"{len(errors)} thread(s) failed, first: {errors[0]!r}"
+    assert len(code._cache) <= 2
+
+
+def test_a_code_pickles_with_its_own_lock():
+    code = GCC(4, 9)
+    r = np.arange(1, 9)
+    D = code.decoding_matrix(r)
+    copy = pickle.loads(pickle.dumps(code))
+    assert copy._cache is not code._cache and copy._cache._lock is not code._cache._lock
+    assert len(copy._cache) == 0 and copy._cache.maxsize == code._cache.maxsize
+    np.testing.assert_array_equal(copy.decoding_matrix(r), D)
+
+
 # ----- bad input ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [GCC, BACC, LCC, Replication])
 def test_bad_sizes_raise(cls):
@@ -215,3 +262,16 @@ def test_too_few_results_raise(make, need):
     assert code.can_decode(np.arange(need))
     with pytest.raises(ValueError, match=f"too few results to decode: .* needs at least {need}"):
         code.decode(np.ones((need - 1, 2)), r)
+
+
+# ----- packed parity queries (Code.encode hands a packed worker its group's inputs) -------------------------
+def test_packed_encode_keeps_the_array_kind(exact_packed_parity, X8):
+    torch = pytest.importorskip("torch")
+    code = SystematicGCC(8, 10, parity=exact_packed_parity(4))
+    Xt = torch.as_tensor(X8, dtype=torch.float32)
+    Z = code.encode(Xt)
+    assert all(isinstance(z, torch.Tensor) and z.dtype == torch.float32 for z in Z)
+    n = next(iter(code.packed_groups()))
+    np.testing.assert_allclose(Z[n].numpy(), X8[code.packed_groups()[n]], rtol=1e-6)
+    with pytest.raises(ValueError, match="non-finite"):
+        code.encode(np.where(np.arange(48).reshape(8, 6) == 3, np.nan, X8))

@@ -100,3 +100,36 @@ def test_custom_points_and_errors():
         BACC(3, 5, alpha=[0.0, 0.5])
     with pytest.raises(ValueError, match="sorted ascending and distinct"):
         berrut_weights(np.array([0.0, 0.0, 1.0]), np.array([0.3]))
+
+
+# ----- robust decoding: Berrut's interpolant left out ---------------------------------------------------------
+@settings(max_examples=25)
+@given(st.lists(st.integers(0, 14), max_size=3, unique=True), st.integers(0, 2**16))
+def test_loo_residuals_equal_refits_without_the_set(S, seed):
+    """Property: with a set S left out, each remaining worker's residual is its result minus Berrut's
+    interpolant through the others that remain (signs re-alternated over them); S's rows are zero."""
+    from gencc.codes.berrut import berrut_loo_residuals
+
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(-1, 1, 15))
+    Y = rng.normal(size=(15, 2))
+    got = berrut_loo_residuals(t, Y)([tuple(S), ()])
+    assert got.shape == (2, 15, 2)
+    keep = np.setdiff1d(np.arange(15), S)
+    np.testing.assert_array_equal(got[0][list(S)], 0.0)
+    for j in keep:
+        rest = keep[keep != j]
+        np.testing.assert_allclose(got[0][j], Y[j] - berrut_weights(t[rest], t[j:j + 1])[0] @ Y[rest], atol=1e-9)
+
+
+def test_drop_is_the_misfit_of_the_set_to_the_rest():
+    from gencc.codes.berrut import berrut_drop
+
+    rng = np.random.default_rng(2)
+    t = np.sort(rng.uniform(-1, 1, 12))
+    Y = rng.normal(size=(12, 3))
+    for s in ([1], [4], [2, 7], [0, 11]):
+        s = np.asarray(s, dtype=np.int64)
+        keep = np.setdiff1d(np.arange(12), s)
+        ref = np.sum((Y[s] - berrut_weights(t[keep], t[s]) @ Y[keep]) ** 2)
+        np.testing.assert_allclose(berrut_drop(t, Y)(s[None]), [ref], rtol=1e-12)

@@ -1,7 +1,10 @@
 """GCC: the RKHS encoder/decoder against SciPy splines, exact recovery where it must hold, parameters."""
 
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.interpolate import CubicSpline as SciPyCubicSpline
 
 from gencc import GCC
@@ -148,3 +151,77 @@ def test_bad_parameters_raise():
         GCC(2, 8, kernel="sobolev3")
     with pytest.raises(ValueError, match="N=3 < K=4"):
         GCC(4, 3)
+
+
+def test_cross_validated_lam_comes_back_with_its_matrix(hammer):
+    K, N = 6, 24
+    code = GCC(K, N, kernel="cubic", lam_dec="gcv")
+    rng = np.random.default_rng(1)
+    Yall = np.sin(2 * code.encode(np.linspace(-1, 1, K)[:, None])) + rng.normal(0, 0.05, (N, 1))
+    cases = []
+    for s in range(6):  # different results give different lams
+        r = np.sort(rng.choice(N, size=16, replace=False))
+        Y = Yall[r] * (1 + s)
+        cases.append((r, Y, *code.decoding_matrix_and_lam(r, Y)))
+    assert len({lam for *_, lam in cases}) > 1
+
+    def work(t: int) -> None:
+        for j in range(24):
+            r, Y, D0, lam0 = cases[(t + j) % len(cases)]
+            D, lam = code.decoding_matrix_and_lam(r, Y)
+            assert lam == lam0
+            np.testing.assert_array_equal(D, D0)
+
+    errors = hammer(work)
+    assert not errors, f"{len(errors)} thread(s) failed, first: {errors[0]!r}"
+
+
+def test_robust_cache_is_bounded_reused_and_starts_empty_in_a_copy(monkeypatch):
+    import pickle
+
+    from gencc.codes import gcc
+
+    calls = []
+    real = gcc.loo_and_weights
+    monkeypatch.setattr(gcc, "loo_and_weights", lambda *a: calls.append(a[0].size) or real(*a))
+    code = GCC(6, 20)
+    assert code._robust_cache.maxsize == gcc.LOO_CACHE_SIZE
+    Y = np.tanh(code.encode(np.linspace(-1, 1, 6)[:, None]) * 2)
+    r = np.arange(1, 20)
+    Yhat, flagged = code.robust_decode(Y[r], r, adversaries=1)
+    assert len(calls) == 1 and len(code._robust_cache) == 1
+    Y2, f2 = code.robust_decode(Y[r[::-1]], r[::-1], adversaries=1)  # the same set: one factorization
+    assert len(calls) == 1
+    np.testing.assert_allclose(Y2, Yhat, atol=1e-12)
+    np.testing.assert_array_equal(f2, flagged)
+    copy = pickle.loads(pickle.dumps(code))
+    assert len(copy._robust_cache) == 0 and copy._robust_cache is not code._robust_cache
+    Y3, f3 = copy.robust_decode(Y[r], r, adversaries=1)
+    np.testing.assert_array_equal(Y3, Yhat)
+    np.testing.assert_array_equal(f3, flagged)
+
+
+def test_robust_decode_is_limited_to_max_points(monkeypatch):
+    from gencc.codes import gcc
+
+    monkeypatch.setattr(gcc, "MAX_POINTS", 30)
+    code = GCC(8, 40)
+    with pytest.raises(ValueError, match="limited to 30 results"):
+        code.robust_decode(np.zeros((40, 1)), np.arange(40), adversaries=1)
+
+
+@settings(max_examples=25)
+@given(st.lists(st.integers(0, 29), max_size=4, unique=True), st.permutations(list(range(30))),
+       st.sampled_from(["auto", "cubic", "matern52", "sobolev2"]))
+def test_decode_without_a_set_is_the_decode_of_the_rest(S, perm, kernel):
+    """Property of GCC's robust hook: the decode without S (a downdate of the search's factorization where the
+    decoder allows it, else a fresh decode) is `decode` of the remaining results, in any order of returned.
+    (Not for the Gaussian kernel: its bordered system is so ill-conditioned (rcond ~ 1e-18 at 30 points) that
+    the downdate and a fresh solve part by ~1e-4.)"""
+    code = GCC(8, 30, kernel=kernel)
+    Y = np.tanh(code.encode(np.linspace(-1, 1, 8)[:, None] * np.ones((1, 3))) * np.array([1.0, 2.0, 3.0]))
+    returned = np.asarray(perm)
+    excluded = np.asarray(S, dtype=np.int64)
+    got = code._decode_excluding(Y[returned], returned, excluded)
+    keep = np.setdiff1d(np.arange(30), excluded)
+    np.testing.assert_allclose(got, code.decode(Y[keep], keep), atol=1e-9)

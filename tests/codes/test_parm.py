@@ -163,3 +163,22 @@ def test_simulate_rejects_mismatched_parity_shapes():
     parity.batched = True
     with pytest.raises(ValueError, match="different output shapes"):
         simulate(linear, np.ones((4, 2, 3)), ParM(4, parity=parity), FixedCount(1, "random"))
+
+
+# ----- packed parity queries: parity workers that receive their group's inputs stacked ----------------------
+def test_parm_packed_recovers_like_an_exact_parity(exact_packed_parity, packed_f, X8):
+    code = ParM(8, 4, parity=exact_packed_parity(4))
+    Z = code.encode(X8)
+    np.testing.assert_array_equal(Z[8], X8[:4])
+    np.testing.assert_array_equal(Z[9], X8[4:])
+    Y = apply_workers(packed_f, Z, code)
+    for lost in range(8):
+        ret = np.setdiff1d(np.arange(10), [lost])
+        np.testing.assert_allclose(code.decode(Y[ret], ret), packed_f(X8), atol=1e-9)
+
+
+def test_packed_needs_groups_of_exactly_k(exact_packed_parity):
+    with pytest.raises(ValueError, match="k=2"):
+        ParM(8, 4, parity=exact_packed_parity(2))
+    with pytest.raises(ValueError, match="multiple"):
+        ParM(9, 4, parity=exact_packed_parity(4))

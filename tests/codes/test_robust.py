@@ -1,6 +1,5 @@
-"""Robust decoding: LCC's Berlekamp-Welch against brute force, GCC/BACC location of wrong results, invariants."""
-
-from itertools import combinations
+"""Robust decoding (gencc.codes.robust): the entry point and the search through the codes' hooks, GCC/BACC
+location of wrong results, invariants, a new code plugged in by its hooks alone."""
 
 import numpy as np
 import pytest
@@ -8,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gencc import BACC, GCC, LCC, Replication
-from gencc.codes import robust
+from gencc.codes import Code, robust, smoother_loo
 
 
 def smooth_results(code, m=4, seed=0):
@@ -17,62 +16,6 @@ def smooth_results(code, m=4, seed=0):
     X = np.cumsum(rng.normal(size=(code.K, 6)), axis=0) / 3  # neighbouring inputs similar
     W = rng.normal(size=(6, m)) / 2
     return np.tanh(code.encode(X) @ W), np.tanh(X @ W)
-
-
-def brute_force_poly(t, Y, A, deg):
-    """Reference: the degree-`deg` polynomial through n - A of the points that fits them exactly."""
-    V = np.polynomial.chebyshev.chebvander(t, deg)
-    for S in combinations(range(t.size), A):
-        keep = np.setdiff1d(np.arange(t.size), S)
-        coef = np.linalg.lstsq(V[keep], Y[keep], rcond=None)[0]
-        if np.max(np.abs(V[keep] @ coef - Y[keep])) < 1e-8 * max(1, np.abs(Y).max()):
-            return coef
-    raise AssertionError("no consistent subset")
-
-
-@pytest.mark.parametrize("A", [1, 2, 3])
-def test_lcc_berlekamp_welch_recovers_degree2_exactly(A):
-    K, deg = 4, 2
-    rng = np.random.default_rng(A)
-    C = rng.normal(size=(3, 3, 2))  # f(x) = quadratic form per output coordinate, x in R^3
-    f = lambda x: np.einsum("...i,ijo,...j->...o", x, C, x) + x[..., :2]  # noqa: E731
-    n = (K - 1) * deg + 1 + 2 * A
-    code = LCC(K, n + 2, degree=deg)
-    X = rng.normal(size=(K, 3))
-    returned = np.sort(rng.choice(code.N, n, replace=False))
-    Y = f(code.encode(X))[returned]
-    bad = rng.choice(n, A, replace=False)
-    Y[bad] += rng.normal(scale=5.0, size=(A, 2))
-    Yhat, flagged = code.robust_decode(Y, returned, adversaries=A)
-    np.testing.assert_array_equal(flagged, np.sort(returned[bad]))
-    np.testing.assert_allclose(Yhat, f(X), atol=1e-7)
-    # independent reference: the polynomial that brute force over subsets finds, evaluated at alpha
-    coef = brute_force_poly(code.beta[returned], Y, A, (K - 1) * deg)
-    np.testing.assert_allclose(Yhat, np.polynomial.chebyshev.chebvander(code.alpha, (K - 1) * deg) @ coef,
-                               atol=1e-7)
-
-
-def test_lcc_fewer_errors_than_bound_and_too_few_results():
-    code = LCC(4, 14, degree=2)
-    X = np.random.default_rng(0).normal(size=(4, 2))
-    Y = (code.encode(X) ** 2)
-    ret = np.arange(11)  # threshold 7 + 2*2
-    Yc = Y[ret].copy()
-    Yc[5] += 3.0
-    Yhat, flagged = code.robust_decode(Yc, ret, adversaries=2)
-    assert flagged.tolist() == [5]
-    np.testing.assert_allclose(Yhat, X**2, atol=1e-8)
-    with pytest.raises(ValueError, match=r"\(K-1\)\*degree \+ 1 \+ 2\*adversaries = 13"):
-        code.robust_decode(Y[np.arange(12)], np.arange(12), adversaries=3)
-
-
-def test_lcc_more_errors_than_bound_is_an_error_not_silent():
-    code = LCC(3, 11, degree=1)
-    X = np.random.default_rng(1).normal(size=(3, 2))
-    Y = code.encode(X).copy()
-    Y[[1, 4, 7]] += np.array([[5.0, -3.0], [2.0, 4.0], [-6.0, 1.0]])
-    with pytest.raises(ValueError, match="more than adversaries=1"):
-        code.robust_decode(Y, np.arange(11), adversaries=1)
 
 
 @pytest.mark.parametrize("make", [lambda: GCC(10, 40), lambda: BACC(10, 40), lambda: GCC(8, 30, kernel="cubic")])
@@ -98,7 +41,7 @@ def test_two_adjacent_workers_lying_together_are_caught(N):
     code = GCC(10, N)
     Y, _ = smooth_results(code, seed=0)
     returned = np.arange(N)
-    G = robust.loo_matrix(code.beta, code.kernel_for(N), 0.0)
+    G = smoother_loo.loo_matrix(code.beta, code.kernel_for(N), 0.0)
     quiet = 0
     for i in range(1, N - 2, 3):
         Yr = Y.copy()
@@ -149,70 +92,6 @@ def test_honest_smooth_results_flag_nobody():
         assert flagged.size == 0, (code, flagged)
 
 
-def test_closed_form_loo_matches_refits():
-    code = GCC(6, 15, lam_dec=1e-3)
-    t = code.beta
-    Y = np.random.default_rng(0).normal(size=(15, 2))
-    G = robust.loo_matrix(t, code.kernel, 1e-3)
-    loo = (G @ Y) / np.diag(G)[:, None]
-    from gencc.smoothing import smoother_weights
-    for i in (0, 7, 14):
-        keep = np.setdiff1d(np.arange(15), [i])
-        # lam multiplies the penalty with 1/n in front of the data term: the refit on n-1 points keeps n*lam
-        pred = smoother_weights(t[keep], t[i:i + 1], code.kernel, 1e-3 * 15 / 14) @ Y[keep]
-        np.testing.assert_allclose(loo[i], Y[i] - pred[0], atol=1e-8)
-    # leaving a set out: the downdate equals the LOO residuals of the refit without it
-    S = (4, 5)
-    keep = np.setdiff1d(np.arange(15), S)
-    G2 = robust.loo_matrix(t[keep], code.kernel, 1e-3 * 15 / 13)
-    ref = (G2 @ Y[keep]) / np.sqrt(np.diag(G2) * np.diag(G)[keep])[:, None]
-    got = robust.downdate_residuals(G, G @ Y)([S])[0][keep]
-    np.testing.assert_allclose(got, ref, atol=1e-8)
-
-
-@pytest.mark.parametrize("size", [1, 2, 3, 4])
-def test_small_inverses_and_energy_drop_match_lapack(size):
-    from gencc.codes import robust_gcc
-
-    rng = np.random.default_rng(size)
-    B = rng.normal(size=(50, size, size + 2))
-    M = B @ B.transpose(0, 2, 1) * 10.0 ** rng.uniform(-3, 3, size=(50, 1, 1))  # SPD, scales apart
-    np.testing.assert_allclose(robust_gcc.small_inv(M), np.linalg.inv(M), rtol=1e-8)
-    code = GCC(10, 40)
-    G = robust.loo_matrix(code.beta, code.kernel_for(40), 0.0)
-    P = G @ rng.normal(size=(40, 3))
-    S = np.array([rng.choice(40, size, replace=False) for _ in range(20)])
-    ref = [np.trace(P[s].T @ np.linalg.solve(G[np.ix_(s, s)], P[s])) for s in S]
-    np.testing.assert_allclose(robust_gcc.energy_drop(G, P)(S), ref, rtol=1e-8)
-
-
-@pytest.mark.parametrize("S", [(), (3,), (10, 11), (0, 20, 39)])
-def test_decoding_weights_downdate_equals_a_fresh_fit_without_S(S):
-    """GCC's decode without S from the LOO factorization (a rank-|S| downdate) against a fresh dense solve."""
-    from gencc.codes import robust_gcc
-    from gencc.smoothing import smoother_weights
-
-    code = GCC(10, 40)
-    kernel = code.kernel_for(40)
-    G, Wt = robust_gcc.loo_and_weights(code.beta, kernel, 0.0, code.alpha)
-    np.testing.assert_allclose(Wt.T, smoother_weights(code.beta, code.alpha, kernel, 0.0), atol=1e-10)
-    keep = np.setdiff1d(np.arange(40), S)
-    ref = smoother_weights(code.beta[keep], code.alpha, kernel, 0.0)
-    got = robust_gcc.downdate_weights(G, Wt, np.asarray(S, dtype=np.int64)).T
-    np.testing.assert_allclose(got, ref, atol=1e-10)
-
-
-def test_approxifer_removes_exactly_A_and_finds_a_gross_error():
-    code = BACC(10, 40)
-    Y, _ = smooth_results(code, seed=3)
-    Yr = Y.copy()
-    Yr[21] += 50 * Y.std()
-    _, flagged = code.robust_decode(Yr, np.arange(40), adversaries=1, method="approxifer")
-    assert flagged.tolist() == [21]
-    _, flagged = code.robust_decode(Y, np.arange(40), adversaries=2, method="approxifer")
-    assert flagged.size == 2
-
-
 def test_torch_in_torch_out():
     torch = pytest.importorskip("torch")
     code = GCC(10, 40)
@@ -240,3 +119,129 @@ def test_bad_input_is_a_clear_error():
         code.robust_decode(Yn, np.arange(40), adversaries=1)
     with pytest.raises(ValueError, match="GCC, BACC and LCC"):
         Replication(10, 40).robust_decode(np.zeros((40, 2)), np.arange(40), adversaries=1)
+
+
+def test_threshold_and_method_are_checked_for_every_code():
+    code = BACC(10, 40)
+    Y, _ = smooth_results(code)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "0.5", None, True):
+        with pytest.raises(ValueError, match="threshold must be a positive number"):
+            code.robust_decode(Y, np.arange(40), adversaries=1, threshold=bad)
+    with pytest.raises(ValueError, match="unknown robust method 'vote'.*bacc takes method='loo' or "
+                                         "method='approxifer'"):
+        code.robust_decode(Y, np.arange(40), adversaries=1, method="vote")
+    lcc = LCC(3, 12, degree=1)
+    with pytest.raises(ValueError, match="BACC; lcc takes method='loo'"):
+        lcc.robust_decode(lcc.encode(np.ones((3, 1))), np.arange(12), adversaries=1, method="approxifer")
+    # a code without a locator refuses whatever the method
+    with pytest.raises(ValueError, match="no locator of wrong results"):
+        Replication(10, 40).robust_decode(np.zeros((40, 2)), np.arange(40), adversaries=1, method="vote")
+
+
+def test_min_results_of_the_approximate_codes():
+    assert [robust.min_results(GCC(10, 40), A) for A in range(4)] == [2, 4, 6, 8]  # its own minimum (2) + 2A
+    assert [robust.min_results(BACC(10, 40), A) for A in range(3)] == [1, 4, 6]  # 2A + 2 binds
+    with pytest.raises(ValueError, match="non-negative integer"):
+        robust.min_results(GCC(10, 40), 1.5)
+
+
+def test_search_finds_the_set_that_leaves_the_rest_consistent():
+    """The search alone, on synthetic residuals: two wrong positions, each also spoiling its neighbours'
+    residuals (an honest neighbour predicted from a wrong result), found together; with room for one only the
+    best single exclusion comes back, marked inconsistent."""
+    n, wrong = 12, (3, 8)
+
+    def residuals(subsets):
+        out = []
+        for S in subsets:
+            r = np.full(n, 0.1)
+            for w in wrong:
+                if w not in S:
+                    r[w] = 5.0
+                    r[[w - 1, w + 1]] = np.maximum(r[[w - 1, w + 1]], 1.0)
+            out.append(r[:, None])
+        return np.stack(out)
+
+    def drop(S):
+        return np.array([sum(5.0 if i in wrong else 1.0 for i in s) for s in S])
+
+    for refine in (False, True):
+        S, ok = robust.search(residuals, n, 2, 1.0, 0.5, drop, refine)
+        assert S.tolist() == [3, 8] and ok
+        S, ok = robust.search(residuals, n, 3, 1.0, 0.5, drop, refine)
+        assert S.tolist() == [3, 8] and ok  # the smallest consistent set, not the largest allowed
+        S, ok = robust.search(residuals, n, 1, 1.0, 0.5, drop, refine)
+        assert S.size == 1 and S[0] in wrong and not ok
+    S, ok = robust.search(residuals, n, 0, 1.0, 0.5, drop)
+    assert S.size == 0 and not ok
+
+
+def test_robust_spread_ignores_a_minority_of_wild_rows():
+    Y = np.random.default_rng(0).normal(size=(40, 3))
+    s = robust.robust_spread(Y)
+    Y[:5] = 1e6
+    assert 0.5 * s < robust.robust_spread(Y) < 2 * s
+    assert robust.robust_spread(np.zeros((6, 2))) == 1.0
+
+
+class _Voting(Replication):
+    """A code plugged into robust decoding by its hooks alone: every input on 3 workers; a replica that misses
+    the median of its input's replicas is wrong."""
+
+    name = "voting"
+    robust_methods = ("loo",)
+    seen: list = []
+
+    def _locate_wrong(self, returned, Y, adversaries, *, method="loo", threshold=robust.DEFAULT_THRESHOLD):
+        type(self).seen.append((returned.copy(), Y.dtype, method, threshold))
+        wrong = []
+        for k in range(self.K):
+            mine = np.flatnonzero(self.assignment[returned] == k)
+            med = np.median(Y[mine], axis=0)
+            wrong += [int(returned[i]) for i in mine if np.abs(Y[i] - med).max() > threshold]
+        return np.array(wrong[::-1][:adversaries], dtype=np.int64)
+
+
+def test_a_new_code_plugs_in_through_the_hooks():
+    code = _Voting(4, 12)
+    X = np.arange(4.0)[:, None] * np.ones((1, 2))
+    Y = code.encode(X)  # f = identity
+    returned = np.array([11, 0, 5, 2, 7, 1, 3, 9, 4, 6, 8, 10])
+    Yr = Y[returned].astype(np.float32)
+    Yr[1] += 9.0  # worker 0, the first replica of input 0
+    Yr[3] -= 9.0  # worker 2
+    _Voting.seen.clear()
+    Yhat, flagged = code.robust_decode(Yr, returned, adversaries=2, threshold=0.25)
+    (srt, dtype, method, threshold), = _Voting.seen
+    assert srt.tolist() == sorted(returned.tolist()) and dtype == np.float64 and (method, threshold) == ("loo", 0.25)
+    assert flagged.tolist() == [0, 2] and flagged.dtype == np.int64
+    np.testing.assert_allclose(Yhat, X)  # the decode of the rest: each input from a surviving replica
+    assert isinstance(code, Code) and robust.min_results(code, 2) == 6
+
+
+def test_the_search_imports_no_code():
+    """The code-agnostic half knows no code class: it imports nothing from gencc but the array helpers."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(robust))
+    local = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
+    assert local == {(2, "_arrays")}
+    assert not any(isinstance(n, ast.Import) and any("gencc" in a.name for a in n.names) for n in ast.walk(tree))
+
+
+@settings(max_examples=20)
+@given(st.permutations(list(range(36))), st.integers(0, 3))
+def test_order_of_returned_does_not_matter_for_bacc(perm, bad_seed):
+    code = BACC(10, 40)
+    Y, _ = smooth_results(code, seed=6)
+    returned = np.array([i for i in range(40) if i not in (1, 12, 25, 26)])
+    Yr = Y[returned].copy()
+    bad = np.random.default_rng(bad_seed).choice(36, 2, replace=False)
+    Yr[bad] += 3 * Y.std()
+    ref, ref_flag = code.robust_decode(Yr, returned, adversaries=2)
+    np.testing.assert_array_equal(ref_flag, np.sort(returned[bad]))
+    p = np.asarray(perm)
+    got, flag = code.robust_decode(Yr[p], returned[p], adversaries=2)
+    np.testing.assert_array_equal(flag, ref_flag)
+    np.testing.assert_allclose(got, ref, atol=1e-10)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gencc
+from gencc import FixedCount, SystematicGCC, simulate
 from gencc.codes.systematic import kriging_decoder
+from gencc.simulate import apply_workers
 
 RNG = np.random.default_rng(3)
 A = RNG.normal(size=(4, 6))
@@ -113,6 +117,13 @@ def test_coded_workers_run_the_scaled_parity_model():
     np.testing.assert_allclose(g(Z), P(4 * Z) / 4)
     with pytest.raises(ValueError, match="worker index"):
         code.worker_function(nonlinear, 10)
+    # coded workers of one group size share one callable (so they are applied together), also in a copy
+    assert code.worker_function(nonlinear, int(code.coded[1])) is g
+    uneven = gencc.SystematicGCC(7, 9, parity=P)  # groups of 4 and 3
+    fns = {id(uneven.worker_function(nonlinear, int(n))) for n in uneven.coded}
+    assert len(fns) == 2
+    copy = pickle.loads(pickle.dumps(code))
+    assert copy.worker_function(nonlinear, int(copy.coded[0])) is copy.worker_function(nonlinear, int(copy.coded[1]))
 
 
 def test_calibrate_rho_matches_a_direct_computation():
@@ -216,3 +227,45 @@ def test_calibrated_recovers_the_length_scale_of_a_gp(true_ell):
     cal = gencc.SystematicGCC.calibrated(K, N, f, sets)
     assert cal.calibration["length_scale"] == true_ell
     assert cal.kernel.length_scale == true_ell and cal.rho == cal.calibration["rho"] > 0
+
+
+# ----- packed parity queries: coded workers that receive their group's inputs stacked -----------------------
+def test_sgcc_packed_encode_hands_each_coded_worker_its_group(exact_packed_parity, X8):
+    code = SystematicGCC(8, 10, parity=exact_packed_parity(4))
+    Z = code.encode(X8)
+    assert isinstance(Z, list) and len(Z) == 10
+    for n, g in code.packed_groups().items():
+        np.testing.assert_array_equal(Z[n], X8[g])
+    for k, n in enumerate(code.systematic):
+        np.testing.assert_array_equal(Z[n], X8[k])
+    # the decoder's model is the same group mean as the plain code's
+    np.testing.assert_array_equal(code.encoding_matrix, SystematicGCC(8, 10).encoding_matrix)
+    assert SystematicGCC(8, 10).packed_groups() == {}
+
+
+def test_sgcc_packed_recovers_one_loss_per_group_exactly(exact_packed_parity, packed_f, X8):
+    """With an exact packed parity and rho -> 0 a lost systematic worker is read from its group's result."""
+    parity = exact_packed_parity(4)
+    code = SystematicGCC(8, 10, rho=1e-10, parity=parity)
+    Y = apply_workers(packed_f, code.encode(X8), code)
+    assert parity.shapes == [(2, 4, 6)]  # both coded workers in one batch, (k, 6) each
+    T = packed_f(X8)
+    for lost in [(code.systematic[1],), (code.systematic[2], code.systematic[6])]:
+        ret = np.setdiff1d(np.arange(10), lost)
+        np.testing.assert_allclose(code.decode(Y[ret], ret), T, atol=1e-6)
+    # against the plain (mean-query) code with f as its parity: same decoder, worse coded results
+    plain = SystematicGCC(8, 10, rho=1e-10, parity=packed_f)
+    Yp = apply_workers(packed_f, plain.encode(X8), plain)
+    ret = np.setdiff1d(np.arange(10), [plain.systematic[1]])
+    assert np.abs(plain.decode(Yp[ret], ret) - T).max() > 1e-3
+
+
+def test_simulate_runs_packed_codes_end_to_end(exact_packed_parity, packed_f, X8):
+    code = SystematicGCC(8, 10, rho=1e-10, parity=exact_packed_parity(4))
+    recs = simulate(packed_f, X8, code, FixedCount(1), trials=6, seed=1)
+    assert len(recs) == 6 and max(r["rel_mse"] for r in recs) < 1e-10
+
+
+def test_packed_needs_groups_of_exactly_k(exact_packed_parity):
+    with pytest.raises(ValueError, match="exactly 4 inputs.*groups of \\[3, 4\\]"):
+        SystematicGCC(10, 13, parity=exact_packed_parity(4))

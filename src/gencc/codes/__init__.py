@@ -1,4 +1,18 @@
-"""Codes: each a fixed linear encoder and a decoder per straggler set, behind one interface."""
+"""Codes: each a fixed linear encoder and a decoder per straggler set, behind one interface.
+
+Layout, one module per thing it holds:
+
+- base: the `Code` interface (encoder E, cached decoders D_F, array kinds, validation) and the default hooks of
+  robust decoding (no locator; decode the rest; 2A + 2 results).
+- robust: robust decoding's code-agnostic half: the entry point behind `Code.robust_decode` and the search over
+  leave-one-out residuals; it imports no code class, each code brings its locator through the hooks.
+- gcc (GCC, with its robust hooks), gcc_low_redundancy (GCC's "select" decoder for K < N <= 1.5 K),
+  smoother_loo (the RKHS smoother's closed-form leave-one-out residuals and rank-|S| downdates, used by both).
+- berrut (`berrut_weights`, BACC and its robust hooks), approxifer (ApproxIFER's locator, BACC's baseline).
+- lagrange (LCC, and Berlekamp-Welch error correction as its robust hook), replication, parm (ParM),
+  systematic (SystematicGCC, `calibrate_rho`).
+- registry: codes by name (`CODES`, `make_code`, `parse_option`).
+"""
 
 from .base import Code
 from .berrut import BACC, berrut_weights

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._arrays import apply_matrix, is_torch, take_rows, to_numpy
+from .._lru import LRU
 from .._validate import check_int
+from . import robust
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
@@ -21,12 +21,16 @@ class Code(ABC):
     """A linear coded-computing scheme for K inputs on N workers.
 
     Subclasses set `alpha` (K sorted data points), `beta` (N sorted worker points), implement
-    `_encoding_matrix()` and `_decoding_matrix(returned_sorted, Y_sorted)`, and state `min_results`.
-    A code may be shared between threads (`gencc.stream` does): its decoder cache is locked, and nothing a
+    `_encoding_matrix()` and `_decoding_matrix(returned_sorted, Y_sorted)`, and state `min_results`. A code
+    that can locate wrong results lists its `robust_methods` and implements `_locate_wrong` (and may override
+    `_decode_excluding` and `_robust_min_results`): the hooks `robust_decode` calls (gencc.codes.robust).
+    A code may be shared between threads (`gencc.stream` does): its caches are locked LRUs, and nothing a
     decode chooses is kept on the instance.
     """
 
     name: str = "code"
+    #: robust_decode's `method` values `_locate_wrong` accepts (the first is the default); none: no locator
+    robust_methods: tuple[str, ...] = ()
 
     def __init__(self, K: int, N: int):
         K, N = check_int("K", K, 1), check_int("N", N, 1)
@@ -35,8 +39,7 @@ class Code(ABC):
                              "inputs into batches of at most N")
         self.K, self.N = K, N
         self._E: np.ndarray | None = None
-        self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._cache: LRU[tuple, Any] = LRU(DECODER_CACHE_SIZE)
         self.alpha: np.ndarray
         self.beta: np.ndarray
 
@@ -113,17 +116,7 @@ class Code(ABC):
         key = self._cache_key(srt, Ys)
         if key is None:
             return np.asarray(self._decoding_matrix(srt, Ys), dtype=float)
-        with self._cache_lock:
-            D = self._cache.get(key)
-            if D is not None:
-                self._cache.move_to_end(key)
-                return D
-        D = np.asarray(self._decoding_matrix(srt, Ys), dtype=float)
-        with self._cache_lock:
-            self._cache[key] = D
-            while len(self._cache) > DECODER_CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return D
+        return self._cache.get_or_build(key, lambda: np.asarray(self._decoding_matrix(srt, Ys), dtype=float))
 
     def decode(self, Y: Any, returned: Sequence[int]) -> Any:
         """Estimates (K, *out_shape) of f(x_1..x_K) from results Y (len(returned), *out_shape).
@@ -143,12 +136,34 @@ class Code(ABC):
                       ) -> tuple[Any, np.ndarray]:
         """(Yhat, flagged): locate up to `adversaries` wrong results, exclude them, decode the rest.
 
-        `flagged` holds the sorted worker indices excluded; Yhat equals `decode` without them. Implemented
-        for GCC, BACC (also `method="approxifer"`, the baseline) and LCC: see gencc.codes.robust.
+        `flagged` holds the sorted worker indices excluded; Yhat equals `decode` without them. Options:
+        `method` (one of `robust_methods`) and `threshold` (gencc.codes.robust). Implemented for GCC, BACC
+        (also `method="approxifer"`, the baseline) and LCC.
         """
-        from .robust import robust_decode
+        return robust.robust_decode(self, Y, returned, adversaries, **options)
 
-        return robust_decode(self, Y, returned, adversaries, **options)
+    # ----- the hooks of robust_decode (gencc.codes.robust) ----------------------------------------------
+    def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
+                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
+        """The workers (a subset of `returned`) whose results to exclude, at most `adversaries` of them.
+
+        `returned`: validated worker indices sorted ascending; `Y`: their results, float64 (n, m) and finite;
+        `method` one of `robust_methods`, `threshold` a positive number (robust_decode checked both)."""
+        raise ValueError(f"robust_decode is implemented for GCC, BACC and LCC, not {self.name}: it has no "
+                         "locator of wrong results")
+
+    def _decode_excluding(self, Y: Any, returned: np.ndarray, excluded: np.ndarray) -> Any:
+        """`decode` of the results Y of validated `returned` (any order) without the `excluded` workers."""
+        keep = ~np.isin(returned, excluded)
+        Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
+        return self.decode(Ykeep, returned[keep])
+
+    def _robust_min_results(self, adversaries: int) -> int:
+        """The fewest results a robust decode with this many adversaries accepts: the decode's own minimum
+        plus 2A, and at least 2A + 2 (an excluded set must leave a majority able to outvote it)."""
+        if adversaries == 0:
+            return self.min_results
+        return max(self.min_results + 2 * adversaries, 2 * adversaries + 2)
 
     @property
     def data_dependent(self) -> bool:
@@ -195,14 +210,17 @@ class Code(ABC):
         return arr
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        del state["_cache_lock"]  # a lock does not pickle; the copy gets its own
-        state["_cache"] = OrderedDict()
+        """The code's state without its caches (locked LRUs do not pickle); the copy starts them empty."""
+        state = {k: v for k, v in self.__dict__.items() if not isinstance(v, LRU)}
+        state["_lru_sizes"] = {k: v.maxsize for k, v in self.__dict__.items() if isinstance(v, LRU)}
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        sizes = state.pop("_lru_sizes", {})
         self.__dict__.update(state)
-        self._cache_lock = threading.Lock()
+        for k, size in sizes.items():
+            setattr(self, k, LRU(size))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"

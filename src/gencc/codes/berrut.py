@@ -1,10 +1,16 @@
-"""BACC: Berrut approximated coded computing (Jahani-Nezhad and Maddah-Ali), the main baseline."""
+"""BACC: Berrut approximated coded computing (Jahani-Nezhad and Maddah-Ali), the main baseline: Berrut's rational
+interpolant (`berrut_weights`), the code, and its side of robust decoding (the interpolant left one out in closed
+form, for gencc.codes.robust's search; or ApproxIFER's locator, gencc.codes.approxifer)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ..points import chebyshev1, chebyshev2
+from . import robust
+from .approxifer import approxifer_locate
 from .base import Code
 
 #: |z - a_j| below this counts as z sitting on node a_j
@@ -41,6 +47,7 @@ class BACC(Code):
     (beta_n, y_n), re-indexed over the sorted returned set, beta = chebyshev2(N)."""
 
     name = "bacc"
+    robust_methods = ("loo", "approxifer")
 
     def __init__(self, K: int, N: int, *, alpha: np.ndarray | None = None, beta: np.ndarray | None = None):
         super().__init__(K, N)
@@ -58,3 +65,62 @@ class BACC(Code):
 
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
         return berrut_weights(self.beta[returned], self.alpha)
+
+    def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
+                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
+        """The search over Berrut's LOO residuals (signs re-alternate past the gap), or with method="approxifer"
+        ApproxIFER's locator (always A workers)."""
+        robust.require_results(self, returned.size, adversaries)
+        t = self.beta[returned]
+        if method == "approxifer":
+            return returned[approxifer_locate(t, Y, adversaries)]
+        pos, _ = robust.search(berrut_loo_residuals(t, Y), t.size, adversaries, robust.robust_spread(Y), threshold,
+                               berrut_drop(t, Y), True)
+        return returned[pos]
+
+
+Residuals = Callable[[Sequence[tuple[int, ...]] | np.ndarray], np.ndarray]
+
+
+def berrut_loo_residuals(t: np.ndarray, Y: np.ndarray) -> Residuals:
+    """LOO residuals of Berrut's interpolant through sorted t: worker j predicted from the others, with
+    the alternating signs re-indexed over the nodes that remain."""
+    n = t.size
+
+    def one(keep: np.ndarray) -> np.ndarray:
+        tk, Yk = t[keep], Y[keep]
+        k = tk.size
+        rank = np.arange(k)
+        # sign of node i when node j is left out: (-1)^(i - [i > j])
+        sgn = np.where(((rank[None, :] - (rank[None, :] > rank[:, None])) % 2) == 0, 1.0, -1.0)
+        with np.errstate(divide="ignore"):
+            W = sgn / (tk[:, None] - tk[None, :])
+        np.fill_diagonal(W, 0.0)
+        W /= W.sum(axis=1, keepdims=True)
+        out = np.zeros((n, Y.shape[1]))
+        out[keep] = Yk - W @ Yk
+        return out
+
+    def residuals(subsets: list[tuple[int, ...]]) -> np.ndarray:
+        outs = []
+        for S in subsets:
+            keep = np.ones(n, dtype=bool)
+            keep[list(S)] = False
+            outs.append(one(keep))
+        return np.stack(outs)
+
+    return residuals
+
+
+def berrut_drop(t: np.ndarray, Y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """For subsets S (B, s): the squared misfit of S's results to the Berrut interpolant through the rest
+    (how much leaving S out explains; BACC's analogue of GCC's energy drop)."""
+    def drop(S: np.ndarray) -> np.ndarray:
+        out = np.empty(len(S))
+        for b, sub in enumerate(S):
+            keep = np.ones(t.size, dtype=bool)
+            keep[sub] = False
+            out[b] = np.sum((Y[sub] - berrut_weights(t[keep], t[sub]) @ Y[keep]) ** 2)
+        return out
+
+    return drop

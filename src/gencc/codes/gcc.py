@@ -7,18 +7,33 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import apply_matrix, is_torch
+from .._lru import LRU
 from .._validate import check_nonneg, check_real
 from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
 from ..points import DESIGNS, NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
-from . import gcc_select
+from . import gcc_low_redundancy as low_redundancy
+from . import robust
 from .base import Code, _unsort
+from .smoother_loo import (
+    adjacent_pair_residuals,
+    downdate_residuals,
+    downdate_weights,
+    energy_drop,
+    loo_and_weights,
+    pair_residuals,
+)
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline
 AUTO_DENSE_MAX = 512
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
 AUTO_SELECT_MAX = 64
 DECODERS = ("auto", "interpolate", "select")
+#: LOO factorizations (G, and the decoding weights) kept per code for robust decoding, one per returned set
+LOO_CACHE_SIZE = 64
+#: the closed-form LOO of robust decoding needs the inverse of the bordered system: limited to this many results
+MAX_POINTS = 3000
 
 
 class GCC(Code):
@@ -37,12 +52,13 @@ class GCC(Code):
     nearest worker moved onto each alpha, lam = 0 (results are noiseless).
 
     decoder: "interpolate" (the fit above) or "select" (low redundancy: per decode, the best of three fixed
-    readings of the results by leave-one-out on the returned systematic results, `gencc.codes.gcc_select`;
+    readings of the results by leave-one-out on the returned systematic results, `gencc.codes.gcc_low_redundancy`;
     needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
     "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
     """
 
     name = "gcc"
+    robust_methods = ("loo",)
 
     def __init__(
         self,
@@ -82,14 +98,15 @@ class GCC(Code):
             raise ValueError(f"kernel {self.kernel.name} has a null space of dimension {self.kernel.q}; "
                              f"need K >= {self.kernel.q}, got K={K}")
         self.decoder = self._resolve_decoder(decoder)
+        self._robust_cache: LRU[tuple, tuple[np.ndarray, np.ndarray | None]] = LRU(LOO_CACHE_SIZE)
 
     def _resolve_decoder(self, decoder: str) -> str:
         if not isinstance(decoder, str) or decoder not in DECODERS:
             raise ValueError(f"unknown decoder {decoder!r}; choose auto (the default), interpolate or select")
-        self.systematic = gcc_select.systematic_workers(self.alpha, self.beta) if self.lam_enc == 0 else None
+        self.systematic = low_redundancy.systematic_workers(self.alpha, self.beta) if self.lam_enc == 0 else None
         interpolating = not isinstance(self.lam_dec, str) and self.lam_dec == 0
         if decoder == "auto":
-            low = self.K < self.N <= gcc_select.LOW_REDUNDANCY * self.K and self.N <= AUTO_SELECT_MAX
+            low = self.K < self.N <= low_redundancy.LOW_REDUNDANCY * self.K and self.N <= AUTO_SELECT_MAX
             return "select" if low and interpolating and self.systematic is not None else "interpolate"
         if decoder == "select":
             if not interpolating:
@@ -136,7 +153,7 @@ class GCC(Code):
                                  "picks its reading from the results: pass Y to decoding_matrix, or build the code "
                                  "with decoder='interpolate' for a fixed D_F")
             Ds, Ls = self._selection(returned)
-            return Ds[gcc_select.choose(Ds, Ls, Y)], 0.0
+            return Ds[low_redundancy.choose(Ds, Ls, Y)], 0.0
         lam = self.lam_dec
         if isinstance(lam, str):
             if Y is None:
@@ -147,21 +164,8 @@ class GCC(Code):
     def _selection(self, returned: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The select decoder's candidates and LOO maps for sorted `returned`, kept in the code's decoder cache
         (least recently used dropped first; a pickled copy starts empty, as for D_F)."""
-        from .base import DECODER_CACHE_SIZE
-
-        key = ("select", *returned.tolist())
-        with self._cache_lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
-        mats = gcc_select.selection_matrices(self.beta[returned], self.alpha, self.kernel, self.encoding_matrix,
-                                             returned, self.systematic)
-        with self._cache_lock:
-            self._cache[key] = mats
-            while len(self._cache) > DECODER_CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return mats
+        return self._cache.get_or_build(("select", *returned.tolist()), lambda: low_redundancy.selection_matrices(
+            self.beta[returned], self.alpha, self.kernel, self.encoding_matrix, returned, self.systematic))
 
     def decoding_matrix_and_lam(self, returned: Sequence[int], Y: Any = None) -> tuple[np.ndarray, float]:
         """D_F as `decoding_matrix` gives it, and the lam_dec it was fitted with: lam_dec itself, or the lam
@@ -171,6 +175,58 @@ class GCC(Code):
         order, srt, Ys = self._sorted(returned, Y)
         D, lam = self._fit_decoder(srt, Ys)
         return _unsort(np.asarray(D, dtype=float), order), lam
+
+    # ----- robust decoding (gencc.codes.robust): LOO residuals of the smoother and their downdates -----
+    def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
+                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
+        """LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading block of the
+        inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
+        candidate subset of the search costs O(n |S| m), evaluated in batches (gencc.codes.smoother_loo)."""
+        robust.require_results(self, returned.size, adversaries)
+        t = self.beta[returned]
+        G, _ = self._loo_factors(returned, self._robust_lam(t, Y))
+        P = G @ Y
+        pos, _ = robust.search(downdate_residuals(G, P), t.size, adversaries, robust.robust_spread(Y), threshold,
+                               energy_drop(G, P), True, pairs=pair_residuals(G, P),
+                               adjacent=adjacent_pair_residuals(G, P))
+        return returned[pos]
+
+    def _decode_excluding(self, Y: Any, returned: np.ndarray, excluded: np.ndarray) -> Any:
+        """With lam = 0 the decoding weights come from the search's factorization, and the decode without S
+        from a rank-|S| downdate of them; otherwise (or when S changes the kernel) `decode` of the rest."""
+        srt = np.sort(returned)
+        t = self.beta[srt]
+        if t.size > MAX_POINTS or self.kernel_for(t.size - excluded.size) != self.kernel_for(t.size):
+            return super()._decode_excluding(Y, returned, excluded)
+        G, Wt = self._loo_factors(srt, float(self.lam_dec) if not isinstance(self.lam_dec, str) else None)
+        if Wt is None:
+            return super()._decode_excluding(Y, returned, excluded)
+        keep = ~np.isin(returned, excluded)
+        W = downdate_weights(G, Wt, np.flatnonzero(np.isin(srt, excluded)))  # rows: the kept, sorted
+        ret_keep = returned[keep]
+        D = W.T[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
+        Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
+        return apply_matrix(D, Ykeep, "Y")
+
+    def _robust_lam(self, t: np.ndarray, Y: np.ndarray) -> float:
+        if t.size > MAX_POINTS:
+            raise ValueError(f"robust decode for GCC is limited to {MAX_POINTS} results (got {t.size})")
+        lam = self.lam_dec
+        return float(select_lam(t, Y, self.kernel_for(t.size), lam) if isinstance(lam, str) else lam)
+
+    def _loo_factors(self, srt: np.ndarray, lam: float | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(G, the decoding weights as (n, K) or None) for sorted `srt`, kept per code like D_F (the same
+        straggler pattern recurs). The weights come only when GCC's own decoder is the dense interpolant
+        (lam = 0) through the same bordered system (lam > 0 scales with the number of points; the cubic
+        spline decodes on its banded path). lam None (chosen per decode): (None, None)."""
+        if lam is None:
+            return None, None
+        t = self.beta[srt]
+        kernel = self.kernel_for(t.size)
+        shares = (lam == 0 and type(self)._decoding_matrix is GCC._decoding_matrix and not self.data_dependent
+                  and not kernel.is_cubic_spline)
+        return self._robust_cache.get_or_build((lam, *srt.tolist()), lambda: loo_and_weights(
+            t, kernel, lam, self.alpha if shares else None))
 
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)

@@ -1,13 +1,33 @@
-"""LCC: Lagrange coded computing over the reals, exact for polynomial f of a known degree."""
+"""LCC: Lagrange coded computing over the reals, exact for polynomial f of a known degree, and its exact error
+correction (Berlekamp-Welch with a shared error locator), LCC's side of robust decoding (gencc.codes.robust).
+
+f o u_enc is a polynomial of degree D = (K-1) deg. With A wrong results among n >= D + 1 + 2A, there is an
+error locator E (degree A, zero at the wrong workers) and a polynomial P of degree D + A with
+P(beta_i) = y_i E(beta_i) at every returned worker: the linear Berlekamp-Welch system. All output
+coordinates share E, so E is the null vector of the stacked system after eliminating P (projecting onto the
+complement of P's span); the n - A workers where |E| is largest determine the degree-D fit, and the flagged
+workers are those whose result disagrees with it. Uniqueness: two degree-D polynomials that each agree with
+n - A results agree on n - 2A >= D + 1 points, so they are equal.
+"""
 
 from __future__ import annotations
 
+from itertools import combinations
+from math import comb
+
 import numpy as np
 from numpy.polynomial import chebyshev as C
+from scipy import linalg
 
 from .._validate import check_int
 from ..points import chebyshev1
+from . import robust
 from .base import Code
+
+#: a result is wrong when it misses the recovered polynomial by more than this (relative to the results' size)
+RELATIVE_TOL = 1e-7
+#: brute force (the fallback when the locator is numerically unsure) only below this many subsets
+BRUTE_FORCE_MAX = 20000
 
 
 class LCC(Code):
@@ -19,6 +39,7 @@ class LCC(Code):
     """
 
     name = "lcc"
+    robust_methods = ("loo",)
 
     def __init__(self, K: int, N: int, degree: int = 1):
         super().__init__(K, N)
@@ -47,3 +68,64 @@ class LCC(Code):
         """2-norm condition number of the decoding Vandermonde system for these returned workers."""
         idx = np.sort(self.check_returned(returned))
         return float(np.linalg.cond(C.chebvander(self.beta[idx], self.threshold - 1)))
+
+    def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
+                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
+        """Exact error correction (`berlekamp_welch`); `threshold` plays no part."""
+        return returned[berlekamp_welch(self, returned, Y, adversaries)]
+
+    def _robust_min_results(self, adversaries: int) -> int:
+        """(K-1) degree + 1 + 2A: two polynomials agreeing with n - A results each then agree on D + 1 points."""
+        return self.threshold + 2 * adversaries
+
+
+def berlekamp_welch(code: LCC, srt: np.ndarray, Ys: np.ndarray, A: int) -> np.ndarray:
+    """Positions (into the sorted `srt`) of the wrong results among Ys (n, m); at most A of them."""
+    D = code.threshold - 1
+    n = srt.size
+    need = D + 1 + 2 * A
+    if n < need:
+        raise ValueError(f"LCC corrects {A} wrong result(s) from (K-1)*degree + 1 + 2*adversaries = {need} "
+                         f"results (K={code.K}, degree={code.degree}); got {n}: wait for more workers or lower "
+                         "adversaries")
+    if A == 0:
+        return np.zeros(0, dtype=np.int64)
+    t = code.beta[srt]
+    scale = np.max(np.abs(Ys), axis=0)
+    scale[scale == 0] = 1.0
+    Yn = Ys / scale
+    VP = C.chebvander(t, D + A)
+    VE = C.chebvander(t, A)
+    U = linalg.qr(VP, mode="full")[0][:, D + A + 1:]  # complement of P's span
+    B = np.concatenate([U.T @ (Yn[:, j:j + 1] * VE) for j in range(Yn.shape[1])])
+    e = linalg.svd(B, full_matrices=False)[2][-1]
+    good = np.sort(np.argsort(-np.abs(VE @ e), kind="stable")[: n - A])
+    bad = _disagreeing(t, Yn, good, D)
+    if bad is not None and bad.size <= A:
+        return bad
+    return _brute_force(t, Yn, A, D)
+
+
+def _disagreeing(t: np.ndarray, Yn: np.ndarray, good: np.ndarray, D: int) -> np.ndarray | None:
+    """Workers whose results miss the degree-D fit through `good`; None if `good` itself is inconsistent."""
+    V = C.chebvander(t, D)
+    coef = linalg.lstsq(V[good], Yn[good])[0]
+    miss = np.sqrt(np.mean((V @ coef - Yn) ** 2, axis=1))
+    tol = RELATIVE_TOL * max(1.0, float(np.linalg.cond(V[good])))
+    if np.any(miss[good] > tol):
+        return None
+    return np.flatnonzero(miss > tol)
+
+
+def _brute_force(t: np.ndarray, Yn: np.ndarray, A: int, D: int) -> np.ndarray:
+    n = t.size
+    if comb(n, A) > BRUTE_FORCE_MAX:
+        raise ValueError(f"LCC error correction could not locate the wrong results (more than adversaries={A} "
+                         "of them, or numerically ill-posed)")
+    for S in combinations(range(n), A):
+        good = np.setdiff1d(np.arange(n), S)
+        bad = _disagreeing(t, Yn, good, D)
+        if bad is not None and bad.size <= A:
+            return bad
+    raise ValueError(f"more than adversaries={A} results are wrong: no degree-{D} polynomial agrees with "
+                     f"{n - A} of the {n} results")

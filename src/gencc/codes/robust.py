@@ -5,26 +5,31 @@ redundancy beyond what decoding needs lets us find them: predict each returned r
 (leave-one-out, LOO) and look for a set S of at most A workers whose removal leaves every remaining result
 consistent with the rest.
 
+This module is the code-agnostic half: the entry point `robust_decode` (validate, sort, ask the code to locate,
+exclude, decode) and the search that codes with LOO residuals share. It imports no code class. Each code brings
+its own half through three hooks of `gencc.codes.base.Code`:
+
+- `_locate_wrong(returned, Y, adversaries, method=, threshold=)`: the workers to exclude. GCC (gcc.py) and BACC
+  (berrut.py) hand their LOO residuals to `search`; LCC (lagrange.py) runs exact Berlekamp-Welch error correction;
+  the base class refuses (a code without a locator).
+- `_decode_excluding(Y, returned, excluded)`: the decode without them (by default `decode` of the rest; GCC's
+  interpolating decoder downdates the weights it already factored for the search).
+- `_robust_min_results(adversaries)`: the fewest results a robust decode accepts.
+
+The search:
+
 - Scores are scale-free: a worker's LOO residual (root mean square over the output coordinates) divided by
   the robust spread of the returned results (MAD over workers, pooled over coordinates). Honest residuals of
   a smooth decode are a small fraction of that spread; a result corrupted by a sizeable fraction of the
   signal is not. `threshold` is the boundary (default DEFAULT_THRESHOLD, chosen on all-honest runs).
-- The search never removes the top score greedily: an honest neighbour of a wrong result is predicted from
+- It never removes the top score greedily: an honest neighbour of a wrong result is predicted from
   it and can score higher. It scores every subset of size <= A of a small candidate pool (the top scores
   and their neighbours along the curve) by the LOO residuals of the workers that remain, and keeps the
   smallest set that leaves them all under the threshold (the best one of size A if none does).
-- GCC (robust_gcc.py): LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading
-  block of the inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement),
-  so every candidate subset costs O(n |S| m), evaluated in batches. With lam = 0 the decoding weights come
-  from the same factorization, and the decode without S from a rank-|S| downdate of them; G and the weights
-  are cached per returned set, like D_F.
-- BACC: the Berrut interpolant left one out has a closed form (signs re-alternate past the gap).
-- LCC: exact Berlekamp-Welch error correction over the reals (see `berlekamp_welch`).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import combinations
 from math import comb
@@ -32,20 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import apply_matrix, check_finite, is_torch, to_numpy
-from .base import Code
-from .robust_gcc import (
-    adjacent_pair_residuals,
-    downdate_residuals,
-    downdate_weights,
-    energy_drop,
-    loo_and_weights,
-    loo_matrix,
-    pair_residuals,
-)
+from .._arrays import check_finite, to_numpy
 
 #: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
 DEFAULT_THRESHOLD = 0.5
+#: every locator a code may offer, by `method` name; a code lists the ones it has in `robust_methods`
+METHODS = {"loo": "the leave-one-out search of gencc.codes.robust",
+           "approxifer": "ApproxIFER's locator (Soleymani et al.), the baseline of BACC"}
 #: candidate pool: this many top-scoring workers per allowed adversary (plus their neighbours)
 POOL_PER_ADVERSARY = 2
 #: a passing set whose remaining worst score is above UPGRADE_LEVEL x threshold gives way to a larger set
@@ -62,10 +60,6 @@ POOL_MAX = 12
 #: at least PAIR_CONTRAST x the median over adjacent pairs (colluding pairs at N = 40 / 80: 12-107x; the honest
 #: pairs that reach the level at N = 20, where every residual is large, 2-4.5x)
 PAIR_TRIGGER, PAIR_CONTRAST = 0.85, 8.0
-#: G matrices kept per code (one per returned set, least recently used dropped first)
-LOO_CACHE_SIZE = 64
-#: GCC's closed-form LOO needs the inverse of the bordered system: limited to this many results
-MAX_POINTS = 3000
 
 Residuals = Callable[[Sequence[tuple[int, ...]] | np.ndarray], np.ndarray]
 
@@ -180,130 +174,59 @@ def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, thresho
 
 
 # ----- the entry point -------------------------------------------------------------------------------------
-def robust_decode(code: Code, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
+def robust_decode(code: Any, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
                   method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
-    """(Yhat, flagged): the decode without the flagged workers, and their sorted indices (see the module)."""
-    from .berrut import BACC
-    from .gcc import GCC
-    from .lagrange import LCC
+    """(Yhat, flagged) for `code.robust_decode`: the decode without the flagged workers, and their sorted indices.
 
-    A = _check_adversaries(adversaries)
+    `code` is any `gencc.codes.Code`; what it can locate is its own business (the module docstring's hooks)."""
+    A = check_adversaries(adversaries)
     idx, Yn = _prepare(code, Y, returned)
-    if method not in ("loo", "approxifer"):
-        raise ValueError(f"unknown robust method {method!r}; choose 'loo' or 'approxifer' (BACC only)")
-    if method == "approxifer" and not isinstance(code, BACC):
-        raise ValueError(f"method='approxifer' is ApproxIFER's locator for BACC; {code.name} takes method='loo'")
-    if not (np.isfinite(threshold) and threshold > 0):
+    _check_method(code, method)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(threshold) and threshold > 0):
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     order = np.argsort(idx, kind="stable")
-    srt, Ys = idx[order], Yn[order]
-    Wt = None
-    if isinstance(code, LCC):
-        from .errorcorrect import berlekamp_welch
-
-        pos = berlekamp_welch(code, srt, Ys, A)
-    elif isinstance(code, (GCC, BACC)):
-        need = min_results(code, A)
-        if srt.size < need:
-            raise ValueError(f"robust decode with adversaries={A} needs at least {need} results from "
-                             f"{code.name} (got {srt.size}): wait for more workers or lower adversaries")
-        if method == "approxifer":
-            from .approxifer import approxifer_locate
-
-            pos = approxifer_locate(code.beta[srt], Ys, A)
-        else:
-            pos, Wt = _locate_smoother(code, srt, Ys, A, threshold)
-    else:
-        raise ValueError(f"robust_decode is implemented for GCC, BACC and LCC, not {code.name}")
-    flagged = np.sort(srt[pos])
-    keep = np.ones(idx.size, dtype=bool)
-    keep[np.isin(idx, flagged)] = False
-    ret_keep = idx[keep]
-    Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
-    if Wt is not None:  # the decode without the flagged, from the LOO factorization (a rank-|S| downdate)
-        D = Wt.T[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
-        return apply_matrix(D, Ykeep, "Y"), flagged
-    return code.decode(Ykeep, ret_keep), flagged
+    flagged = np.sort(np.asarray(code._locate_wrong(idx[order], Yn[order], A, method=method, threshold=threshold),
+                                 dtype=np.int64))
+    return code._decode_excluding(Y, idx, flagged), flagged
 
 
-def min_results(code: Code, adversaries: int) -> int:
-    """The fewest results a robust decode with this many adversaries accepts: LCC's (K-1) deg + 1 + 2A;
-    for the approximate codes the decode's own minimum plus 2A, and at least 2A + 2 (an excluded set must
-    leave a majority able to outvote it)."""
-    from .lagrange import LCC
-
-    A = _check_adversaries(adversaries)
-    if A == 0:
-        return code.min_results
-    if isinstance(code, LCC):
-        return code.threshold + 2 * A
-    return max(code.min_results + 2 * A, 2 * A + 2)
+def min_results(code: Any, adversaries: int) -> int:
+    """The fewest results a robust decode of `code` with this many adversaries accepts (`_robust_min_results`:
+    LCC's (K-1) deg + 1 + 2A; for the approximate codes the decode's own minimum plus 2A, and at least
+    2A + 2, so that an excluded set leaves a majority able to outvote it)."""
+    return int(code._robust_min_results(check_adversaries(adversaries)))
 
 
-def _locate_smoother(code: Code, srt: np.ndarray, Ys: np.ndarray, A: int, threshold: float
-                     ) -> tuple[np.ndarray, np.ndarray | None]:
-    """(positions to exclude, the decoding weights without them as (n - |S|, K), or None: decode afresh)."""
-    from .gcc import GCC
-
-    t = code.beta[srt]
-    Wt = None
-    if isinstance(code, GCC):
-        if t.size > MAX_POINTS:
-            raise ValueError(f"robust decode for GCC is limited to {MAX_POINTS} results (got {t.size})")
-        lam = code.lam_dec
-        if isinstance(lam, str):
-            from ..smoothing import select_lam
-
-            lam = select_lam(t, Ys, code.kernel_for(t.size), lam)
-        G, Wt = _cached_loo_matrix(code, srt, t, float(lam))
-        P = G @ Ys
-        residuals, drop, refine, pairs = downdate_residuals(G, P), energy_drop(G, P), True, pair_residuals(G, P)
-        adjacent = adjacent_pair_residuals(G, P)
-    else:
-        from .robust_bacc import berrut_drop, berrut_loo_residuals
-
-        residuals, drop, refine, pairs, adjacent = berrut_loo_residuals(t, Ys), berrut_drop(t, Ys), True, None, None
-    pos, _ = search(residuals, t.size, A, robust_spread(Ys), threshold, drop, refine, pairs=pairs,
-                    adjacent=adjacent)
-    if Wt is not None and code.kernel_for(t.size - pos.size) != code.kernel_for(t.size):
-        Wt = None
-    return pos, (downdate_weights(G, Wt, pos) if Wt is not None else None)
+def require_results(code: Any, n: int, adversaries: int) -> None:
+    """Refuse a robust decode from n results when the code needs more for this many adversaries."""
+    need = min_results(code, adversaries)
+    if n < need:
+        raise ValueError(f"robust decode with adversaries={adversaries} needs at least {need} results from "
+                         f"{code.name} (got {n}): wait for more workers or lower adversaries")
 
 
-def _shares_decoder(code: Code, lam: float, kernel: Any) -> bool:
-    """Whether GCC's own decoder is the dense interpolant (lam = 0) through the same bordered system, so the
-    decode can come from the LOO factorization (lam > 0 scales with the number of points; the cubic spline
-    decodes on its banded path)."""
-    from .gcc import GCC
-
-    return (lam == 0 and type(code)._decoding_matrix is GCC._decoding_matrix and not code.data_dependent
-            and not kernel.is_cubic_spline)
-
-
-def _cached_loo_matrix(code: Code, srt: np.ndarray, t: np.ndarray, lam: float) -> tuple[np.ndarray, Any]:
-    """(G, the decoding weights as (n, K) or None) for this returned set, kept per code like D_F (the same
-    straggler pattern recurs)."""
-    cache: OrderedDict = code.__dict__.setdefault("_robust_cache", OrderedDict())
-    key = (lam, *srt.tolist())
-    hit = cache.get(key)
-    if hit is None:
-        kernel = code.kernel_for(t.size)
-        hit = cache[key] = loo_and_weights(t, kernel, lam, code.alpha if _shares_decoder(code, lam, kernel) else None)
-        if len(cache) > LOO_CACHE_SIZE:
-            cache.popitem(last=False)
-    else:
-        cache.move_to_end(key)
-    return hit
-
-
-def _check_adversaries(adversaries: int) -> int:
+def check_adversaries(adversaries: int) -> int:
+    """`adversaries` as an int, refused unless a non-negative integer."""
     if isinstance(adversaries, bool) or not isinstance(adversaries, (int, np.integer)) or adversaries < 0:
         raise ValueError(f"adversaries must be a non-negative integer (an upper bound on wrong results), "
                          f"got {adversaries!r}")
     return int(adversaries)
 
 
-def _prepare(code: Code, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def _check_method(code: Any, method: str) -> None:
+    """Refuse a `method` the code does not offer (a code that offers none refuses in its `_locate_wrong`)."""
+    offered = tuple(code.robust_methods)
+    if not offered or (isinstance(method, str) and method in offered):
+        return
+    takes = " or ".join(f"method={m!r}" for m in offered)
+    if isinstance(method, str) and method in METHODS:
+        raise ValueError(f"method={method!r} is {METHODS[method]}; {code.name} takes {takes}")
+    raise ValueError(f"unknown robust method {method!r}; choose one of {', '.join(map(repr, METHODS))} "
+                     f"({code.name} takes {takes})")
+
+
+def _prepare(code: Any, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Validated worker indices and the results as float64 (n, m), checked finite."""
     ret = returned if isinstance(returned, (list, tuple)) else np.asarray(to_numpy(returned)).ravel()
     idx = code.check_returned(ret)
@@ -319,5 +242,5 @@ def _prepare(code: Code, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, n
     return idx, Yn
 
 
-__all__ = ["DEFAULT_THRESHOLD", "min_results", "downdate_residuals", "loo_matrix",
-           "robust_decode", "robust_spread", "search"]
+__all__ = ["DEFAULT_THRESHOLD", "METHODS", "check_adversaries", "min_results", "require_results", "robust_decode",
+           "robust_spread", "search"]

@@ -31,6 +31,7 @@ from scipy import linalg
 
 from .._arrays import take_rows, to_numpy
 from ..kernels import Kernel, Matern32, get_kernel
+from ..models import apply_batch
 from .base import Code
 
 #: default residual-to-signal variance ratio of the coded results (see `calibrate_rho` to measure it)
@@ -97,6 +98,9 @@ class SystematicGCC(Code):
         self.coded = where[K:]  # worker of group g
         self.group_size = np.zeros(N, dtype=np.int64)
         self.group_size[self.coded] = [len(g) for g in self.groups]
+        # one wrapper per group size, built once: workers that share a callable are applied together
+        self._parity_fns = {} if parity is None else {
+            s: _GroupParity(parity, s, self.packed) for s in sorted({len(g) for g in self.groups})}
 
     @classmethod
     def calibrated(cls, K: int, N: int, f: Callable, X_sets: Sequence[Any], *, parity: Callable | None = None,
@@ -107,9 +111,7 @@ class SystematicGCC(Code):
         Xs = [np.asarray(to_numpy(X)) for X in X_sets]
         if not Xs:
             raise ValueError("calibration needs at least one input set")
-        from ..simulate import apply_f
-
-        c = apply_f(f, np.concatenate(Xs)).reshape(len(Xs), K, -1)
+        c = apply_batch(f, np.concatenate(Xs)).reshape(len(Xs), K, -1)
         alpha = cls(K, N).alpha
         best = max(length_scales, key=lambda ell: reml(Matern32(float(ell), null_degree=0), alpha, c))
         kernel = Matern32(float(best), null_degree=0)
@@ -141,10 +143,7 @@ class SystematicGCC(Code):
         s = int(self.group_size[n])
         if self.parity is None or s == 0:
             return f
-        cache = self.__dict__.setdefault("_parity_fns", {})
-        if s not in cache:
-            cache[s] = _GroupParity(self.parity, s, self.packed)
-        return cache[s]
+        return self._parity_fns[s]
 
     def packed_groups(self) -> dict[int, np.ndarray]:
         """With a packed parity model, each coded worker receives its group's inputs stacked."""
@@ -224,8 +223,6 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
     sigma^2 = c^T P c / ((K - q) m), P the prior precision with the trend projected out (the REML estimate).
     Returns mean(r^2) / mean(sigma^2) over the sets: the moment estimate of the model's rho.
     """
-    from ..simulate import apply_f
-
     if code.N == code.K:
         return DEFAULT_RHO
     Xs = [np.asarray(to_numpy(X)) for X in X_sets]
@@ -233,13 +230,13 @@ def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batch
         raise ValueError("calibrate_rho needs at least one input set")
     B, M = len(Xs), code.coded.size
     # one call of each worker function over all sets: a torch model is far faster on one large batch
-    c = apply_f(f, np.concatenate(Xs), batched).reshape(B, code.K, -1)
+    c = apply_batch(f, np.concatenate(Xs), batched).reshape(B, code.K, -1)
     Z = np.stack([take_rows(code.encode(X), code.coded) for X in Xs])
     y = np.empty((B, M, c.shape[2]))
     fns = [code.worker_function(f, int(n)) for n in code.coded]
     for fn in {id(g): g for g in fns}.values():
         js = [j for j, g in enumerate(fns) if g is fn]
-        y[:, js] = apply_f(fn, Z[:, js].reshape(B * len(js), *Z.shape[2:]), batched).reshape(B, len(js), -1)
+        y[:, js] = apply_batch(fn, Z[:, js].reshape(B * len(js), *Z.shape[2:]), batched).reshape(B, len(js), -1)
     Kc = code.kernel(code.alpha, code.alpha)
     T = code.kernel.null_space(code.alpha)
     if T.shape[1]:

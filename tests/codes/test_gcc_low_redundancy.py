@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from scipy import linalg
 
 import gencc
-from gencc.codes import gcc_select
-from gencc.codes.gcc_select import SHORT_KERNEL, linear_reading, selection_matrices
+from gencc.codes import gcc_low_redundancy
+from gencc.codes.gcc_low_redundancy import SHORT_KERNEL, linear_reading, selection_matrices
 
 RNG = np.random.default_rng(11)
 A = RNG.normal(size=(3, 5))
@@ -77,7 +77,7 @@ def test_linear_reading_equals_stacked_least_squares(K, extra, lost, seed, mu):
     code = gencc.GCC(K, N, decoder="interpolate")
     rng = np.random.default_rng(seed)
     returned = np.sort(rng.choice(N, size=N - lost, replace=False))
-    systematic = gcc_select.systematic_workers(code.alpha, code.beta)
+    systematic = gcc_low_redundancy.systematic_workers(code.alpha, code.beta)
     G = code.decoding_matrix(returned)
     y = rng.normal(size=(returned.size, 3))
     D = linear_reading(code.encoding_matrix, returned, systematic, G, mu)
@@ -88,7 +88,7 @@ def test_linear_reading_equals_stacked_least_squares(K, extra, lost, seed, mu):
 def test_linear_reading_is_exact_for_linear_f_without_ridge():
     """y = E c exactly (f linear): with mu -> 0 the coded rows determine the one lost input exactly."""
     code = gencc.GCC(10, 15, decoder="interpolate")
-    systematic = gcc_select.systematic_workers(code.alpha, code.beta)
+    systematic = gcc_low_redundancy.systematic_workers(code.alpha, code.beta)
     X = RNG.normal(size=(10, 5))
     Y = code.encode(X) @ A.T
     for k in range(10):
@@ -116,7 +116,7 @@ def test_loo_maps_equal_brute_force_refits():
                 Dr = (interp if c == 0 else short).decoding_matrix(rest)
             else:
                 Dr = stacked_lstsq(code.encoding_matrix, rest, code.systematic, interp.decoding_matrix(rest),
-                                   np.eye(rest.size), gcc_select.RIDGE)
+                                   np.eye(rest.size), gcc_low_redundancy.RIDGE)
             expect = y[i] - Dr[k_of[int(returned[i])]] @ np.delete(y, i, axis=0)
             np.testing.assert_allclose(L[j] @ y, expect, atol=1e-6)
     np.testing.assert_allclose(Ds[0], interp.decoding_matrix(returned), atol=1e-10)

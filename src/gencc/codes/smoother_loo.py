@@ -1,5 +1,6 @@
-"""GCC's side of robust decoding (gencc.codes.robust): closed-form leave-one-out residuals of the RKHS smoother,
-and rank-|S| downdates for leaving a set S out (of the residuals, the fit's energy and the decoding weights).
+"""Leave-one-out algebra of the RKHS smoother: closed-form LOO residuals, and rank-|S| downdates for leaving a set
+S out (of the residuals, the fit's energy and the decoding weights). GCC's robust decode (gencc.codes.robust)
+and its low-redundancy decoder (gencc.codes.gcc_low_redundancy) build on it.
 
 G is the leading n x n block of the inverse of the bordered system [[Sigma + n lam I, T], [T^T, 0]]: the LOO
 residual of result i is (G y)_i / G_ii, and leaving S out replaces G by its Schur complement

@@ -1,0 +1,43 @@
+"""Array-kind plumbing (gencc._arrays): numpy in gives numpy out, torch in gives torch out."""
+
+import numpy as np
+import pytest
+
+import gencc
+from gencc._arrays import apply_matrix, float_dtype, is_torch, take_rows, to_numpy
+
+
+def test_take_rows_stacks_arrays_and_lists():
+    Z = np.arange(12.0).reshape(4, 3)
+    np.testing.assert_array_equal(take_rows(Z, [2, 0]), Z[[2, 0]])
+    np.testing.assert_array_equal(take_rows(list(Z), np.array([1, 3])), Z[[1, 3]])
+    with pytest.raises(ValueError, match="different shapes"):
+        take_rows([Z[0], Z[:2]], [0, 1])
+    assert gencc.take_rows is take_rows
+
+
+def test_apply_matrix_keeps_kind_and_float32():
+    M = np.array([[1.0, 2.0], [0.5, -1.0]])
+    X = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = apply_matrix(M, X, "X")
+    assert out.dtype == np.float32 and out.shape == (2, 3)
+    np.testing.assert_allclose(out, M @ X.astype(float), rtol=1e-6)
+    assert apply_matrix(M, X.astype(int), "X").dtype == np.float64
+    assert apply_matrix(np.zeros((3, 0)), np.zeros((0, 4)), "Y").shape == (3, 4)  # no results at all
+    with pytest.raises(ValueError, match="Y contains 1 non-finite"):
+        apply_matrix(M, np.array([[1.0, np.nan], [0.0, 1.0]]), "Y")
+    with pytest.raises(ValueError, match="custom message"):
+        apply_matrix(M, np.array([[1.0, np.inf], [0.0, 1.0]]), "Y", nonfinite="custom message")
+    with pytest.raises(ValueError, match="numeric array"):
+        apply_matrix(M, np.array([["a", "b"], ["c", "d"]]), "X")
+
+
+def test_torch_round_trip():
+    torch = pytest.importorskip("torch")
+    M = np.array([[1.0, 2.0], [0.5, -1.0]])
+    X = torch.arange(4, dtype=torch.float32).reshape(2, 2)
+    out = apply_matrix(M, X, "X")
+    assert is_torch(out) and out.dtype == torch.float32 and not is_torch(M)
+    np.testing.assert_allclose(to_numpy(out), M @ to_numpy(X), rtol=1e-6)
+    np.testing.assert_array_equal(to_numpy(take_rows([X[0], X[1]], [1, 0])), to_numpy(X)[[1, 0]])
+    assert float_dtype(np.zeros(1, np.float16)) == np.float16 and float_dtype(np.zeros(1, int)) == np.float64
