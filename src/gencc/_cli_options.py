@@ -79,3 +79,20 @@ def out_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
 def out_dir(param: typer.CallbackParam, value: Path | None) -> Path | None:
     """Callback form of `check_out_dir`."""
     return None if value is None else check_out_dir(_name(param), value)
+
+
+def check_ray_address(option: str, address: str) -> str:
+    """A Ray cluster's address as `ray.init` takes it: auto, HOST:PORT or ray://HOST:PORT (port in 1..65535)."""
+    from urllib.parse import urlparse
+
+    if address == "auto":
+        return address
+    parsed = urlparse(address if "://" in address else f"ray-gcs://{address}")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if parsed.scheme not in ("ray", "ray-gcs") or not parsed.hostname or port is None or not 1 <= port <= 65535:
+        raise refuse(option, f"a Ray address is auto, HOST:PORT or ray://HOST:PORT (port in 1..65535), got "
+                             f"{address!r}")
+    return address

@@ -32,13 +32,20 @@ def test_run_command_baseline():
     (["--scheme", "nope"], "--scheme"), (["--latency", "bimodal:q=1"], "--latency"),
     (["--latency", "weird"], "--latency"),
     (["--K", "8", "--N", "16", "--wait-for", "20", "--jobs", "1"], "--wait-for"),
-    (["--K", "4", "--N", "8", "--wait-for", "12"], "--wait-for")])
+    (["--K", "4", "--N", "8", "--wait-for", "12"], "--wait-for"), (["--K", "361", "--N", "400"], "--K")])
 def test_run_command_rejects_bad_options(args, option, monkeypatch):
     import gencc.workloads
 
     monkeypatch.setattr(gencc.workloads, "load", lambda *a, **k: pytest.fail("the model loaded before the check"))
     r = _invoke([*args, "--no-progress"])
     assert r.exit_code == 2 and f"'{option}'" in r.output, r.output
+
+
+def test_the_k_limit_is_the_number_of_held_out_digits():
+    from gencc.runtime.commands import DIGITS_TEST_INPUTS
+    from gencc.workloads import load
+
+    assert DIGITS_TEST_INPUTS == len(load("digits-cnn", progress=False).X_test)
 
 
 def test_wait_for_defaults_halfway_from_K_to_N():

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from .._cli_options import number, refuse
+from .._cli_options import check_ray_address, number, refuse
 from .._cli_options import seed as check_seed
 from ..codes.registry import CODES
 from ..stragglers import Bimodal, LatencyModel, Pareto, ShiftedExponential
@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 #: codes from the registry (lcc needs a polynomial f; "replication" here is the Replicated baseline)
 CODED = tuple(name for name in CODES if name not in ("lcc", "replication"))
 SCHEMES = (*CODED, "replication", "hedged", "uncoded")
+#: held-out inputs of the digits-cnn workload (scikit-learn's 1,797 digits, 20% held out), the most one job takes;
+#: a constant so that --K is checked before the model loads (tests/runtime/test_commands.py keeps it true)
+DIGITS_TEST_INPUTS = 360
 LATENCIES = {
     "none": (None, {}),
     "bimodal": (Bimodal, {"p": 0.05, "factor": 10.0, "base": 0.005}),
@@ -158,6 +161,11 @@ def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for:
     for option, value in (("--address", address), ("--actors", actors)):
         if backend == "local" and value is not None:
             raise refuse(option, f"{option} needs --backend ray (the local backend runs one thread per worker)")
+    if K > DIGITS_TEST_INPUTS:
+        raise refuse("--K", f"a job takes K distinct held-out digits, of which there are {DIGITS_TEST_INPUTS}; "
+                            f"got K={K}")
+    if address is not None:
+        check_ray_address("--address", address)
     coded = scheme in CODED
     if not coded:
         for option, value in (("--wait-for", wait_for), ("--deadline", deadline)):

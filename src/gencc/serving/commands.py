@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import typer
 
-from .._cli_options import check_out_dir, check_out_file, number, out_dir, out_file, refuse
+from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
 from .._cli_options import seed as check_seed
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
 from .service import CHECKS, SCHEMES
@@ -108,6 +108,8 @@ def _check_serve_options(workload: str, scheme: str, workers: int, K: int, backe
         raise refuse("--address", "--address needs --backend ray (the local backend runs threads in this process)")
     if backend == "ray" and importlib.util.find_spec("ray") is None:
         raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
+    if address is not None:
+        check_ray_address("--address", address)
     if slow_fraction >= 1:
         raise refuse("--slow-fraction", f"must lie in [0, 1) (a worker slow all the time is a slower worker), "
                                         f"got {slow_fraction:g}")
