@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -324,3 +325,29 @@ def test_importing_gencc_configures_no_logging() -> None:
 def test_a_refusal_from_the_entry_point_is_exit_2_and_one_message(args: list[str]) -> None:
     p = _gencc(args)
     _check_usage_error(p.returncode, p.stdout + p.stderr, "Invalid value for")
+
+
+def test_output_paths_are_checked_without_creating_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import typer
+
+    from gencc import _cli_options as opts
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "f").write_text("x")
+    assert opts.check_out_file("--out", tmp_path / "a" / "x.csv") == tmp_path / "a" / "x.csv"
+    assert opts.check_out_dir("--out", tmp_path / "new") == tmp_path / "new"
+    assert opts.check_out_dir("--out", tmp_path / "a") == tmp_path / "a"
+    bad = [(opts.check_out_file, tmp_path / "a", "is a folder"),
+           (opts.check_out_file, tmp_path / "no" / "x.csv", "does not exist (no folder is created)"),
+           (opts.check_out_file, tmp_path / "f" / "x.csv", "is a file, not a folder"),
+           (opts.check_out_dir, tmp_path / "f", "is a file, not a folder"),
+           (opts.check_out_dir, tmp_path / "no" / "new", "does not exist (only the last folder is created)")]
+    for check, path, words in bad:
+        with pytest.raises(typer.BadParameter, match=re.escape(words)) as err:
+            check("--out", path)
+        assert "'--out'" in err.value.format_message()
+    monkeypatch.setattr(opts.os, "access", lambda *a: False)
+    for check in (opts.check_out_file, opts.check_out_dir):
+        with pytest.raises(typer.BadParameter, match="no permission to write"):
+            check("--out", tmp_path / "a" / "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "f"] and not any((tmp_path / "a").iterdir())

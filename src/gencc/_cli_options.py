@@ -7,6 +7,7 @@ value is refused with exit code 2 and one message naming the option before a com
 """
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,8 @@ def check_out_file(option: str, path: Path) -> Path:
     if not parent.is_dir():
         what = "is a file, not a folder" if parent.exists() else "does not exist (no folder is created)"
         raise refuse(option, f"the folder {parent} of {path} {what}")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        raise refuse(option, f"no permission to write {path}")
     return path
 
 
@@ -68,6 +71,8 @@ def check_out_dir(option: str, path: Path) -> Path:
     if not path.exists() and not parent.is_dir():
         what = "is a file, not a folder" if parent.exists() else "does not exist (only the last folder is created)"
         raise refuse(option, f"the folder {parent} of {path} {what}")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        raise refuse(option, f"no permission to write in {path if path.exists() else parent}")
     return path
 
 
