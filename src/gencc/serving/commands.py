@@ -26,18 +26,20 @@ def serve_command(
     workload: Annotated[str, typer.Option(help="a gencc.workloads name, e.g. digits-cnn")] = "digits-cnn",
     scheme: Annotated[str, typer.Option(help=", ".join(SCHEMES))] = "gcc",
     workers: Annotated[int, typer.Option(min=1, help="model replicas (every scheme gets the same number)")] = 12,
-    K: Annotated[int, typer.Option("--K", min=1, help="coded schemes: requests per coding group")] = 8,  # noqa: N803
+    K: Annotated[int | None, typer.Option("--K", min=1, help="gcc, bacc, sgcc, sgcc-parity (and -hedge): requests "
+                                                             "per coding group (default 8)")] = None,  # noqa: N803
     backend: Annotated[str, typer.Option(help="local (threads) or ray (one actor per worker)")] = "local",
     address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
     service_ms: Annotated[float, typer.Option(help="injected service time per task, ms",
                                               callback=number(at_least=0))] = 0.0,
     slow_fraction: Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow, in [0, 1)",
                                                  callback=number(at_least=0))] = 0.0,
-    slow_factor: Annotated[float, typer.Option(help="persistent stragglers: slowdown while slow (>= 1)",
-                                               callback=number(at_least=1))] = 10.0,
-    max_wait_ms: Annotated[float, typer.Option(help="coded: flush a group after this many ms",
-                                               callback=number(above=0))] = 50.0,
-    parm_k: Annotated[int, typer.Option(min=2, max=4, help="parm: inputs per parity query (2 to 4)")] = 2,
+    slow_factor: Annotated[float | None, typer.Option(help="persistent stragglers: slowdown while slow (>= 1; "
+                                                           "default 10)", callback=number(at_least=1))] = None,
+    max_wait_ms: Annotated[float | None, typer.Option(help="coded: flush a group after this many ms (default 50)",
+                                                      callback=number(above=0))] = None,
+    parm_k: Annotated[int | None, typer.Option(min=2, max=4, help="parm: inputs per parity query (2 to 4; "
+                                                                  "default 2)")] = None,
     check_results: Annotated[str, typer.Option(
         help="wrong-result check (gcc, bacc, sgcc, sgcc-parity): off; on (answers wait for the group's check, "
              "inconsistent results are outvoted and their workers quarantined); strict (every answer checked "
@@ -50,6 +52,10 @@ def serve_command(
     port: Annotated[int, typer.Option(min=1, max=65535, help="port to bind")] = 8000,
 ) -> None:
     """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn)."""
+    _check_not_ignored(scheme, K, parm_k, max_wait_ms, slow_fraction, slow_factor)
+    K, parm_k = (8 if K is None else K), (2 if parm_k is None else parm_k)  # noqa: N806
+    slow_factor = 10.0 if slow_factor is None else slow_factor
+    max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
     _check_bindable(host, port)
@@ -88,8 +94,30 @@ def serve_command(
     log.info("stopped serving at %s", url)
 
 
-#: the schemes whose answers a wrong-result check (--check-results on / strict) can cover
+#: the schemes that code groups of --K requests (with -hedge forms too); a wrong-result check (--check-results on /
+#: strict) covers their eager forms
 CHECKED_SCHEMES = ("gcc", "bacc", "sgcc", "sgcc-parity")
+
+
+def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_ms: float | None,  # noqa: N803
+                       slow_fraction: float, slow_factor: float | None) -> None:
+    """Refuse an option given for a scheme that would ignore it."""
+    base = scheme.removesuffix("-hedge")
+    if K is not None and base not in CHECKED_SCHEMES:
+        raise refuse("--K", f"--K applies to the schemes that code groups of K requests ({', '.join(CHECKED_SCHEMES)} "
+                            f"and their -hedge forms), not {scheme} (parm groups --parm-k requests)")
+    if parm_k is not None and base != "parm":
+        raise refuse("--parm-k", f"--parm-k applies to parm and parm-hedge, not {scheme}")
+    if max_wait_ms is not None and scheme in BASELINES:
+        raise refuse("--max-wait-ms", f"--max-wait-ms applies to the coded schemes (a group waits to fill), not "
+                                      f"{scheme}")
+    if slow_factor is not None and slow_fraction == 0:
+        raise refuse("--slow-factor", "--slow-factor applies with --slow-fraction > 0 (without it no worker is "
+                                      "ever slow)")
+
+
+#: the schemes that send each request on its own (no coding group)
+BASELINES = ("uncoded", "replication", "hedged")
 
 
 def _check_serve_options(workload: str, scheme: str, workers: int, K: int, backend: str,  # noqa: N803
