@@ -92,6 +92,8 @@ def sweep(
                f"{res.rows_written} rows written")
 
 
+#: the most workers one code of a sweep may have
+MAX_WORKERS = 100_000
 #: the option of `gencc sweep` each grid field comes from
 _SWEEP_OPTIONS = {"workloads": "--workloads", "schemes": "--schemes", "K": "--K", "N": "--N", "ratios": "--ratios",
                   "stragglers": "--stragglers", "seeds": "--seeds", "adversaries": "--adversaries", "opts": "--opt",
@@ -128,6 +130,9 @@ def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
         if not (math.isfinite(r) and r > 0):
             raise refuse(opt["ratios"], f"ratios must be finite numbers > 0 (N = round(ratio K)), got {r:g}")
     Ns = sorted({int(n) for n in spec.N} | {int(round(r * k)) for r in spec.ratios for k in spec.K})
+    if Ns and Ns[-1] > MAX_WORKERS:
+        where = opt["N"] if Ns[-1] in {int(n) for n in spec.N} else opt["ratios"]
+        raise refuse(where, f"N must be at most {MAX_WORKERS} workers (the presets go to 640), got N={Ns[-1]}")
     for st in spec.stragglers:
         for n in (n for n in Ns if n >= 1):
             try:

@@ -24,6 +24,8 @@ SCHEMES = (*CODED, "replication", "hedged", "uncoded")
 #: held-out inputs of the digits-cnn workload (scikit-learn's 1,797 digits, 20% held out), the most one job takes;
 #: a constant so that --K is checked before the model loads (tests/runtime/test_commands.py keeps it true)
 DIGITS_TEST_INPUTS = 360
+#: the most workers `gencc run` starts (one thread or Ray actor each)
+MAX_WORKERS = 1024
 LATENCIES = {
     "none": (None, {}),
     "bimodal": (Bimodal, {"p": 0.05, "factor": 10.0, "base": 0.005}),
@@ -161,6 +163,8 @@ def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for:
     for option, value in (("--address", address), ("--actors", actors)):
         if backend == "local" and value is not None:
             raise refuse(option, f"{option} needs --backend ray (the local backend runs one thread per worker)")
+    if N is not None and N > MAX_WORKERS:
+        raise refuse("--N", f"at most {MAX_WORKERS} workers (one thread or Ray actor each), got {N}")
     if K > DIGITS_TEST_INPUTS:
         raise refuse("--K", f"a job takes K distinct held-out digits, of which there are {DIGITS_TEST_INPUTS}; "
                             f"got K={K}")

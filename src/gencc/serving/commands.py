@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 #: most requests one loadtest may send
 MAX_REQUESTS = 200_000
+#: the most workers `gencc serve` starts (one thread or Ray actor each)
+MAX_WORKERS = 1024
 
 
 def serve_command(
@@ -138,6 +140,8 @@ def _check_serve_options(workload: str, scheme: str, workers: int, K: int, backe
         raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
     if address is not None:
         check_ray_address("--address", address)
+    if workers > MAX_WORKERS:
+        raise refuse("--workers", f"at most {MAX_WORKERS} workers (one thread or Ray actor each), got {workers}")
     if slow_fraction >= 1:
         raise refuse("--slow-fraction", f"must lie in [0, 1) (a worker slow all the time is a slower worker), "
                                         f"got {slow_fraction:g}")
