@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,38 @@ from gencc.cli import app
 
 runner = CliRunner()
 SWEEP = ["sweep", "-w", "toy-xsinx", "--K", "4", "--no-progress"]
+#: what each command does once its options are checked (loading or training a model, running a sweep or jobs,
+#: sending load, serving): a bad option must be refused before any of it starts
+SLOW_WORK = [("gencc.workloads", "load"), ("gencc.workloads", "load_parity"), ("gencc.experiments.sweep", "run_sweep"),
+             ("gencc.experiments.presets", "reproduce"), ("gencc.experiments.check", "check"),
+             ("gencc.experiments.plots", "make_outputs"), ("gencc.runtime.job", "stream"),
+             ("gencc.serving.service", "Service.build"), ("gencc.serving.load", "run_http"), ("uvicorn", "run")]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in its own temporary folder: a default output (./sweep.csv, -o .) lands there."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def no_slow_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Replace each SLOW_WORK function by one that records its call (and fails the command); returns the calls."""
+    import importlib
+
+    calls: list[str] = []
+    for module, name in SLOW_WORK:
+        *path, attr = name.split(".")
+        owner = importlib.import_module(module)
+        for part in path:
+            owner = getattr(owner, part)
+
+        def fake(*args, _what=f"{module}.{name}", **kwargs):
+            calls.append(_what)
+            raise AssertionError(f"{_what} was called: slow work started before the options were checked")
+
+        monkeypatch.setattr(owner, attr, fake)
+    return calls
 
 
 @pytest.fixture(scope="module")
@@ -27,65 +60,159 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     junk.write_text("x,y\n1,2\n")
     afile = d / "afile"
     afile.write_text("not a folder\n")
+    (d / "docs").mkdir()
+    (d / "docs" / "results.md").write_text("# results\n")
     return {"one_n": one_n, "junk": junk, "afile": afile, "missing": d / "missing.csv", "dir": d}
 
+
+LOADTEST = ["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1", "--duration", "1"]
 
 # (arguments, a fragment the message must contain); {name} is filled from the `files` fixture
 BAD = [
     ([*SWEEP, "--N", "8", "--opt", "gcc.nokey=1"], "gcc has no option 'nokey'; its options: kernel"),
-    ([*SWEEP, "--N", "8", "--opt", "bacc.alpha=x", "--schemes", "gcc"], "not in --schemes"),
-    ([*SWEEP, "--N", "8", "--opt", "nokeyvalue"], "scheme.key=value"),
+    ([*SWEEP, "--N", "8", "--opt", "bacc.alpha=x", "--schemes", "gcc"], "'--opt': options for bacc, which is not in"),
+    ([*SWEEP, "--N", "8", "--opt", "nokeyvalue"], "'--opt': code options look like scheme.key=value"),
     ([*SWEEP, "--N", "8", "--opt", "gcc.kernel=spline"], "kernel must be one of auto, cubic"),
     ([*SWEEP, "--N", "8", "--opt", "gcc.beta=halton"], "chebyshev2-nested"),
-    ([*SWEEP, "--N", "abc"], "--N: expected an integer or a lo:hi range, got 'abc'"),
-    ([*SWEEP, "--ratios", "abc"], "--ratios: expected a number, got 'abc'"),
-    ([*SWEEP, "--N", "8", "--K", "x"], "--K: expected an integer"),
+    ([*SWEEP, "--N", "abc"], "'--N': expected an integer or a lo:hi range, got 'abc'"),
+    ([*SWEEP, "--ratios", "abc"], "'--ratios': expected a number, got 'abc'"),
+    ([*SWEEP, "--ratios", "inf"], "'--ratios': ratios must be finite numbers > 0"),
+    ([*SWEEP, "--ratios", "nan"], "'--ratios': ratios must be finite numbers > 0"),
+    ([*SWEEP, "--ratios", "-2"], "'--ratios': ratios must be finite numbers > 0 (N = round(ratio K)), got -2"),
+    ([*SWEEP, "--ratios", "1e9"], "'--ratios': N must be at most 100000 workers"),
+    ([*SWEEP, "--N", "200000"], "'--N': N must be at most 100000 workers"),
+    (["run", "--N", "5000"], "'--N': at most 1024 workers"),
+    (["serve", "--workers", "5000"], "'--workers': at most 1024 workers"),
+    ([*SWEEP, "--N", "8", "--K", "x"], "'--K': expected an integer"),
+    (["sweep", "-w", "toy-xsinx", "--K", "0", "--N", "8", "--no-progress"],
+     "'--K': K (inputs per code) must be a positive integer, got 0"),
     ([*SWEEP, "--N", "3"], "the grid is empty: N=3 < K=4"),
     ([*SWEEP, "--N", "-3"], "the grid is empty: N=-3 < K=4"),
     ([*SWEEP, "--N", "20", "--stragglers", "worst:20"], "S=20 >= N"),
     ([*SWEEP, "--N", "8", "--seeds", "3:1"], "empty range '3:1'"),
-    ([*SWEEP, "--N", "8", "--seeds", ","], "no seeds given"),
-    ([*SWEEP, "--N", "8", "--stragglers", "worst:x"], "bad straggler spec 'worst:x'"),
+    ([*SWEEP, "--N", "8", "--seeds", ","], "'--seeds': no seeds given"),
+    ([*SWEEP, "--N", "8", "--schemes", ""], "'--schemes': no schemes given"),
+    ([*SWEEP, "--N", "8", "--stragglers", "worst:x"], "'--stragglers': bad straggler spec 'worst:x'"),
     ([*SWEEP, "--N", "8", "--stragglers", "bernoulli:2"], "bad straggler spec"),
+    ([*SWEEP, "--N", "8", "--stragglers", "random:inf%"], "'--stragglers': bad straggler spec 'random:inf%'"),
+    ([*SWEEP, "--N", "8", "--stragglers", "random:-1"], "'--stragglers': bad straggler spec 'random:-1'"),
     ([*SWEEP, "--N", "8", "--adversaries", "nope:2"], "bad adversary spec 'nope:2'; use model:A or model:N^a"),
     ([*SWEEP, "--N", "8", "--adversaries", "signflip:N^2"], "bad adversary spec 'signflip:N^2'"),
     ([*SWEEP, "--N", "8", "--adversaries", "signflip:2", "--stragglers", "worst:1"],
      "the grid is empty: adversaries with worst:1"),
     (["reproduce", "--preset", "adversarial", "-o", "{dir}", "--set", "adversaries=offset"], "bad adversary spec"),
-    ([*SWEEP, "--N", "8", "--schemes", "nope"], "unknown code 'nope'"),
-    ([*SWEEP, "--N", "8", "--schemes", "lcc"], "lcc needs option(s) degree"),
-    (["sweep", "-w", "nope", "--K", "4", "--N", "8", "--no-progress"], "unknown workload 'nope'"),
+    ([*SWEEP, "--N", "8", "--schemes", "nope"], "'--schemes': unknown code 'nope'"),
+    ([*SWEEP, "--N", "8", "--schemes", "lcc"], "'--opt': lcc needs option(s) degree"),
+    ([*SWEEP, "--N", "8", "--schemes", "parm"], "parm with K=4 and these options runs on N=6 workers, got N=8"),
+    (["sweep", "-w", "nope", "--K", "4", "--N", "8", "--no-progress"], "'--workloads': unknown workload 'nope'"),
     ([*SWEEP], "--N and/or --ratios"),
     ([*SWEEP, "--N", "8", "--trials", "0"], "--trials"),
     ([*SWEEP, "--N", "8", "--jobs", "0"], "--jobs"),
-    ([*SWEEP, "--N", "8", "-o", "{junk}"], "missing column(s) workload, scheme"),
-    (["plot", "{missing}"], "no such file"),
+    ([*SWEEP, "--N", "8", "-o", "{junk}"], "'--out': {junk} is not a sweep CSV"),
+    ([*SWEEP, "--N", "8", "-o", "{dir}"], "'--out': {dir} is a folder"),
+    ([*SWEEP, "--N", "8", "-o", "/nonexistent/dir/x.csv"], "'--out': the folder /nonexistent/dir of"),
+    ([*SWEEP, "--N", "8", "-o", "{afile}/x.csv"], "is a file, not a folder"),
+    (["plot", "{missing}"], "'CSV...': {missing} does not exist"),
     (["plot", "{dir}"], "is a folder, not a sweep CSV"),
-    ([*SWEEP, "--N", "8", "-o", "{dir}"], "is a folder, not a sweep CSV"),
     (["plot", "{junk}"], "missing column(s) workload"),
-    (["plot", "{one_n}", "--kind", "nope"], "unknown plot kind(s) nope"),
-    (["plot", "{one_n}", "--kind", "rate", "-o", "{dir}/never"], "do not support kind(s) rate"),
-    (["plot", "{one_n}", "-o", "{afile}"], "Not a directory"),
-    (["reproduce", "--preset", "nope"], "unknown preset 'nope'"),
+    (["plot", "{one_n}", "--kind", "nope"], "'--kind': unknown plot kind(s) nope"),
+    (["plot", "{one_n}", "--kind", "rate", "-o", "{dir}/never"], "'--kind': the rows do not support kind(s) rate"),
+    (["plot", "{one_n}", "-o", "{afile}"], "'--out': {afile} is a file, not a folder"),
+    (["plot", "{one_n}", "-o", "/nonexistent/dir/figs"], "'--out': the folder /nonexistent/dir of"),
+    (["plot", "{one_n}", "--prefix", ""], "'--prefix': the prefix starts file names"),
+    (["plot", "{one_n}", "--prefix", "a/b"], "'--prefix'"),
+    (["reproduce", "--preset", "nope"], "'--preset': unknown preset 'nope'"),
     (["reproduce", "--preset", "vs-S", "--set", "colour=red", "-o", "{dir}/r"], "cannot override 'colour'"),
     (["reproduce", "--preset", "vs-S", "--set", "seeds", "-o", "{dir}/r"], "key=value"),
     (["reproduce", "--preset", "vs-S", "--set", "trials=x", "-o", "{dir}/r"], "trials must be a positive integer"),
+    (["reproduce", "--set", "trials=0", "-o", "{dir}/r"], "'--set': preset rate-worst: trials must be a positive"),
     (["reproduce", "--preset", "vs-S", "--set", "seeds=abc", "-o", "{dir}/r"], "expected an integer"),
     (["reproduce", "--preset", "vs-S", "--set", "N=5", "--set", "workloads=toy-xsinx", "-o", "{dir}/r"],
      "the grid is empty"),
-    (["reproduce", "--check", "-o", "{dir}/nowhere"], "no results.md"),
+    (["reproduce", "--set", "ratios=inf", "-o", "{dir}/r"], "'--set': preset rate-worst: ratios must be finite"),
+    (["reproduce", "--set", "workloads=nope", "-o", "{dir}/r"], "'--set': preset rate-worst: unknown workload"),
+    (["reproduce", "--preset", "low-redundancy", "--set", "sets=1", "-o", "{dir}/r"], "'--set': sets must be at"),
+    (["reproduce", "--check", "-o", "{dir}/nowhere"], "'--out': no results.md"),
+    (["reproduce", "--check", "-o", "{dir}/docs", "--set", "trials=0"], "'--set': preset rate-bernoulli: trials"),
+    (["reproduce", "-o", "/nonexistent/dir/docs"], "'--out': the folder /nonexistent/dir of"),
+    (["reproduce", "-o", "{afile}"], "'--out': {afile} is a file, not a folder"),
     (["reproduce", "--jobs", "0"], "--jobs"),
-    (["run", "--backend", "nope"], "backend must be local or ray"),
-    (["run", "--scheme", "nope"], "scheme must be one of"),
-    (["run", "--actors", "3"], "apply to --backend ray only"),
-    (["run", "--address", "127.0.0.1:6379"], "apply to --backend ray only"),
-    (["run", "--K", "0"], "K must be a positive integer"),
-    (["run", "--K", "8", "--N", "4"], "N=4 < K=8"),
-    (["run", "--latency", "bimodal:q=1"], "bimodal takes p, factor, base"),
-    (["run", "--latency", "lognormal"], "unknown latency model"),
+    (["run", "--backend", "nope"], "'--backend': backend must be local or ray"),
+    (["run", "--scheme", "nope"], "'--scheme': scheme must be one of"),
+    (["run", "--actors", "3"], "'--actors': --actors needs --backend ray"),
+    (["run", "--address", "127.0.0.1:6379"], "'--address': --address needs --backend ray"),
+    (["run", "--K", "361", "--N", "400"], "'--K': a job takes K distinct held-out digits, of which there are 360"),
+    (["run", "--K", "0"], "'--K'"),
+    (["run", "--N", "0"], "'--N'"),
+    (["run", "--K", "8", "--N", "4"], "'--N': need at least as many workers as inputs: N=4 < K=8"),
+    (["run", "--wait-for", "20"], "'--wait-for': must lie in [2, N=16]"),
+    (["run", "--K", "4", "--N", "8", "--wait-for", "9"], "'--wait-for': must lie in [2, N=8]"),
+    (["run", "--scheme", "uncoded", "--wait-for", "3"], "'--wait-for': --wait-for applies to the coded schemes"),
+    (["run", "--scheme", "hedged", "--deadline", "1"], "'--deadline': --deadline applies to the coded schemes"),
+    (["run", "--deadline", "inf"], "'--deadline': must be a finite number > 0, got inf"),
+    (["run", "--deadline", "0"], "'--deadline': must be a finite number > 0, got 0"),
+    (["run", "--hedge-delay", "0.1"], "'--hedge-delay': --hedge-delay applies to --scheme hedged"),
+    (["run", "--scheme", "hedged", "--hedge-delay", "nan"], "'--hedge-delay': must be a finite number >= 0"),
+    (["run", "--scheme", "uncoded", "--N", "5"], "'--N': --N does not apply to --scheme uncoded"),
+    (["run", "--scheme", "parm", "--N", "5"], "'--N': parm with K=8 and these options runs on N=12 workers"),
+    (["run", "--seed", "-1"], "'--seed': a seed must be an integer >= 0, got -1"),
+    (["run", "--latency", "bimodal:q=1"], "'--latency': bimodal takes p, factor, base"),
+    (["run", "--latency", "bimodal:p=nan"], "'--latency': p must be a finite number"),
+    (["run", "--latency", "pareto:a=-1"], "'--latency': a must be a positive"),
+    (["run", "--latency", "lognormal"], "'--latency': unknown latency model"),
     (["run", "--jobs", "0"], "--jobs"),
+    (["run", "--in-flight", "0"], "--in-flight"),
+    (["run", "--jobs", "x"], "'--jobs'"),
     (["demo", "--batches", "0"], "--batches"),
     (["demo", "--trials", "abc"], "--trials"),
+    (["demo", "--jobs", "-1"], "--jobs"),
+    (["demo", "--seed", "-1"], "'--seed': a seed must be an integer >= 0, got -1"),
+    (["serve", "--max-wait-ms", "inf"], "'--max-wait-ms': must be a finite number > 0, got inf"),
+    (["serve", "--max-wait-ms", "0"], "'--max-wait-ms': must be a finite number > 0, got 0"),
+    (["serve", "--service-ms", "nan"], "'--service-ms': must be a finite number >= 0, got nan"),
+    (["serve", "--service-ms", "-1"], "'--service-ms': must be a finite number >= 0"),
+    (["serve", "--slow-fraction", "1"], "'--slow-fraction': must lie in [0, 1)"),
+    (["serve", "--slow-fraction", "-0.1"], "'--slow-fraction': must be a finite number >= 0"),
+    (["serve", "--slow-factor", "0.5"], "'--slow-factor': must be a finite number >= 1"),
+    (["serve", "--address", "127.0.0.1:6379"], "'--address': --address needs --backend ray"),
+    (["serve", "--scheme", "uncoded", "--K", "4"], "'--K': --K applies to the schemes that code groups of K"),
+    (["serve", "--scheme", "parm", "--K", "4"], "(parm groups --parm-k requests)"),
+    (["serve", "--scheme", "gcc", "--parm-k", "3"], "'--parm-k': --parm-k applies to parm and parm-hedge, not gcc"),
+    (["serve", "--scheme", "hedged", "--max-wait-ms", "5"], "'--max-wait-ms': --max-wait-ms applies to the coded"),
+    (["serve", "--slow-factor", "5"], "'--slow-factor': --slow-factor applies with --slow-fraction > 0"),
+    (["serve", "--workers", "0"], "'--workers'"),
+    (["serve", "--K", "0"], "'--K'"),
+    (["serve", "--max-pending", "0"], "'--max-pending'"),
+    (["serve", "--port", "0"], "'--port'"),
+    (["serve", "--port", "70000"], "'--port'"),
+    (["serve", "--parm-k", "5"], "'--parm-k'"),
+    (["serve", "--scheme", "nope"], "'--scheme': --scheme must be one of"),
+    (["serve", "--backend", "nope"], "'--backend': --backend must be local or ray"),
+    (["serve", "--workload", "nope"], "'--workload': unknown workload 'nope'"),
+    (["serve", "--scheme", "gcc", "--workers", "8", "--K", "8"], "'--workers': gcc needs more workers than K=8"),
+    (["serve", "--scheme", "sgcc-parity", "--workers", "9", "--K", "8"], "'--K': sgcc-parity on 9 workers with K=8"),
+    (["serve", "--scheme", "parm", "--workers", "2"], "'--workers': parm with --parm-k 2 runs groups on 3"),
+    (["serve", "--scheme", "replication", "--workers", "1"], "'--workers': replication sends two copies"),
+    (["serve", "--check-results", "maybe"], "'--check-results': --check-results must be one of off, on, strict"),
+    (["serve", "--scheme", "uncoded", "--check-results", "on"], "'--check-results': wrong-result checks apply to"),
+    (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "'--packed-parity': --packed-parity applies to parm"),
+    (["serve", "--host", "no-such-host.invalid"], "'--host': --host 'no-such-host.invalid' does not resolve"),
+    ([*LOADTEST[:2], "http://127.0.0.1:99999", *LOADTEST[3:], "--out", "x.csv"], "'--url': the port of --url"),
+    ([*LOADTEST[:2], "ftp://x", *LOADTEST[3:], "--out", "x.csv"], "'--url': --url must look like http://"),
+    ([*LOADTEST[:2], "http://127.0.0.1:8000/?q=1", *LOADTEST[3:], "--out", "x.csv"], "drop the query"),
+    ([*LOADTEST, "--out", "x.csv"], "'--url': cannot reach http://127.0.0.1:1 (connection refused)"),
+    ([*LOADTEST, "--out", "{dir}"], "'--out': {dir} is a folder; give the path of a file to write"),
+    ([*LOADTEST, "--out", "/nonexistent/dir/x.csv"], "'--out': the folder /nonexistent/dir of"),
+    ([*LOADTEST, "--out", "x.csv", "--plots", "/nonexistent/dir/png"], "'--plots': the folder /nonexistent/dir of"),
+    ([*LOADTEST, "--out", "x.csv", "--plots", "{afile}"], "'--plots': {afile} is a file, not a folder"),
+    ([*LOADTEST, "--out", "x.csv", "--seed", "-1"], "'--seed': a seed must be an integer >= 0"),
+    ([*LOADTEST, "--out", "x.csv", "--timeout", "inf"], "'--timeout': must be a finite number > 0, got inf"),
+    ([*LOADTEST, "--out", "x.csv", "--workload", "nope"], "'--workload': unknown workload 'nope'"),
+    ([*LOADTEST[:4], "inf", *LOADTEST[5:], "--out", "x.csv"], "'--rate': must be a finite number > 0, got inf"),
+    ([*LOADTEST[:4], "nan", *LOADTEST[5:], "--out", "x.csv"], "'--rate': must be a finite number > 0, got nan"),
+    ([*LOADTEST[:6], "0", "--out", "x.csv"], "'--duration': must be a finite number > 0, got 0"),
+    ([*LOADTEST[:4], "1e6", *LOADTEST[5:6], "10", "--out", "x.csv"], "'--rate': rate x duration must stay under"),
+    (["--log-level", "loud", "info"], "'--log-level': must be one of debug, info, warning, error"),
     (["info", "extra"], "unexpected extra argument"),
     (["nope"], "No such command"),
 ]
@@ -100,10 +227,22 @@ def _check_usage_error(code: int, output: str, fragment: str) -> None:
 
 
 @pytest.mark.parametrize(("args", "fragment"), BAD, ids=[" ".join(a[:4]) + f" [{i}]" for i, (a, _) in enumerate(BAD)])
-def test_bad_input_is_exit_2_with_a_short_message(files: dict[str, Path], args: list[str], fragment: str) -> None:
+def test_bad_input_is_exit_2_with_a_short_message(files: dict[str, Path], no_slow_work: list[str], tmp_path: Path,
+                                                  args: list[str], fragment: str) -> None:
     argv = [a.format(**files) for a in args]
     res = runner.invoke(app, argv, terminal_width=100)
-    _check_usage_error(res.exit_code, res.output, fragment)
+    _check_usage_error(res.exit_code, res.output, fragment.format(**files))
+    assert no_slow_work == [], res.output  # refused before any model, sweep, job or load started
+    assert list(tmp_path.iterdir()) == [], "a refused command wrote into the working folder"
+
+
+@pytest.mark.parametrize("args", [["run", "--backend", "ray", "--address", "bogus"],
+                                  ["serve", "--backend", "ray", "--address", "h:0"]])
+def test_a_malformed_ray_address_is_refused_before_ray_starts(no_slow_work: list[str], args: list[str]) -> None:
+    pytest.importorskip("ray")  # without Ray the refusal is "needs Ray" (test_run_on_ray_without_ray_installed)
+    res = runner.invoke(app, args, terminal_width=100)
+    _check_usage_error(res.exit_code, res.output, "'--address': a Ray address is auto, HOST:PORT or ray://HOST:PORT")
+    assert no_slow_work == []
 
 
 def test_a_mixed_grid_says_what_it_left_out(tmp_path: Path) -> None:
@@ -135,3 +274,89 @@ def test_the_entry_point_turns_library_errors_into_exit_2(tmp_path: Path) -> Non
     p = _gencc(["sweep", "-w", "toy-xsinx", "--K", "4", "--N", "8", "--opt", "gcc.nokey=1", "--no-progress",
                 "-o", str(tmp_path / "x.csv")])
     _check_usage_error(p.returncode, p.stdout + p.stderr, "gcc has no option 'nokey'")
+
+
+def test_version_prints_the_package_version() -> None:
+    import gencc
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == f"gencc {gencc.__version__}"
+    p = _gencc(["--version"])
+    assert p.returncode == 0 and p.stdout.strip() == f"gencc {gencc.__version__}", p.stderr
+
+
+@pytest.fixture
+def gencc_logger():
+    """The `gencc` logger, its level and handlers restored after the test (the CLI configures it)."""
+    import logging
+
+    logger = logging.getLogger("gencc")
+    saved = (logger.level, list(logger.handlers))
+    yield logger
+    logger.setLevel(saved[0])
+    logger.handlers[:] = saved[1]
+
+
+def test_log_level_configures_the_gencc_logger_only_to_stderr(gencc_logger, capsys) -> None:
+    import logging
+
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers))
+    for _ in range(2):  # configuring twice leaves one handler
+        res = runner.invoke(app, ["--log-level", "debug", "info"])
+        assert res.exit_code == 0, res.output
+    assert gencc_logger.level == logging.DEBUG
+    ours = [h for h in gencc_logger.handlers if type(h).__name__ == "_StderrHandler"]
+    assert len(ours) == 1
+    assert (root.level, list(root.handlers)) == before  # the root logger is left alone
+    logging.getLogger("gencc.serving.test").debug("a debug record")
+    logging.getLogger("other").warning("not gencc's")
+    err = capsys.readouterr().err
+    assert "DEBUG gencc.serving.test: a debug record" in err and "not gencc's" not in err
+    res = runner.invoke(app, ["--log-level", "ERROR", "info"])
+    assert res.exit_code == 0 and gencc_logger.level == logging.ERROR
+    logging.getLogger("gencc.x").warning("below the level")
+    assert "below the level" not in capsys.readouterr().err
+
+
+def test_importing_gencc_configures_no_logging() -> None:
+    code = ("import logging, gencc, gencc.serving, gencc.runtime, gencc.experiments; "
+            "print(logging.getLogger('gencc').handlers, logging.getLogger().handlers, "
+            "logging.getLogger('gencc').level)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "[]", "0"]
+
+
+@pytest.mark.parametrize("args", [["run", "--K", "4", "--N", "8", "--wait-for", "9"],
+                                  ["sweep", "-w", "toy-xsinx", "--K", "4", "--ratios", "inf"],
+                                  ["serve", "--max-wait-ms", "inf"]])
+def test_a_refusal_from_the_entry_point_is_exit_2_and_one_message(args: list[str]) -> None:
+    p = _gencc(args)
+    _check_usage_error(p.returncode, p.stdout + p.stderr, "Invalid value for")
+
+
+def test_output_paths_are_checked_without_creating_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import typer
+
+    from gencc import _cli_options as opts
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "f").write_text("x")
+    assert opts.check_out_file("--out", tmp_path / "a" / "x.csv") == tmp_path / "a" / "x.csv"
+    assert opts.check_out_dir("--out", tmp_path / "new") == tmp_path / "new"
+    assert opts.check_out_dir("--out", tmp_path / "a") == tmp_path / "a"
+    bad = [(opts.check_out_file, tmp_path / "a", "is a folder"),
+           (opts.check_out_file, tmp_path / "no" / "x.csv", "does not exist (no folder is created)"),
+           (opts.check_out_file, tmp_path / "f" / "x.csv", "is a file, not a folder"),
+           (opts.check_out_dir, tmp_path / "f", "is a file, not a folder"),
+           (opts.check_out_dir, tmp_path / "no" / "new", "does not exist (only the last folder is created)")]
+    for check, path, words in bad:
+        with pytest.raises(typer.BadParameter, match=re.escape(words)) as err:
+            check("--out", path)
+        assert "'--out'" in err.value.format_message()
+    monkeypatch.setattr(opts.os, "access", lambda *a: False)
+    for check in (opts.check_out_file, opts.check_out_dir):
+        with pytest.raises(typer.BadParameter, match="no permission to write"):
+            check("--out", tmp_path / "a" / "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "f"] and not any((tmp_path / "a").iterdir())

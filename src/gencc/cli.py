@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+import logging
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import typer
+
+from . import __version__
 
 #: what a command raises on bad input (the library's ValueError; OSError: a missing file, an --out that is a
 #: file, no permission; ImportError: a missing optional package): Typer's usage box with the message, exit 2
@@ -32,9 +36,55 @@ app = typer.Typer(help="gencc: general coded computing (straggler-resilient comp
                   no_args_is_help=True, add_completion=False)
 
 
+#: the levels --log-level takes
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler writing to whatever sys.stderr is when a record is emitted (it may be replaced after set-up)."""
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def configure_logging(level: str) -> None:
+    """Send the `gencc` logger's records at `level` and above to stderr (the library never configures logging;
+    only the command line does, through this)."""
+    logger = logging.getLogger("gencc")
+    for h in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
+        logger.removeHandler(h)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gencc {__version__}")
+        raise typer.Exit()
+
+
+def _log_level(value: str) -> str:
+    if value.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return value.lower()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    log_level: Annotated[str, typer.Option(help=f"log records of gencc at this level and above to stderr: "
+                                                f"{', '.join(LOG_LEVELS)}", callback=_log_level)] = "warning",
+    version: Annotated[bool, typer.Option("--version", help="print gencc's version and exit", is_eager=True,
+                                          callback=_version)] = False,
+) -> None:
     """gencc: general coded computing."""
+    configure_logging(log_level)
 
 
 @app.command()
@@ -44,7 +94,6 @@ def info() -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from . import __version__
     from .codes.registry import CODES
     from .kernels import KERNELS
     from .points import DESIGNS, NESTED

@@ -6,6 +6,7 @@ import numpy as np
 import typer
 
 from . import BACC, GCC, FixedCount, Replication, simulate, summarize
+from ._cli_options import seed as check_seed
 from .stragglers import Bimodal
 
 
@@ -13,7 +14,7 @@ def demo_command(
     batches: int = typer.Option(20, min=1, help="batches of K inputs per (N, S) point in the simulation table"),
     trials: int = typer.Option(5, min=1, help="random straggler sets per batch"),
     jobs: int = typer.Option(40, min=1, help="jobs per scheme on the local runtime"),
-    seed: int = typer.Option(0, help="seed for inputs, straggler sets and latencies"),
+    seed: int = typer.Option(0, help="seed for inputs, straggler sets and latencies", callback=check_seed),
 ) -> None:
     """Train (once, cached) a LeNet-style CNN on scikit-learn's digits, then compare GCC, BACC and
     replication: a simulation table of rel_mse / agreement / rel_acc, and real jobs on the local runtime with

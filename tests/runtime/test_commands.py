@@ -28,11 +28,37 @@ def test_run_command_baseline():
     assert "hedged on local" in r.output and "agreement with f: 1.000" in r.output
 
 
-@pytest.mark.parametrize("args", [["--scheme", "nope"], ["--latency", "bimodal:q=1"], ["--latency", "weird"],
-                                  ["--K", "8", "--N", "16", "--wait-for", "20", "--jobs", "1"]])
-def test_run_command_rejects_bad_options(args):
+@pytest.mark.parametrize(("args", "option"), [
+    (["--scheme", "nope"], "--scheme"), (["--latency", "bimodal:q=1"], "--latency"),
+    (["--latency", "weird"], "--latency"),
+    (["--K", "8", "--N", "16", "--wait-for", "20", "--jobs", "1"], "--wait-for"),
+    (["--K", "4", "--N", "8", "--wait-for", "12"], "--wait-for"), (["--K", "361", "--N", "400"], "--K")])
+def test_run_command_rejects_bad_options(args, option, monkeypatch):
+    import gencc.workloads
+
+    monkeypatch.setattr(gencc.workloads, "load", lambda *a, **k: pytest.fail("the model loaded before the check"))
     r = _invoke([*args, "--no-progress"])
-    assert r.exit_code != 0
+    assert r.exit_code == 2 and f"'{option}'" in r.output, r.output
+
+
+def test_the_k_limit_is_the_number_of_held_out_digits():
+    from gencc.runtime.commands import DIGITS_TEST_INPUTS
+    from gencc.workloads import load
+
+    assert DIGITS_TEST_INPUTS == len(load("digits-cnn", progress=False).X_test)
+
+
+def test_wait_for_defaults_halfway_from_K_to_N():
+    from gencc.runtime.commands import default_wait_for
+
+    assert default_wait_for(8, 16) == 12 and default_wait_for(4, 8) == 6 and default_wait_for(4, 5) == 5
+    assert default_wait_for(10, 10, min_results=10) == 10 and default_wait_for(1, 3, min_results=2) == 2
+
+
+def test_run_command_with_a_small_N_and_no_wait_for():
+    r = _invoke(["--K", "4", "--N", "8", "--jobs", "2", "--latency", "none", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "K=4, N=8, 2 jobs" in r.output and "wait_for=6" in r.output
 
 
 def test_run_on_ray_reruns_itself_in_a_loopback_namespace(monkeypatch):

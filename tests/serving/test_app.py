@@ -77,6 +77,24 @@ def test_worker_faults_are_stragglers(workload, scheme):
     assert sum(svc.dispatcher.failures.values()) > 0
 
 
+def test_an_unexpected_error_is_a_500_and_logged(workload, caplog):
+    import logging
+
+    svc = build("uncoded")
+
+    def broken(x):
+        raise RuntimeError("dispatcher broke")
+
+    svc.submit = broken
+    caplog.set_level(logging.INFO, logger="gencc.serving.app")
+    with TestClient(create_app(svc), raise_server_exceptions=False) as c:
+        r = c.post("/predict", json={"input": workload.X_test[0].tolist()})
+        assert r.status_code == 500 and r.json() == {"detail": "internal error: RuntimeError"}
+    errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR]
+    assert [rec.getMessage() for rec in errors] == ["POST /predict failed: RuntimeError: dispatcher broke"]
+    assert isinstance(errors[0].exc_info[1], RuntimeError)
+    infos = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.INFO]
+    assert infos[0] == "app up: uncoded on 6 workers" and infos[-1] == "shut down: uncoded service closed"
 
 
 def test_loopback_load_and_graceful_shutdown_loses_nothing(workload):

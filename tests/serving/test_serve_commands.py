@@ -16,10 +16,21 @@ pytest.importorskip("fastapi")
 runner = CliRunner()
 
 
+def flat(output: str) -> str:
+    """The output with the error box's borders and line breaks taken out."""
+    return " ".join(" ".join(ln.strip(" │╭╮╰╯─") for ln in output.splitlines()).split())
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    """Relative outputs (--out x.csv) land in the test's own temporary folder."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.mark.parametrize("args, word", [
     (["serve", "--scheme", "nope"], "--scheme"),
     (["serve", "--port", "0"], "--port"),
-    (["serve", "--workers", "0"], "positive"),
+    (["serve", "--workers", "0"], "'--workers'"),
     (["serve", "--workload", "nope"], "unknown workload"),
     (["serve", "--scheme", "gcc", "--workers", "8", "--K", "8"], "more workers"),
     (["serve", "--scheme", "sgcc-parity", "--workers", "9", "--K", "8"], "groups of 8"),
@@ -27,13 +38,17 @@ runner = CliRunner()
     (["serve", "--scheme", "uncoded", "--check-results", "on"], "eager coded schemes"),
     (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "--packed-parity applies to parm and sgcc-parity"),
     (["loadtest", "--url", "ftp://x", "--rate", "1", "--duration", "1", "--out", "x.csv"], "--url"),
-    (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "-1", "--duration", "1", "--out", "x.csv"], "positive"),
+    (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "-1", "--duration", "1", "--out", "x.csv"], "'--rate'"),
     (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1e6", "--duration", "10", "--out", "x.csv"], "under"),
 ])
-def test_bad_input_exits_2_with_a_message(args, word):
+def test_bad_input_exits_2_with_a_message(args, word, tmp_path, monkeypatch):
+    from gencc.serving import service
+
+    monkeypatch.setattr(service.Service, "build", lambda *a, **k: pytest.fail("the model loaded before the check"))
     r = runner.invoke(app, args)
     assert r.exit_code == 2, r.output
-    assert word in r.output and "Traceback" not in r.output
+    assert word in flat(r.output) and "Traceback" not in r.output
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_serve_refuses_a_busy_port_before_loading_the_model():
@@ -64,3 +79,59 @@ def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
     assert (tmp_path / "png" / "percentiles.png").stat().st_size > 1000
     assert "p99.9" in r.output
     assert f"sent {len(rows)} = answered {len(rows)} + rejected 503 0 + other 0 + no answer 0" in r.output
+
+
+def test_serve_logs_start_up_shutdown_and_errors(monkeypatch, caplog):
+    """`gencc --log-level info serve` logs its address, scheme and workers, the app's shutdown, and an error that
+    stops the server (uvicorn.run is replaced by a TestClient session, then by a crash)."""
+    import logging
+
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    served = {}
+
+    def fake_run(app_, host, port, **kwargs):
+        served.update(host=host, port=port, **kwargs)
+        with TestClient(app_) as c:
+            assert c.get("/healthz").json()["workers"] == 6
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    caplog.set_level(logging.INFO, logger="gencc")
+    args = ["--log-level", "info", "serve", "--workers", "6", "--K", "4", "--port", str(port)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert served["log_level"] == "info" and served["port"] == port
+    text = [(rec.name, rec.levelname, rec.getMessage()) for rec in caplog.records]
+    assert ("gencc.serving.commands", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme gcc, 6 local "
+            "workers, K=4, at most 1000 requests in flight") in text, text
+    assert any(n == "gencc.serving.app" and m.startswith("shutting down: answering 0 requests") for n, _, m in text)
+    assert any(n == "gencc.serving.app" and m == "shut down: gcc service closed" for n, _, m in text)
+    assert ("gencc.serving.commands", "INFO", f"stopped serving at http://127.0.0.1:{port}") in text
+
+    def crash(*a, **k):
+        raise RuntimeError("boom")
+
+    caplog.clear()
+    monkeypatch.setattr(uvicorn, "run", crash)
+    r = runner.invoke(app, args)
+    assert r.exit_code == 1 and isinstance(r.exception, RuntimeError)
+    errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR]
+    assert [rec.getMessage() for rec in errors] == [f"serving at http://127.0.0.1:{port} stopped on an error"]
+    assert errors[0].exc_info[1] is r.exception
+
+
+def test_loadtest_sends_nothing_to_a_server_that_refuses(tmp_path, monkeypatch):
+    from gencc.serving import load
+
+    monkeypatch.setattr(load, "run_http", lambda *a, **k: pytest.fail("load was sent"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "10", "--duration", "1",
+                            "--out", str(tmp_path / "x.csv")])
+    assert r.exit_code == 2 and "connection refused" in flat(r.output) and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "x.csv").exists()

@@ -5,10 +5,13 @@ Registered in gencc/cli.py. Heavy imports (matplotlib, rich, the workloads) happ
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from .._cli_options import out_dir, out_file, refuse
 
 
 def _opts(items: list[str]) -> dict[str, dict]:
@@ -19,7 +22,7 @@ def _opts(items: list[str]) -> dict[str, dict]:
             lhs, val = item.split("=", 1)
             scheme, key = lhs.split(".", 1)
         except ValueError:
-            raise typer.BadParameter(f"code options look like scheme.key=value, got {item!r}") from None
+            raise refuse("--opt", f"code options look like scheme.key=value, got {item!r}") from None
         parsed: object = val
         for kind in (int, float):
             try:
@@ -37,7 +40,7 @@ def _list(text: str, kind: type, option: str) -> tuple:
     try:
         return parse_list(text, kind)
     except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint=option) from None
+        raise refuse(option, str(err)) from None
 
 
 def sweep(
@@ -51,7 +54,8 @@ def sweep(
                                                  "bernoulli:p")] = "worst:2",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds or lo:hi ranges (each draws new inputs)")] = "0",
     trials: Annotated[int, typer.Option(min=1, help="straggler draws per grid point (the worst case runs once)")] = 20,
-    out: Annotated[Path, typer.Option("--out", "-o", help="tidy CSV, appended to and resumed")] = Path("sweep.csv"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="tidy CSV, appended to and resumed (its folder must "
+                                                          "exist)", callback=out_file)] = Path("sweep.csv"),
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="processes (results do not depend on it)")] = 1,
     opt: Annotated[list[str] | None, typer.Option("--opt", help="code option scheme.key=value, repeatable "
                                                                 "(e.g. gcc.lam_dec=0)")] = None,
@@ -64,18 +68,23 @@ def sweep(
     """Run a grid of simulations into a tidy CSV; rerunning skips the grid points already in it. Grid points
     with N < K, with S >= N stragglers, or with adversaries and worst-case stragglers are left out (and
     listed)."""
-    from .sweep import SweepSpec, run_sweep
+    from .sweep import SweepSpec, read_rows, run_sweep
 
     if not N and not ratios:
-        raise typer.BadParameter("give the worker counts with --N and/or --ratios")
+        raise refuse("--N", "give the worker counts with --N and/or --ratios")
     spec = SweepSpec(workloads=_list(workloads, str, "--workloads"), schemes=_list(schemes, str, "--schemes"),
                      K=_list(K, int, "--K"), N=_list(N, int, "--N"), ratios=_list(ratios, float, "--ratios"),
                      stragglers=_list(stragglers, str, "--stragglers"), seeds=_list(seeds, int, "--seeds"),
                      trials=trials, opts=_opts(opt or []), adversaries=_list(adversaries, str, "--adversaries"))
     stray = sorted(set(spec.opts) - set(spec.schemes))
     if stray:
-        raise typer.BadParameter(f"options for {', '.join(stray)}, which is not in --schemes {schemes}",
-                                 param_hint="--opt")
+        raise refuse("--opt", f"options for {', '.join(stray)}, which is not in --schemes {schemes}")
+    check_grid(spec)
+    if out.exists():  # a CSV to resume must be a sweep's: refused here, before any point runs
+        try:
+            read_rows(out)
+        except ValueError as e:
+            raise refuse("--out", str(e)) from None
     res = run_sweep(spec, out, jobs=jobs, progress=progress)
     for why in res.dropped:
         typer.echo(f"left out {why}", err=True)
@@ -83,21 +92,101 @@ def sweep(
                f"{res.rows_written} rows written")
 
 
+#: the most workers one code of a sweep may have
+MAX_WORKERS = 100_000
+#: the option of `gencc sweep` each grid field comes from
+_SWEEP_OPTIONS = {"workloads": "--workloads", "schemes": "--schemes", "K": "--K", "N": "--N", "ratios": "--ratios",
+                  "stragglers": "--stragglers", "seeds": "--seeds", "adversaries": "--adversaries", "opts": "--opt",
+                  "trials": "--trials"}
+
+
+def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
+    """Every check of a sweep grid that runs no simulation, so a bad grid is refused before any work: known
+    workloads, K >= 1, finite ratios > 0, straggler and adversary specs that parse at every N, a grid that is
+    not empty, and each grid point's code built (ParM without its parity model). `options` names the option
+    each field came from (default: `gencc sweep`'s); the usage error names it."""
+    from ..codes.registry import make_code
+    from .functions import TOYS
+    from .sweep import parse_straggler
+
+    opt = {**_SWEEP_OPTIONS, **(options or {})}
+    for name in ("workloads", "schemes", "K", "stragglers", "seeds"):
+        if not getattr(spec, name):
+            raise refuse(opt[name], f"no {name} given (an empty list)")
+    try:
+        from ..workloads import WORKLOADS as TRAINED
+    except ImportError:  # pragma: no cover - depends on the install
+        TRAINED = {}  # noqa: N806
+    known = (*TOYS, *TRAINED)
+    for w in spec.workloads:
+        if w not in known:
+            raise refuse(opt["workloads"], f"unknown workload {w!r}; choose one of {', '.join(known)}")
+    if spec.trials < 1:
+        raise refuse(opt["trials"], f"trials must be a positive integer, got {spec.trials}")
+    for k in spec.K:
+        if k < 1:
+            raise refuse(opt["K"], f"K (inputs per code) must be a positive integer, got {k}")
+    for r in spec.ratios:
+        if not (math.isfinite(r) and r > 0):
+            raise refuse(opt["ratios"], f"ratios must be finite numbers > 0 (N = round(ratio K)), got {r:g}")
+    Ns = sorted({int(n) for n in spec.N} | {int(round(r * k)) for r in spec.ratios for k in spec.K})
+    if Ns and Ns[-1] > MAX_WORKERS:
+        where = opt["N"] if Ns[-1] in {int(n) for n in spec.N} else opt["ratios"]
+        raise refuse(where, f"N must be at most {MAX_WORKERS} workers (the presets go to 640), got N={Ns[-1]}")
+    for st in spec.stragglers:
+        for n in (n for n in Ns if n >= 1):
+            try:
+                parse_straggler(st, n)
+            except (ValueError, OverflowError) as e:
+                raise refuse(opt["stragglers"], str(e) if isinstance(e, ValueError) else
+                             f"bad straggler spec {st!r} ({e}); give S or a percentage as a finite number") from None
+    try:
+        points, dropped = spec.plan()
+    except (ValueError, OverflowError) as e:
+        raise refuse(opt["adversaries"] if spec.adversaries else opt["stragglers"], str(e)) from None
+    if not points:
+        raise refuse(opt["N"], "the grid is empty: " + "; ".join(dropped))
+    for scheme, k, n, opts in dict.fromkeys((pt.scheme, pt.K, pt.N, pt.opts) for pt in points):
+        try:
+            make_code(scheme, k, n, **dict(opts))
+        except ValueError as e:
+            where = opt["opts"] if opts or "needs option" in str(e) else opt["schemes"]
+            raise refuse(where, str(e)) from None
+
+
 def plot(
     csv: Annotated[list[Path], typer.Argument(help="sweep CSV(s)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="writes figures/, data/, tables/ under it")] = Path("."),
+    out: Annotated[Path, typer.Option("--out", "-o", help="writes figures/, data/, tables/ under it (its parent "
+                                                          "folder must exist)", callback=out_dir)] = Path("."),
     prefix: Annotated[str, typer.Option(help="file name prefix of everything written")] = "sweep",
     kind: Annotated[list[str] | None, typer.Option(help="rate, vs-S, redundancy, configs or adversarial, repeatable "
                                                         "(default: all the data supports)")] = None,
 ) -> None:
     """Figures (PNG) and the CSV data behind them: rel_mse against N with fitted slopes and theory lines,
     rel_mse against S, agreement and RelAcc against N/K, and the RMSE / RelAcc configuration table."""
-    from .plots import make_outputs
+    from .plots import KINDS, NEEDS, detect_kinds, make_outputs
     from .sweep import read_rows
 
+    if not prefix.strip() or any(c in prefix for c in "/\\") or prefix.startswith("."):
+        raise refuse("--prefix", f"the prefix starts file names: a non-empty name without / or \\ that does not "
+                                 f"start with '.', got {prefix!r}")
+    bad = [k for k in kind or () if k not in KINDS]
+    if bad:
+        raise refuse("--kind", f"unknown plot kind(s) {', '.join(bad)}; choose from {', '.join(KINDS)}")
+    for path in csv:
+        if not path.is_file():
+            what = "is a folder, not a sweep CSV" if path.is_dir() else "does not exist (no such file)"
+            raise typer.BadParameter(f"{path} {what}", param_hint="'CSV...'")
     rows = [r for path in csv for r in read_rows(path)]
     if not rows:
-        raise typer.BadParameter(f"no rows in {', '.join(map(str, csv))}")
+        raise typer.BadParameter(f"no rows in {', '.join(map(str, csv))}", param_hint="'CSV...'")
+    supported = detect_kinds(rows)
+    if not (kind or supported):
+        raise typer.BadParameter(f"the rows support no figure or table: {NEEDS}", param_hint="'CSV...'")
+    unsupported = [k for k in kind or () if k not in supported]
+    if unsupported:
+        raise refuse("--kind", f"the rows do not support kind(s) {', '.join(unsupported)} (they support "
+                               f"{', '.join(supported) or 'none'}); {NEEDS}")
     res = make_outputs(rows, out, prefix, kind or None)
     for p in res["paths"]:
         typer.echo(f"wrote {p}")
@@ -113,7 +202,8 @@ def plot(
 def reproduce(
     preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial, "
                                              "low-redundancy or all")] = "all",
-    out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs)")]
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs; its "
+                                                          "parent folder must exist)", callback=out_dir)]
     = Path("."),
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="processes (results do not depend on it)")] = 1,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a grid field, key=value, e.g. "
@@ -128,8 +218,10 @@ def reproduce(
     from .presets import reproduce as run
 
     if preset not in PRESET_NAMES:
-        raise typer.BadParameter(f"unknown preset {preset!r}; choose one of {', '.join(PRESET_NAMES)}",
-                                 param_hint="--preset")
+        raise refuse("--preset", f"unknown preset {preset!r}; choose one of {', '.join(PRESET_NAMES)}")
+    if check and not (out / "results.md").is_file():
+        raise refuse("--out", f"no results.md in {out}: pass the docs folder to check, e.g. --out docs")
+    _check_overrides(preset, set_ or [], check)
     if check:
         _check(preset, out, set_, jobs, progress)
         return
@@ -137,6 +229,32 @@ def reproduce(
     for name, r in ({preset: res} if preset != "all" else res).items():
         typer.echo(f"{name}: {r['seconds']:.1f} s, {r['rows']} rows")
     typer.echo(f"wrote {out / 'results.md'}")
+
+
+def _check_overrides(preset: str, overrides: list[str], check: bool) -> None:
+    """Refuse bad --set values, and the grid of every preset that will run, before any of them runs."""
+    from . import lowred
+    from .check import CHEAP
+    from .presets import PRESETS, TABLE_PRESETS, preset_spec
+
+    if preset == "all":
+        names = list(CHEAP) if check else [*PRESETS, *TABLE_PRESETS]
+    else:
+        names = [preset]
+    every = {key: "--set" for key in _SWEEP_OPTIONS}
+    for name in names:
+        try:
+            if name in TABLE_PRESETS:
+                # with preset all, the table presets run with their own grids (--set applies to sweeps only)
+                lowred.preset_args(overrides if preset == name else None)
+                continue
+            spec = preset_spec(name, overrides)
+        except ValueError as e:
+            raise refuse("--set", str(e)) from None
+        try:
+            check_grid(spec, every)
+        except typer.BadParameter as e:
+            raise refuse("--set", f"preset {name}: {e.message}") from None
 
 
 def _check(preset: str, out: Path, set_: list[str] | None, jobs: int, progress: bool) -> None:

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import math
 import sys
 from typing import Annotated, Any
 
 import numpy as np
 import typer
 
+from .._cli_options import check_ray_address, number, refuse
+from .._cli_options import seed as check_seed
 from ..codes.registry import CODES
 from ..stragglers import Bimodal, LatencyModel, Pareto, ShiftedExponential
+
+log = logging.getLogger(__name__)
 
 #: codes from the registry (lcc needs a polynomial f; "replication" here is the Replicated baseline)
 CODED = tuple(name for name in CODES if name not in ("lcc", "replication"))
 SCHEMES = (*CODED, "replication", "hedged", "uncoded")
+#: held-out inputs of the digits-cnn workload (scikit-learn's 1,797 digits, 20% held out), the most one job takes;
+#: a constant so that --K is checked before the model loads (tests/runtime/test_commands.py keeps it true)
+DIGITS_TEST_INPUTS = 360
+#: the most workers `gencc run` starts (one thread or Ray actor each)
+MAX_WORKERS = 1024
 LATENCIES = {
     "none": (None, {}),
     "bimodal": (Bimodal, {"p": 0.05, "factor": 10.0, "base": 0.005}),
@@ -26,85 +38,71 @@ def parse_latency(spec: str) -> LatencyModel | None:
     """'none', 'bimodal', 'shifted-exp' or 'pareto', optionally with parameters: 'bimodal:p=0.1,base=0.01'."""
     name, _, params = spec.partition(":")
     if name not in LATENCIES:
-        raise typer.BadParameter(f"unknown latency model {name!r}; choose one of {', '.join(LATENCIES)}")
+        raise refuse("--latency", f"unknown latency model {name!r}; choose one of {', '.join(LATENCIES)}")
     cls, kw = LATENCIES[name]
     kw = dict(kw)
     for item in filter(None, params.split(",")):
         key, eq, val = item.partition("=")
         if not eq or key not in kw:
-            raise typer.BadParameter(f"{name} takes {', '.join(kw) or 'no parameters'}; got {item!r}")
+            raise refuse("--latency", f"{name} takes {', '.join(kw) or 'no parameters'}; got {item!r}")
         try:
             kw[key] = float(val)
-        except ValueError as e:
-            raise typer.BadParameter(f"{key} must be a number, got {val!r}") from e
+        except ValueError:
+            raise refuse("--latency", f"{key} must be a number, got {val!r}") from None
+        if not math.isfinite(kw[key]):
+            raise refuse("--latency", f"{key} must be a finite number, got {val!r}")
     if cls is None:
         return None
     try:
         return cls(**kw)
     except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
+        raise refuse("--latency", str(e)) from None
 
 
 def run_command(
     backend: Annotated[str, typer.Option(help="local (threads) or ray (actors on 127.0.0.1 or --address)")] = "local",
     scheme: Annotated[str, typer.Option(help=f"{', '.join(SCHEMES)} (parm: k=2, the trained parity model)")] = "gcc",
-    K: Annotated[int, typer.Option("--K", help="inputs per job")] = 8,  # noqa: N803
-    N: Annotated[int, typer.Option("--N", help="workers (uncoded uses K)")] = 16,  # noqa: N803
-    wait_for: Annotated[int | None, typer.Option(help="coded: stop at the first this many results")] = 12,
-    deadline: Annotated[float | None, typer.Option(help="coded: stop this many seconds after dispatch")] = None,
+    K: Annotated[int, typer.Option("--K", min=1, help="inputs per job")] = 8,  # noqa: N803
+    N: Annotated[int | None, typer.Option("--N", min=1, help="workers (default 16; uncoded runs K, parm "
+                                                             "K + ceil(K/2))")] = None,  # noqa: N803
+    wait_for: Annotated[int | None, typer.Option(min=1, help="coded: stop at the first this many results "
+                                                             "(default: halfway from K to N)")] = None,
+    deadline: Annotated[float | None, typer.Option(help="coded: stop this many seconds after dispatch",
+                                                   callback=number(above=0))] = None,
     latency: Annotated[str, typer.Option(help="injected latency: none, bimodal, shifted-exp, pareto "
                                               "(parameters as bimodal:p=0.05,factor=10,base=0.005)")] = "bimodal",
     jobs: Annotated[int, typer.Option(min=1, help="jobs to run")] = 100,
     in_flight: Annotated[int, typer.Option(min=1, help="jobs in flight at once")] = 1,
-    hedge_delay: Annotated[float | None, typer.Option(help="hedged: seconds (default: p95 of --latency)")] = None,
-    actors: Annotated[int | None, typer.Option(help="ray: actors (default one per worker)")] = None,
+    hedge_delay: Annotated[float | None, typer.Option(help="hedged: seconds (default: p95 of --latency)",
+                                                      callback=number(at_least=0))] = None,
+    actors: Annotated[int | None, typer.Option(min=1, help="ray: actors (default one per worker)")] = None,
     address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
     isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
                                                "namespace (unshare -n, or -rn as an ordinary user)")] = True,
-    seed: Annotated[int, typer.Option(help="seeds the inputs and the injected latency")] = 0,
+    seed: Annotated[int, typer.Option(help="seeds the inputs and the injected latency", callback=check_seed)] = 0,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
     """Run jobs of K digits through the CNN with a coded scheme or a baseline; print latency percentiles and
     accuracy (agreement with f, accuracy on the labels). With --backend ray and no --address, the command
     re-runs itself inside a loopback-only network namespace and starts a private Ray there (127.0.0.1 only)."""
+    model, code, wait_for = _checked_options(backend, scheme, K, N, wait_for, deadline, latency, hedge_delay,
+                                             actors, address)
     from rich.console import Console
     from rich.progress import Progress, track
 
     from .. import metrics
     from ..codes.registry import make_code
     from ..workloads import load, load_parity
-    from .baselines import Hedged, Replicated, Uncoded
     from .job import stream
     from .local import LocalExecutor
     from .ray import RayExecutor
 
-    if backend not in ("local", "ray"):
-        raise typer.BadParameter(f"backend must be local or ray, got {backend!r}", param_hint="--backend")
-    if scheme not in SCHEMES:
-        raise typer.BadParameter(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}", param_hint="--scheme")
-    if backend == "local" and (actors is not None or address is not None):
-        raise typer.BadParameter("--actors and --address apply to --backend ray only (the local backend runs one "
-                                 "thread per worker)", param_hint="--actors / --address")
-    model = parse_latency(latency)
     console = Console()
-    if backend == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise typer.BadParameter("needs Ray, which is not installed: pip install 'gencc[ray]'",
-                                     param_hint="--backend ray") from None
-        if address is None and isolate:
-            _rerun_isolated(console, locals())
-    try:
-        if scheme == "parm":
-            code = make_code(scheme, K, None, parity=load_parity("digits-cnn", 2, progress=progress))
-        elif scheme in CODED:
-            code = make_code(scheme, K, N)
-        else:
-            code = {"replication": lambda: Replicated(K, N), "hedged": lambda: Hedged(K, N, hedge_delay),
-                    "uncoded": lambda: Uncoded(K)}[scheme]()
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
+    if backend == "ray" and address is None and isolate:
+        _rerun_isolated(console, locals())
+    log.info("run: %s on %s, K=%d, N=%d, %d jobs", scheme, backend, code.K, code.N, jobs)
+    if scheme == "parm":
+        code = make_code(scheme, K, None, parity=load_parity("digits-cnn", 2, progress=progress))
     coded = scheme in CODED
     w = load("digits-cnn", progress=progress)
     rng = np.random.default_rng(seed)
@@ -132,8 +130,6 @@ def run_command(
             agr.append(metrics.agreement(r.outputs, Y))
             acc.append(float(np.mean(np.argmax(r.outputs, axis=1) == y)))
             acc_f.append(float(np.mean(np.argmax(Y, axis=1) == y)))
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
     finally:
         ex.close()
     a = np.array(lat) * 1e3
@@ -143,6 +139,69 @@ def run_command(
                   f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
     console.print(f"agreement with f: {np.mean(agr):.3f}   accuracy: {np.mean(acc):.3f} "
                   f"(f itself: {np.mean(acc_f):.3f})")
+
+
+def default_wait_for(K: int, N: int, min_results: int = 1) -> int:  # noqa: N803
+    """`gencc run`'s default stop: halfway from K results to all N (12 for K=8, N=16; 6 for K=4, N=8)."""
+    return min(N, max(min_results, 1, (K + N + 1) // 2))
+
+
+def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for: int | None,  # noqa: N803
+                     deadline: float | None, latency: str, hedge_delay: float | None, actors: int | None,
+                     address: str | None) -> tuple[LatencyModel | None, Any, int | None]:
+    """Every check of `gencc run`'s options that needs no model: (latency model, code, wait_for), else the
+    usage error naming the option. The code of --scheme parm is built here without its parity model."""
+    from ..codes.registry import make_code
+    from .baselines import Hedged, Replicated, Uncoded
+
+    if backend not in ("local", "ray"):
+        raise refuse("--backend", f"backend must be local or ray, got {backend!r}")
+    if backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
+    if scheme not in SCHEMES:
+        raise refuse("--scheme", f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    for option, value in (("--address", address), ("--actors", actors)):
+        if backend == "local" and value is not None:
+            raise refuse(option, f"{option} needs --backend ray (the local backend runs one thread per worker)")
+    if N is not None and N > MAX_WORKERS:
+        raise refuse("--N", f"at most {MAX_WORKERS} workers (one thread or Ray actor each), got {N}")
+    if K > DIGITS_TEST_INPUTS:
+        raise refuse("--K", f"a job takes K distinct held-out digits, of which there are {DIGITS_TEST_INPUTS}; "
+                            f"got K={K}")
+    if address is not None:
+        check_ray_address("--address", address)
+    coded = scheme in CODED
+    if not coded:
+        for option, value in (("--wait-for", wait_for), ("--deadline", deadline)):
+            if value is not None:
+                raise refuse(option, f"{option} applies to the coded schemes ({', '.join(CODED)}); {scheme} "
+                                      "has its own stop rule (the first answer per input)")
+    if hedge_delay is not None and scheme != "hedged":
+        raise refuse("--hedge-delay", f"--hedge-delay applies to --scheme hedged, not {scheme}")
+    if N is not None and scheme == "uncoded":
+        raise refuse("--N", "--N does not apply to --scheme uncoded (it runs K workers, one per input)")
+    model = parse_latency(latency)
+    try:
+        if scheme == "parm":
+            code = make_code(scheme, K, N)
+        elif coded:
+            code = make_code(scheme, K, 16 if N is None else N)
+        else:
+            n = 16 if N is None else N
+            code = {"replication": lambda: Replicated(K, n), "hedged": lambda: Hedged(K, n, hedge_delay),
+                    "uncoded": lambda: Uncoded(K)}[scheme]()
+    except ValueError as e:
+        raise refuse("--N" if N is not None else "--K", str(e)) from None
+    if actors is not None and actors > code.N:
+        raise refuse("--actors", f"--actors {actors} exceeds the {code.N} workers of {scheme} (K={K}, N={code.N})")
+    if coded:
+        lo = max(code.min_results, 1)
+        if wait_for is None:
+            wait_for = default_wait_for(code.K, code.N, lo)
+        elif not lo <= wait_for <= code.N:
+            raise refuse("--wait-for", f"must lie in [{lo}, N={code.N}] ({scheme} decodes from at least {lo} "
+                                       f"results and runs {code.N} workers), got {wait_for}")
+    return model, code, wait_for
 
 
 def _rerun_isolated(console: Any, params: dict[str, Any]) -> None:

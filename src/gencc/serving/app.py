@@ -7,6 +7,7 @@ flight (the lifespan closes the service after uvicorn stops taking connections).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import threading
 import time
@@ -20,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 from .service import Service
 
+log = logging.getLogger(__name__)
 #: most inputs one batch request may carry
 MAX_BATCH = 64
 BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -86,17 +88,34 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
             m.latency.observe(r.latency)
             if r.degraded:
                 m.degraded.inc()
+        elif r.status >= 500 and r.status != 503:
+            log.warning("request %s answered %s: %s", r.id, r.status, r.error)
+        else:
+            log.debug("request %s answered %s: %s", r.id, r.status, r.error)
 
     service.dispatcher.on_answer = observe
     seen = {"n": 0}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        log.info("app up: %s on %d workers", service.scheme, service.pool.n_workers)
         yield
-        await asyncio.to_thread(service.close, drain_s)
+        log.info("shutting down: answering %d requests in flight (up to %g s)", service.pending, drain_s)
+        try:
+            await asyncio.to_thread(service.close, drain_s)
+        except Exception:
+            log.exception("closing the %s service failed", service.scheme)
+            raise
+        log.info("shut down: %s service closed", service.scheme)
 
     app = FastAPI(title="gencc serving", lifespan=lifespan)
     app.state.service, app.state.metrics = service, m
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, err: Exception) -> JSONResponse:
+        log.error("%s %s failed: %s: %s", request.method, request.url.path, type(err).__name__, err,
+                  exc_info=err)
+        return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
     async def answer_one(x: np.ndarray) -> tuple[int, dict[str, Any]]:
         r = await asyncio.wrap_future(service.submit(x))

@@ -2,32 +2,46 @@
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
+import logging
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlparse
 
 import typer
 
-from .parity import PARITY_SCHEMES
+from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
+from .._cli_options import seed as check_seed
+from .parity import PARITY_SCHEMES, coded_workers, parity_k
 from .service import CHECKS, SCHEMES
+
+log = logging.getLogger(__name__)
 
 #: most requests one loadtest may send
 MAX_REQUESTS = 200_000
+#: the most workers `gencc serve` starts (one thread or Ray actor each)
+MAX_WORKERS = 1024
 
 
 def serve_command(
     workload: Annotated[str, typer.Option(help="a gencc.workloads name, e.g. digits-cnn")] = "digits-cnn",
     scheme: Annotated[str, typer.Option(help=", ".join(SCHEMES))] = "gcc",
-    workers: Annotated[int, typer.Option(help="model replicas (every scheme gets the same number)")] = 12,
-    K: Annotated[int, typer.Option("--K", help="coded schemes: requests per coding group")] = 8,  # noqa: N803
+    workers: Annotated[int, typer.Option(min=1, help="model replicas (every scheme gets the same number)")] = 12,
+    K: Annotated[int | None, typer.Option("--K", min=1, help="gcc, bacc, sgcc, sgcc-parity (and -hedge): requests "
+                                                             "per coding group (default 8)")] = None,  # noqa: N803
     backend: Annotated[str, typer.Option(help="local (threads) or ray (one actor per worker)")] = "local",
     address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
-    service_ms: Annotated[float, typer.Option(help="injected service time per task, ms")] = 0.0,
-    slow_fraction: Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow")] = 0.0,
-    slow_factor: Annotated[float, typer.Option(help="persistent stragglers: slowdown while slow")] = 10.0,
-    max_wait_ms: Annotated[float, typer.Option(help="coded: flush a group after this many ms")] = 50.0,
-    parm_k: Annotated[int, typer.Option(help="parm: inputs per parity query (2 to 4)")] = 2,
+    service_ms: Annotated[float, typer.Option(help="injected service time per task, ms",
+                                              callback=number(at_least=0))] = 0.0,
+    slow_fraction: Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow, in [0, 1)",
+                                                 callback=number(at_least=0))] = 0.0,
+    slow_factor: Annotated[float | None, typer.Option(help="persistent stragglers: slowdown while slow (>= 1; "
+                                                           "default 10)", callback=number(at_least=1))] = None,
+    max_wait_ms: Annotated[float | None, typer.Option(help="coded: flush a group after this many ms (default 50)",
+                                                      callback=number(above=0))] = None,
+    parm_k: Annotated[int | None, typer.Option(min=2, max=4, help="parm: inputs per parity query (2 to 4; "
+                                                                  "default 2)")] = None,
     check_results: Annotated[str, typer.Option(
         help="wrong-result check (gcc, bacc, sgcc, sgcc-parity): off; on (answers wait for the group's check, "
              "inconsistent results are outvoted and their workers quarantined); strict (every answer checked "
@@ -35,96 +49,179 @@ def serve_command(
     packed_parity: Annotated[bool, typer.Option(
         help="parm, sgcc-parity: a parity model that takes each group's members stacked instead of their sum "
              "(coded slots receive k inputs; trained on first use)")] = False,
-    max_pending: Annotated[int, typer.Option(help="requests in flight before answering 503")] = 1000,
+    max_pending: Annotated[int, typer.Option(min=1, help="requests in flight before answering 503")] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to bind")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="port to bind")] = 8000,
 ) -> None:
     """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn)."""
-    if scheme not in SCHEMES:
-        raise typer.BadParameter(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    if backend not in ("local", "ray"):
-        raise typer.BadParameter(f"--backend must be local or ray, got {backend!r}")
-    if workers < 1 or K < 1 or max_pending < 1:
-        raise typer.BadParameter("--workers, --K and --max-pending must be positive")
-    if service_ms < 0 or max_wait_ms <= 0 or not 1 <= port <= 65535:
-        raise typer.BadParameter("need --service-ms >= 0, --max-wait-ms > 0 and --port in 1..65535")
-    if not 2 <= parm_k <= 4:
-        raise typer.BadParameter(f"--parm-k must lie in 2..4, got {parm_k}")
-    if check_results not in CHECKS:
-        raise typer.BadParameter(f"--check-results must be one of {', '.join(CHECKS)}, got {check_results!r}")
-    if packed_parity and scheme.removesuffix("-hedge") not in PARITY_SCHEMES:
-        raise typer.BadParameter(f"--packed-parity applies to {' and '.join(PARITY_SCHEMES)} (and their -hedge "
-                                 f"forms), not {scheme!r}")
+    _check_not_ignored(scheme, K, parm_k, max_wait_ms, slow_fraction, slow_factor)
+    K, parm_k = (8 if K is None else K), (2 if parm_k is None else parm_k)  # noqa: N806
+    slow_factor = 10.0 if slow_factor is None else slow_factor
+    max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
+    _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
+                         packed_parity)
     _check_bindable(host, port)
     import uvicorn
 
-    from ..workloads import WORKLOADS
     from .app import create_app
     from .service import Service, freeze_heap
 
-    if workload not in WORKLOADS:
-        raise typer.BadParameter(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    log.info("starting: loading %s for %s on %d %s workers", workload, scheme, workers, backend)
     try:
         svc = Service.build(workload, scheme, workers, K, backend=backend, address=address, service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
                             parm_k=parm_k, max_pending=max_pending, check=check_results,
                             packed_parity=packed_parity)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
+    except ValueError:
+        raise  # bad input: the CLI's usage error (exit 2)
+    except Exception:
+        log.exception("could not start serving %s with %s", workload, scheme)
+        raise
     freeze_heap()
-    typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at http://{host}:{port}")
-    uvicorn.run(create_app(svc), host=host, port=port, log_level="warning")
+    url = f"http://{host}:{port}"
+    typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at {url}")
+    log.info("serving %s at %s: scheme %s, %d %s workers, K=%d, at most %d requests in flight", workload, url,
+             svc.scheme, workers, backend, K, max_pending)
+    level = logging.getLevelName(logging.getLogger("gencc").getEffectiveLevel()).lower()
+    try:
+        uvicorn.run(create_app(svc), host=host, port=port, access_log=False,
+                    log_level=level if level in ("debug", "info", "warning", "error") else "warning")
+    except SystemExit as e:  # uvicorn exits 1 when it cannot start
+        if e.code:
+            log.error("uvicorn could not serve at %s (exit status %s)", url, e.code)
+        raise
+    except Exception:
+        log.exception("serving at %s stopped on an error", url)
+        raise
+    log.info("stopped serving at %s", url)
+
+
+#: the schemes that code groups of --K requests (with -hedge forms too); a wrong-result check (--check-results on /
+#: strict) covers their eager forms
+CHECKED_SCHEMES = ("gcc", "bacc", "sgcc", "sgcc-parity")
+
+
+def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_ms: float | None,  # noqa: N803
+                       slow_fraction: float, slow_factor: float | None) -> None:
+    """Refuse an option given for a scheme that would ignore it."""
+    base = scheme.removesuffix("-hedge")
+    if K is not None and base not in CHECKED_SCHEMES:
+        raise refuse("--K", f"--K applies to the schemes that code groups of K requests ({', '.join(CHECKED_SCHEMES)} "
+                            f"and their -hedge forms), not {scheme} (parm groups --parm-k requests)")
+    if parm_k is not None and base != "parm":
+        raise refuse("--parm-k", f"--parm-k applies to parm and parm-hedge, not {scheme}")
+    if max_wait_ms is not None and scheme in BASELINES:
+        raise refuse("--max-wait-ms", f"--max-wait-ms applies to the coded schemes (a group waits to fill), not "
+                                      f"{scheme}")
+    if slow_factor is not None and slow_fraction == 0:
+        raise refuse("--slow-factor", "--slow-factor applies with --slow-fraction > 0 (without it no worker is "
+                                      "ever slow)")
+
+
+#: the schemes that send each request on its own (no coding group)
+BASELINES = ("uncoded", "replication", "hedged")
+
+
+def _check_serve_options(workload: str, scheme: str, workers: int, K: int, backend: str,  # noqa: N803
+                         address: str | None, slow_fraction: float, parm_k: int, check_results: str,
+                         packed_parity: bool) -> None:
+    """The checks of `gencc serve`'s options that need no model (the usage error naming the option)."""
+    from ..workloads import WORKLOADS
+
+    if workload not in WORKLOADS:
+        raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if scheme not in SCHEMES:
+        raise refuse("--scheme", f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    if backend not in ("local", "ray"):
+        raise refuse("--backend", f"--backend must be local or ray, got {backend!r}")
+    if backend == "local" and address is not None:
+        raise refuse("--address", "--address needs --backend ray (the local backend runs threads in this process)")
+    if backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
+    if address is not None:
+        check_ray_address("--address", address)
+    if workers > MAX_WORKERS:
+        raise refuse("--workers", f"at most {MAX_WORKERS} workers (one thread or Ray actor each), got {workers}")
+    if slow_fraction >= 1:
+        raise refuse("--slow-fraction", f"must lie in [0, 1) (a worker slow all the time is a slower worker), "
+                                        f"got {slow_fraction:g}")
+    if check_results not in CHECKS:
+        raise refuse("--check-results", f"--check-results must be one of {', '.join(CHECKS)}, got "
+                                        f"{check_results!r}")
+    base = scheme.removesuffix("-hedge")
+    if check_results != "off" and scheme not in CHECKED_SCHEMES:
+        raise refuse("--check-results", f"wrong-result checks apply to the eager coded schemes "
+                                        f"{', '.join(CHECKED_SCHEMES)}, not {scheme!r}")
+    if packed_parity and base not in PARITY_SCHEMES:
+        raise refuse("--packed-parity", f"--packed-parity applies to {' and '.join(PARITY_SCHEMES)} (and their "
+                                        f"-hedge forms), not {scheme!r}")
+    if scheme == "replication" and workers < 2:
+        raise refuse("--workers", f"replication sends two copies to distinct workers: needs --workers >= 2, "
+                                  f"got {workers}")
+    if base == "parm" and workers < parm_k + 1:
+        raise refuse("--workers", f"parm with --parm-k {parm_k} runs groups on {parm_k + 1} distinct workers; "
+                                  f"got --workers {workers}")
+    if base in CHECKED_SCHEMES and coded_workers(K, workers) <= K:
+        raise refuse("--workers", f"{base} needs more workers than K={K} (got workers={workers}); lower --K")
+    try:
+        parity_k(scheme, K, workers, parm_k)
+    except ValueError as e:
+        raise refuse("--K", str(e)) from None
 
 
 def _check_bindable(host: str, port: int) -> None:
     """Refuse, before the model loads, an address this machine cannot listen on (busy port, foreign host)."""
+    import errno
     import socket
 
     try:
         family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as e:
-        raise typer.BadParameter(f"--host {host!r} does not resolve ({e.strerror})") from None
+        raise refuse("--host", f"--host {host!r} does not resolve ({e.strerror})") from None
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(addr)
         except OSError as e:
-            raise typer.BadParameter(f"cannot listen on {host}:{port} ({e.strerror}); pick a free --port or an "
-                                     "address of this machine for --host") from None
+            option = "--port" if e.errno in (errno.EADDRINUSE, errno.EACCES) else "--host"
+            raise refuse(option, f"cannot listen on {host}:{port} ({e.strerror}); pick a free --port or an "
+                                 "address of this machine for --host") from None
 
 
 def loadtest_command(
     url: Annotated[str, typer.Option(help="the server, e.g. http://127.0.0.1:8000")],
-    rate: Annotated[float, typer.Option(help="requests per second (Poisson, open loop)")],
-    duration: Annotated[float, typer.Option(help="seconds of arrivals")],
-    out: Annotated[Path, typer.Option(help="CSV file, one row per request")],
+    rate: Annotated[float, typer.Option(help="requests per second (Poisson, open loop)", callback=number(above=0))],
+    duration: Annotated[float, typer.Option(help="seconds of arrivals", callback=number(above=0))],
+    out: Annotated[Path, typer.Option(help="CSV file, one row per request", callback=out_file)],
     workload: Annotated[str, typer.Option(help="workload whose test inputs are sent")] = "digits-cnn",
-    plots: Annotated[Path | None, typer.Option(help="folder for percentile and CDF PNGs")] = None,
-    timeout: Annotated[float, typer.Option(help="seconds before a request counts as unanswered")] = 30.0,
-    seed: Annotated[int, typer.Option(help="seeds the arrival times")] = 0,
+    plots: Annotated[Path | None, typer.Option(help="folder for percentile and CDF PNGs", callback=out_dir)] = None,
+    timeout: Annotated[float, typer.Option(help="seconds before a request counts as unanswered",
+                                           callback=number(above=0))] = 30.0,
+    seed: Annotated[int, typer.Option(help="seeds the arrival times", callback=check_seed)] = 0,
 ) -> None:
     """Send open-loop Poisson load to URL/predict; write one CSV row per request and print percentiles."""
     import numpy as np
 
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise typer.BadParameter(f"--url must look like http://127.0.0.1:8000, got {url!r}")
-    if not (rate > 0 and duration > 0 and timeout > 0):
-        raise typer.BadParameter("--rate, --duration and --timeout must be positive")
+    from ..workloads import WORKLOADS
+
+    host = _check_url(url)
     if rate * duration > MAX_REQUESTS:
-        raise typer.BadParameter(f"rate x duration must stay under {MAX_REQUESTS} requests")
+        raise refuse("--rate", f"rate x duration must stay under {MAX_REQUESTS} requests, got "
+                               f"{rate:g} x {duration:g}")
+    if workload not in WORKLOADS:
+        raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
     try:
-        if not ipaddress.ip_address(parsed.hostname).is_loopback:
-            typer.echo(f"note: sending load to non-loopback {parsed.hostname}", err=True)
+        if not ipaddress.ip_address(host).is_loopback:
+            typer.echo(f"note: sending load to non-loopback {host}", err=True)
     except ValueError:
         pass
-    from ..workloads import WORKLOADS, load
+    _check_reachable(url, min(timeout, 5.0))
+    from ..workloads import load
     from .load import accounting, plot, run_http, summary, write_csv
 
-    if workload not in WORKLOADS:
-        raise typer.BadParameter(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
     inputs = load(workload, progress=False).X_test.tolist()
     rows = run_http(url, rate, duration, inputs, seed=seed, timeout=timeout)
+    check_out_file("--out", out)  # again: the folder may have gone while the load ran
     write_csv(rows, out)
     lat = np.array([r["latency_ms"] for r in rows if r["status"] == 200])
     acc = accounting(rows)
@@ -138,5 +235,37 @@ def loadtest_command(
     if acc["lost"]:
         typer.echo(f"{acc['lost']} requests got no HTTP answer (connection refused or timed out)", err=True)
     if plots is not None and lat.size:
+        check_out_dir("--plots", plots)
         for p in plot(rows, plots):
             typer.echo(f"wrote {p}")
+
+
+def _check_url(url: str) -> str:
+    """The host of `url` (http or https, a host, a port in 1..65535 if given), else the usage error."""
+    parsed = urlparse(url)
+    example = "look like http://127.0.0.1:8000"
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise refuse("--url", f"--url must {example}, got {url!r}")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise refuse("--url", f"the port of --url must lie in 1..65535, got {url!r}")
+    if parsed.query or parsed.fragment:
+        raise refuse("--url", f"--url is the server's address (requests go to URL/predict); drop the query or "
+                              f"fragment of {url!r}")
+    return parsed.hostname
+
+
+def _check_reachable(url: str, timeout: float) -> None:
+    """Refuse a server that cannot be reached (refused, unknown host, no answer) before any load is sent; any
+    HTTP answer to GET URL/healthz, even an error status, counts as reachable."""
+    import httpx
+
+    try:
+        httpx.get(url.rstrip("/") + "/healthz", timeout=timeout)
+    except httpx.TransportError as e:
+        why = "connection refused" if isinstance(e, httpx.ConnectError) and "refused" in str(e).lower() else \
+            f"{type(e).__name__}: {e}"
+        raise refuse("--url", f"cannot reach {url} ({why}); start the server first, e.g. `gencc serve`") from None

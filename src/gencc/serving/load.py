@@ -77,8 +77,8 @@ def run_http(url: str, rate: float, duration: float, inputs: Sequence[Any], seed
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Load rows as a CSV at `path` (its folder must exist: none is created)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=FIELDS)
         w.writeheader()
@@ -109,14 +109,15 @@ def summary(latency_ms: np.ndarray) -> dict[str, float]:
 
 def plot(rows: Sequence[dict[str, Any]], out_dir: str | Path, cdf_rate: float | None = None,
          title: str = "") -> list[Path]:
-    """PNGs from load rows (several schemes and rates): percentiles against rate, and CDFs at `cdf_rate`."""
+    """PNGs from load rows (several schemes and rates): percentiles against rate, and CDFs at `cdf_rate`, in
+    `out_dir` (created if missing; its parent folder must exist)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)
     by: dict[str, dict[float, list[float]]] = {}
     for r in rows:
         if int(r["status"]) == 200:

@@ -1,0 +1,103 @@
+"""Checks of the CLI's option values, run by Typer while it parses the command line (option callbacks), so a bad
+value is refused with exit code 2 and one message naming the option before a command does any work.
+
+    seed: int = typer.Option(0, callback=seed)                  # an integer >= 0
+    rate: float = typer.Option(..., callback=number(above=0))   # finite and > 0
+    out: Path = typer.Option(..., callback=out_file)            # a file path in an existing folder
+"""
+
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def refuse(option: str, message: str) -> typer.BadParameter:
+    """The usage error for `option` (exit code 2): "Invalid value for '--option': message"."""
+    return typer.BadParameter(message, param_hint=f"'{option}'")
+
+
+def _name(param: Any) -> str:
+    return max(getattr(param, "opts", None) or [f"--{param.name}"], key=len)
+
+
+def number(*, above: float | None = None, at_least: float | None = None, at_most: float | None = None
+           ) -> Callable[..., Any]:
+    """A callback refusing NaN, infinities and numbers outside the bounds (None passes: an option not given)."""
+    words = [w for w in (f"> {above:g}" if above is not None else "", f">= {at_least:g}" if at_least is not None
+                         else "", f"<= {at_most:g}" if at_most is not None else "") if w]
+    want = "a finite number" + (" " + " and ".join(words) if words else "")
+
+    def check(param: typer.CallbackParam, value: Any) -> Any:
+        if value is None:
+            return value
+        bad = (not math.isfinite(value) or (above is not None and value <= above)
+               or (at_least is not None and value < at_least) or (at_most is not None and value > at_most))
+        if bad:
+            raise refuse(_name(param), f"must be {want}, got {value:g}")
+        return value
+
+    return check
+
+
+def seed(param: typer.CallbackParam, value: int | None) -> int | None:
+    """A seed: an integer >= 0 (numpy's generators take no negative seed)."""
+    if value is not None and value < 0:
+        raise refuse(_name(param), f"a seed must be an integer >= 0, got {value}")
+    return value
+
+
+def check_out_file(option: str, path: Path) -> Path:
+    """`path` as a file to write: its folder must exist (none is created) and it must not be a folder."""
+    if path.is_dir():
+        raise refuse(option, f"{path} is a folder; give the path of a file to write")
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is a file, not a folder" if parent.exists() else "does not exist (no folder is created)"
+        raise refuse(option, f"the folder {parent} of {path} {what}")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        raise refuse(option, f"no permission to write {path}")
+    return path
+
+
+def check_out_dir(option: str, path: Path) -> Path:
+    """`path` as a folder to write into: a folder, or a new one whose parent folder exists."""
+    if path.exists() and not path.is_dir():
+        raise refuse(option, f"{path} is a file, not a folder")
+    parent = path.parent
+    if not path.exists() and not parent.is_dir():
+        what = "is a file, not a folder" if parent.exists() else "does not exist (only the last folder is created)"
+        raise refuse(option, f"the folder {parent} of {path} {what}")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        raise refuse(option, f"no permission to write in {path if path.exists() else parent}")
+    return path
+
+
+def out_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """Callback form of `check_out_file`."""
+    return None if value is None else check_out_file(_name(param), value)
+
+
+def out_dir(param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """Callback form of `check_out_dir`."""
+    return None if value is None else check_out_dir(_name(param), value)
+
+
+def check_ray_address(option: str, address: str) -> str:
+    """A Ray cluster's address as `ray.init` takes it: auto, HOST:PORT or ray://HOST:PORT (port in 1..65535)."""
+    from urllib.parse import urlparse
+
+    if address == "auto":
+        return address
+    parsed = urlparse(address if "://" in address else f"ray-gcs://{address}")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if parsed.scheme not in ("ray", "ray-gcs") or not parsed.hostname or port is None or not 1 <= port <= 65535:
+        raise refuse(option, f"a Ray address is auto, HOST:PORT or ray://HOST:PORT (port in 1..65535), got "
+                             f"{address!r}")
+    return address
