@@ -1,6 +1,6 @@
 """The low-redundancy table (issue 10): every scheme at N/K = 1.5 and 1.25 on trained classifiers, S = 1..3
 uniformly random stragglers and the worst adjacent pair of workers. GCC's default there is its select decoder
-(`gencc.codes.gcc_select`); the interpolating decoder it had before is the row the issue's goals refer to.
+(`gencc.codes.gcc_low_redundancy`); the interpolating decoder it had before is the row the issue's goals refer to.
 
 Random stragglers are scored by their exact expectation: for each input set every one of the C(N, S) straggler
 sets is decoded (D_F is cached per set, so this costs little), and the per-set mean is averaged over input sets
