@@ -1,9 +1,10 @@
 """Staleness check of a docs folder: rebuild presets from scratch in a temporary folder and compare.
 
 `check(docs)` reruns the cheap presets (CHEAP) without resuming from the committed sweeps, and compares every
-table, figure-data CSV, tracked sweep CSV (timing columns aside) and results.md ("Last run" lines aside) with
-what `docs` holds. Numbers are compared to a relative tolerance, so last-bit differences between BLAS builds
-do not count; figures (PNG) are not compared (their bytes depend on the matplotlib version), their data is.
+table, figure-data CSV, tracked sweep CSV (timing columns aside), generated page (generated/<preset>.md) and
+results.md ("Last run" lines aside) with what `docs` holds. Numbers are compared to a relative tolerance, so
+last-bit differences between BLAS builds do not count; figures (PNG) are not compared (their bytes depend on
+the matplotlib version), their data is.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .presets import PRESETS, TABLE_PRESETS, reproduce
-from .report import TIMING_PREFIX
+from .markdown import GENERATED, TIMING_PREFIX
+from .presets import PRESETS, TABLE_PRESETS
+from .reproduce import reproduce
 from .sweep import TIMING
 
 #: presets rebuilt by default: each takes under 20 s with --jobs 2 on a quiet 2-core machine (rate-worst: 139 s;
@@ -43,7 +45,7 @@ class CheckResult:
 
 def _own_files(root: Path, name: str) -> list[Path]:
     """The files preset `name` writes under root (figures excluded), relative to root."""
-    pats = [f"tables/{name}*.csv", f"data/{name}*-points.csv", f"data/sweeps/{name}.csv"]
+    pats = [f"tables/{name}*.csv", f"data/{name}*-points.csv", f"data/sweeps/{name}.csv", f"{GENERATED}/{name}.md"]
     return sorted(p.relative_to(root) for pat in pats for p in root.glob(pat))
 
 
@@ -121,7 +123,8 @@ def check(docs: str | Path, names: Sequence[str] | None = None, overrides: Any =
                 if rel not in committed or rel not in rebuilt:
                     res.differ[str(rel)] = "only " + ("rebuilt" if rel not in committed else "committed")
                     continue
-                d = diff_csv(docs / rel, work / rel, rtol, skip=TIMING)
+                d = (_diff_markdown(docs / rel, work / rel) if rel.suffix == ".md"
+                     else diff_csv(docs / rel, work / rel, rtol, skip=TIMING))
                 if d:
                     res.differ[str(rel)] = d
         d = _diff_markdown(docs / "results.md", work / "results.md")

@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gencc.cli import app
-from gencc.experiments.check import CHEAP, check, diff_csv
-from gencc.experiments.presets import PRESETS, TABLE_PRESETS, reproduce
+from gencc.experiments.presets import PRESETS, TABLE_PRESETS
+from gencc.experiments.reproduce import reproduce
+from gencc.experiments.staleness import CHEAP, check, diff_csv
 
 runner = CliRunner()
 TINY = {"workloads": "toy-xsinx", "seeds": "0", "K": "4", "N": "12", "stragglers": "worst:1,worst:2,worst:3"}
