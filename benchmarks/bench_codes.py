@@ -1,87 +1,115 @@
-"""Speed of building and applying codes (docs/design.md section 3 cost claims). Prints figures; asserts nothing.
+"""Codes: encode, decode, building D_F and the robust decode, each against its floor (docs/design.md section 3).
 
-    python benchmarks/bench_codes.py [--repeat 5]
-
-Timings are the best of --repeat runs (the machine is shared and noisy); ratios are measured side by side.
+- encode vs E @ X (the encoder is a fixed linear map);
+- warm decode (D_F cached for the straggler pattern, as a job reuses it) vs D_F @ Y;
+- cold D_F (a new straggler pattern on a new code object, construction included) vs the solve it needs: one banded
+  solve of the same size for the default kernel (beyond 512 points it is the cubic spline's O(n) banded path; at
+  N = 1,000 and at `--large-N` workers), one dense solve of the same size for the dense Matern 3/2 path;
+- robust decode of honest results, new pattern, vs the plain decode of the same results, new pattern (CPU time on
+  one thread: on a shared machine wall-clock time mostly measures the other jobs).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-import tracemalloc
 
 import numpy as np
+from measure import Figure, interleaved
 
 import gencc
 
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+SUITE = "codes"
 
 
-def build_and_decode(code_factory, returned: np.ndarray, Y: np.ndarray) -> None:
-    code = code_factory()
-    code.decode(Y, returned)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--columns", type=int, default=20_000, metavar="M",
+                    help="output columns of the warm decode and input columns of the encode (default 20000)")
+    ap.add_argument("--large-N", type=int, default=100_000, metavar="N",
+                    help="workers of the large cold D_F figure (default 100000; 0 skips it)")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    rng = np.random.default_rng(0)
+def _returned(N: int, S: int, rng: np.random.Generator) -> np.ndarray:
+    return np.setdiff1d(np.arange(N), rng.choice(N, S, replace=False))
 
-    print("== D_F for N = 100,000 workers, 1,000 stragglers, decode 10 output columns (target < 5 s) ==")
-    N, S, K = 100_000, 1_000, 10
-    returned = np.setdiff1d(np.arange(N), rng.choice(N, S, replace=False))
-    Y = rng.normal(size=(returned.size, 10))
-    for label, factory in (("gcc (default: auto -> cubic banded)", lambda: gencc.GCC(K, N)),
-                           ("bacc", lambda: gencc.BACC(K, N))):
-        t = best(lambda f=factory: build_and_decode(f, returned, Y), max(1, args.repeat // 2))
-        tracemalloc.start()
-        build_and_decode(factory, returned, Y)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        print(f"  {label:40s} {t:8.3f} s   peak {peak / 2**20:7.1f} MiB")
 
-    print("== E and D_F for N = 1,000 workers, 10 stragglers (target < 50 ms) ==")
-    N = 1_000
-    returned = np.setdiff1d(np.arange(N), rng.choice(N, 10, replace=False))
-    for K in (10, 100):
-        for label, factory in (("gcc default", lambda K=K: gencc.GCC(K, N)),
-                               ("gcc matern32 dense", lambda K=K: gencc.GCC(K, N, kernel="matern32")),
-                               ("gcc cubic", lambda K=K: gencc.GCC(K, N, kernel="cubic")),
-                               ("bacc", lambda K=K: gencc.BACC(K, N))):
-            def build(factory=factory):
-                code = factory()
-                _ = code.encoding_matrix
-                code.decoding_matrix(returned)
-            print(f"  K={K:3d} {label:22s} {1e3 * best(build, args.repeat):8.2f} ms")
-
-    print("== decode K = 100, |F| = 1,000, 100,000 output columns vs numpy matmul (target ratio <= 1.5) ==")
-    K, N = 100, 1_010
+def encode(repeat: int, columns: int) -> Figure:
+    K, N = 100, 1_000
     code = gencc.GCC(K, N)
-    returned = np.setdiff1d(np.arange(N), rng.choice(N, 10, replace=False))
-    Y = rng.normal(size=(returned.size, 100_000))
-    code.decode(Y[:, :1], returned)  # warm the D_F cache: a job reuses D_F for its straggler pattern
-    D = code.decoding_matrix(returned)
-    reps = max(3, args.repeat)
-    t_dec, t_mm = [], []
-    for _ in range(reps):  # interleaved, so both see the same machine load
-        t = time.perf_counter()
-        code.decode(Y, returned)
-        t_dec.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        _ = D @ Y
-        t_mm.append(time.perf_counter() - t)
-    print(f"  gencc decode {min(t_dec) * 1e3:8.1f} ms   numpy D @ Y {min(t_mm) * 1e3:8.1f} ms   "
-          f"ratio {min(t_dec) / min(t_mm):.2f}")
+    E = code.encoding_matrix
+    X = np.random.default_rng(0).normal(size=(K, columns))
+    t, f = interleaved(lambda: code.encode(X), lambda: E @ X, repeat)
+    return Figure(SUITE, f"encode, K={K}, N={N}, {columns} columns", 1e3 * t, 1e3 * f, "E @ X")
 
 
-if __name__ == "__main__":
-    main()
+def warm_decode(repeat: int, columns: int) -> Figure:
+    K, N, S = 100, 1_010, 10
+    code = gencc.GCC(K, N)
+    returned = _returned(N, S, np.random.default_rng(1))
+    Y = np.random.default_rng(2).normal(size=(returned.size, columns))
+    D = code.decoding_matrix(returned)  # cached: a job reuses D_F for its straggler pattern
+    t, f = interleaved(lambda: code.decode(Y, returned), lambda: D @ Y, repeat)
+    return Figure(SUITE, f"warm decode, K={K}, {returned.size} results, {columns} columns", 1e3 * t, 1e3 * f, "D_F @ Y")
+
+
+def _banded_floor(n: int, K: int, rng: np.random.Generator):
+    """One banded solve of size n (5 diagonals, the cubic spline's bandwidth) with K right-hand sides."""
+    from scipy.linalg import solve_banded
+
+    bands = rng.normal(size=(5, n))
+    bands[2] = 10.0 + np.abs(bands[2])  # diagonally dominant
+    B = rng.normal(size=(n, K))
+    return lambda: solve_banded((2, 2), bands, B)
+
+
+def _dense_floor(n: int, K: int, rng: np.random.Generator):
+    """One dense symmetric positive definite solve of size n with K right-hand sides."""
+    A = rng.normal(size=(n, n))
+    A = A @ A.T + n * np.eye(n)
+    B = rng.normal(size=(n, K))
+    return lambda: np.linalg.solve(A, B)
+
+
+def cold(repeat: int, K: int, N: int, kernel: str | None = None) -> Figure:
+    """D_F for a new straggler pattern on a new code object (construction included) vs the solve it needs."""
+    S = max(10, N // 100)
+    rng = np.random.default_rng(3)
+    returned = _returned(N, S, rng)
+    n = returned.size
+    opts = {"kernel": kernel} if kernel else {}
+    floor = _dense_floor(n, K, rng) if kernel else _banded_floor(n, K, rng)
+    what = f"dense solve n={n}" if kernel else f"banded solve n={n}, 5 diagonals"
+
+    def build() -> None:
+        gencc.GCC(K, N, **opts).decoding_matrix(returned)
+
+    t, f = interleaved(build, floor, repeat if N <= 10_000 else max(1, repeat // 2))
+    path = f"kernel {kernel}, dense" if kernel else "default kernel, banded path"
+    return Figure(SUITE, f"cold D_F, K={K}, N={N}, S={S}, {path} (new code object)", 1e3 * t, 1e3 * f,
+                  f"{what}, {K} right-hand sides")
+
+
+def robust(repeat: int) -> Figure:
+    from threadpoolctl import threadpool_limits
+
+    K, N, S, A = 10, 80, 2, 2
+    rng = np.random.default_rng(5)
+    returned = _returned(N, S, rng)
+    W = rng.normal(size=(3, 10))
+    X = np.sort(rng.uniform(-1, 1, size=(K, 3)), axis=0)
+    Y = np.tanh(gencc.GCC(K, N).encode(X) @ W)[returned]  # honest results of a smooth f
+
+    with threadpool_limits(1):
+        t, f = interleaved(lambda: gencc.GCC(K, N).robust_decode(Y, returned, adversaries=A),
+                           lambda: gencc.GCC(K, N).decode(Y, returned), repeat, clock=time.thread_time)
+    return Figure(SUITE, f"robust decode, honest results, K={K}, N={N}, A={A}, new pattern (CPU)", 1e3 * t,
+                  1e3 * f, "plain decode, new pattern")
+
+
+def run(args: argparse.Namespace) -> list[Figure]:
+    figs = [encode(args.repeat, args.columns), warm_decode(args.repeat, args.columns),
+            cold(args.repeat, 10, 1_000), cold(args.repeat, 100, 1_000), cold(args.repeat, 10, 1_000, "matern32")]
+    if args.large_N:
+        figs.append(cold(args.repeat, 10, args.large_N))
+    figs.append(robust(args.repeat))
+    return figs

@@ -151,7 +151,7 @@ def test_pickles_and_decodes_the_same():
 
 def test_beats_interpolation_on_the_digits_cnn():
     """Real data through the public API: one straggler, every straggler set, 8 input sets of the digits CNN."""
-    from gencc.experiments.lowred import ordered_sets
+    from gencc.experiments.tables.low_redundancy import ordered_sets
     from gencc.workloads import load
 
     w = load("digits-cnn", progress=False)

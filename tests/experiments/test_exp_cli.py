@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from gencc.cli import app
 from gencc.experiments import analysis as A
-from gencc.experiments.presets import preset_spec, reproduce
+from gencc.experiments.presets import preset_spec
+from gencc.experiments.reproduce import reproduce
 
 runner = CliRunner()
 TINY = {"workloads": "toy-xsinx", "ratios": "2,4,8", "seeds": "0:2", "trials": "3"}

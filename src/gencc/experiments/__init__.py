@@ -4,8 +4,8 @@ This layer sits on top of the math layer and the workloads; nothing below import
 numpy only: matplotlib, rich and typer are imported inside the functions that need them.
 """
 
-from .builders import SCHEMES, make_code
 from .fit import SlopeFit, fit_slope
+from .schemes import SCHEMES, make_code
 from .sweep import GridPoint, SweepSpec, parse_straggler, read_rows, run_sweep, stable_seed
 
 __all__ = [

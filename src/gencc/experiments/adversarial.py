@@ -16,7 +16,9 @@ import numpy as np
 
 from ..adversaries import MODELS, Adversary, get_adversary
 from . import analysis as A
+from .drawing import color, finish, grid, log_axes, positive, save, slope_label, stem
 from .fit import fit_slope
+from .markdown import table
 
 
 def parse_adversary(spec: str, N: int) -> Adversary:
@@ -58,15 +60,15 @@ def points(rows: list[dict]) -> list[dict]:
     out = []
     keys = ("workload", "scheme", "K", "straggler", "adversary", "N")
     for (w, sch, K, st, adv, N), rs in A.group(rows, keys).items():
-        v = A._vals(rs, "rel_mse")
-        rec = A._vals(rs, "recall")
+        v = A.values(rs, "rel_mse")
+        rec = A.values(rs, "recall")
         out.append({
             "workload": w, "scheme": sch, "K": K, "straggler": st, "adversary": adv, "a": exponent(adv), "N": N,
             "A": rs[0]["A"], "records": len(rs), "decodable": float(np.mean([bool(r["decodable"]) for r in rs])),
-            "rel_mse": A._stat(v, np.mean), "rel_mse_q10": A._stat(v, lambda x: np.quantile(x, 0.1)),
-            "rel_mse_q90": A._stat(v, lambda x: np.quantile(x, 0.9)),
-            "rel_mse_excluded": A._stat(A._vals(rs, "rel_mse_excluded"), np.mean),
-            "recall": A._stat(rec, np.mean), "false_alarms": A._stat(A._vals(rs, "false_alarms"), np.mean),
+            "rel_mse": A.stat(v, np.mean), "rel_mse_q10": A.stat(v, lambda x: np.quantile(x, 0.1)),
+            "rel_mse_q90": A.stat(v, lambda x: np.quantile(x, 0.9)),
+            "rel_mse_excluded": A.stat(A.values(rs, "rel_mse_excluded"), np.mean),
+            "recall": A.stat(rec, np.mean), "false_alarms": A.stat(A.values(rs, "false_alarms"), np.mean),
         })
     return out
 
@@ -97,23 +99,21 @@ def fits(rows: list[dict], n_boot: int = 2000) -> list[dict]:
 def plot(pts: list[dict], fts: list[dict], path: Path, title: str = "") -> Path:
     """Mean rel_mse against N, log-log, one line per adversary spec with its fitted slope, the best possible
     (adversaries excluded) as crosses, and the theory slope (6/5)(a-1) through the first point."""
-    from .plots import _color, _finish, _grid, _log_axes, _positive, _save, _slope_label
-
     panels = sorted({(p["workload"], p["scheme"], p["straggler"]) for p in pts})
-    fig, axes = _grid(1, len(panels), w=5.0, h=3.8)
+    fig, axes = grid(1, len(panels), w=5.0, h=3.8)
     for j, (w, sch, st) in enumerate(panels):
         ax = axes[0, j]
         ps = [p for p in pts if (p["workload"], p["scheme"], p["straggler"]) == (w, sch, st)]
         for k, adv in enumerate(sorted({p["adversary"] for p in ps})):
-            q = _positive([p for p in ps if p["adversary"] == adv], "rel_mse", "N")
+            q = positive([p for p in ps if p["adversary"] == adv], "rel_mse", "N")
             if not q:
                 continue
             N = np.array([p["N"] for p in q], float)
             y = np.array([p["rel_mse"] for p in q])
-            c = _color("", k)
+            c = color("", k)
             fit = next((f for f in fts if (f["workload"], f["scheme"], f["straggler"], f["adversary"])
                         == (w, sch, st, adv)), None)
-            label = _slope_label(adv, fit)
+            label = slope_label(adv, fit)
             # means only: most draws decode exactly (rel_mse ~ 1e-30), so quantile bars span 20 decades
             ax.plot(N, y, "o-", color=c, ms=4, lw=1.2, label=label)
             if fit:
@@ -123,15 +123,13 @@ def plot(pts: list[dict], fts: list[dict], path: Path, title: str = "") -> Path:
             ex = np.array([p["rel_mse_excluded"] for p in q], float)
             if np.all(np.isfinite(ex) & (ex > 0)):
                 ax.plot(N, ex, "x", color=c, alpha=0.5, ms=5, label=f"{adv}: adversaries as stragglers")
-        _log_axes(ax, [p["N"] for p in ps])
-        _finish(ax, "N workers", "rel_mse", f"{w}, {sch}, {st}", fontsize=9)
-    return _save(fig, path, title)
+        log_axes(ax, [p["N"] for p in ps])
+        finish(ax, "N workers", "rel_mse", f"{w}, {sch}, {st}", fontsize=9)
+    return save(fig, path, title)
 
 
 def outputs(rows: list[dict], out: Path, prefix: str, n_boot: int = 2000) -> dict[str, Any]:
     """The points CSV (data/), the slopes table (tables/) and the figure (figures/) of adversarial rows."""
-    from .plots import stem
-
     pts, fts = points(rows), fits(rows, n_boot=n_boot)
     name = stem(prefix, "adversarial")
     paths = [A.write_csv(out / "data" / f"{name}-points.csv", pts),
@@ -142,9 +140,6 @@ def outputs(rows: list[dict], out: Path, prefix: str, n_boot: int = 2000) -> dic
 
 def section(out: Path, name: str) -> list[str]:
     """results.md lines for the adversarial tables of preset `name` (none when it wrote none)."""
-    from .plots import stem
-    from .report import table
-
     tpath = out / "tables" / f"{stem(name, 'adversarial')}-slopes.csv"
     if not tpath.exists():
         return []

@@ -62,12 +62,14 @@ def family(r: dict) -> str:
     return str(r["straggler"]).split(":")[0]
 
 
-def _vals(rs: list[dict], col: str) -> np.ndarray:
+def values(rs: list[dict], col: str) -> np.ndarray:
+    """The finite values of `col` over the decodable rows."""
     v = np.array([r[col] for r in rs if r.get(col) is not None and r["decodable"]], dtype=float)
     return v[np.isfinite(v)]
 
 
-def _stat(v: np.ndarray, fn: Callable) -> float:
+def stat(v: np.ndarray, fn: Callable) -> float:
+    """fn(v) as a float, NaN for no values."""
     return float(fn(v)) if v.size else float("nan")
 
 
@@ -76,17 +78,17 @@ def rate_points(rows: list[dict]) -> list[dict]:
     the Bernoulli-normalised mean (rel_mse / log^3_{1/p} N), the decodable fraction and the exact fraction."""
     out = []
     for (w, sch, K, st, N), rs in group(rows, ("workload", "scheme", "K", "straggler", "N")).items():
-        v = _vals(rs, "rel_mse")
+        v = values(rs, "rel_mse")
         p = rs[0]["p"]
         ex = [r["exact"] for r in rs if r.get("exact") is not None]
         out.append({
             "workload": w, "scheme": sch, "K": K, "straggler": st, "S": rs[0]["S"], "p": p, "N": N,
             "ratio": N / K, "records": len(rs), "decodable": float(np.mean([bool(r["decodable"]) for r in rs])),
             "exact": float(np.mean(ex)) if ex else None,
-            "rel_mse": _stat(v, np.mean), "rel_mse_median": _stat(v, np.median),
-            "rel_mse_q10": _stat(v, lambda a: np.quantile(a, 0.1)),
-            "rel_mse_q90": _stat(v, lambda a: np.quantile(a, 0.9)),
-            "log_factor": log_factor(N, p), "rel_mse_norm": _stat(v, np.mean) / log_factor(N, p),
+            "rel_mse": stat(v, np.mean), "rel_mse_median": stat(v, np.median),
+            "rel_mse_q10": stat(v, lambda a: np.quantile(a, 0.1)),
+            "rel_mse_q90": stat(v, lambda a: np.quantile(a, 0.9)),
+            "log_factor": log_factor(N, p), "rel_mse_norm": stat(v, np.mean) / log_factor(N, p),
         })
     return out
 
@@ -141,8 +143,8 @@ def redundancy(rows: list[dict]) -> list[dict]:
             "workload": w, "K": K, "N": N, "ratio": N / K, "straggler": st, "S": rs[0]["S"], "scheme": sch,
             "F": float(np.mean([r["n_returned"] for r in rs])), "records": len(rs),
             "decodable": float(np.mean([bool(r["decodable"]) for r in rs])),
-            "agreement": _stat(_vals(rs, "agreement"), np.mean), "rel_acc": _stat(_vals(rs, "rel_acc"), np.mean),
-            "rmse": _stat(_vals(rs, "rmse"), np.mean), "missing": _stat(_vals(rs, "missing"), np.mean),
+            "agreement": stat(values(rs, "agreement"), np.mean), "rel_acc": stat(values(rs, "rel_acc"), np.mean),
+            "rmse": stat(values(rs, "rmse"), np.mean), "missing": stat(values(rs, "missing"), np.mean),
         })
     return out
 
@@ -158,8 +160,8 @@ def configs(rows: list[dict]) -> list[dict]:
         by = group(rs, ("scheme",))
         for s in schemes:
             sr = by.get((s,), [])
-            row[f"{s}_rmse"] = _stat(_vals(sr, "rmse"), np.mean)
-            row[f"{s}_rel_acc"] = _stat(_vals(sr, "rel_acc"), np.mean)
+            row[f"{s}_rmse"] = stat(values(sr, "rmse"), np.mean)
+            row[f"{s}_rel_acc"] = stat(values(sr, "rel_acc"), np.mean)
         out.append(row)
     return out
 
@@ -169,11 +171,11 @@ def vs_s_points(rows: list[dict]) -> list[dict]:
     out = []
     fixed = [r for r in rows if r.get("S") is not None]
     for (w, sch, K, N, pat, S), rs in group(fixed, ("workload", "scheme", "K", "N", "pattern", "S")).items():
-        v = _vals(rs, "rel_mse")
+        v = values(rs, "rel_mse")
         ex = [r["exact"] for r in rs if r.get("exact") is not None]
         out.append({"workload": w, "scheme": sch, "K": K, "N": N, "pattern": pat, "S": S, "records": len(rs),
-                    "rel_mse": _stat(v, np.mean), "rel_mse_q10": _stat(v, lambda a: np.quantile(a, 0.1)),
-                    "rel_mse_q90": _stat(v, lambda a: np.quantile(a, 0.9)),
+                    "rel_mse": stat(v, np.mean), "rel_mse_q10": stat(v, lambda a: np.quantile(a, 0.1)),
+                    "rel_mse_q90": stat(v, lambda a: np.quantile(a, 0.9)),
                     "exact": float(np.mean(ex)) if ex else None})
     return out
 

@@ -215,7 +215,7 @@ def reproduce(
 ) -> None:
     """Regenerate the figures, tables and results.md of a preset (resuming its sweep), or check them."""
     from .presets import PRESET_NAMES
-    from .presets import reproduce as run
+    from .reproduce import reproduce as run
 
     if preset not in PRESET_NAMES:
         raise refuse("--preset", f"unknown preset {preset!r}; choose one of {', '.join(PRESET_NAMES)}")
@@ -259,7 +259,7 @@ def _check_overrides(preset: str, overrides: list[str], check: bool) -> None:
 
 def _check(preset: str, out: Path, set_: list[str] | None, jobs: int, progress: bool) -> None:
     from . import analysis as A
-    from .check import check
+    from .staleness import check
 
     res = check(out, None if preset == "all" else [preset], set_ or None, jobs=jobs, progress=progress)
     typer.echo(f"rebuilt {', '.join(res.checked)} from scratch in {res.seconds:.0f} s and compared with {out}")

@@ -19,83 +19,15 @@ from typing import Any
 import numpy as np
 
 from . import analysis as A
+from .adversarial import outputs as adversarial_outputs
+from .drawing import color, finish, grid, log_axes, null_formatter, positive, save, slope_label, stem
 
 KINDS = ("rate", "vs-S", "redundancy", "configs", "adversarial")
-_COLORS = {"gcc": "C0", "bacc": "C1", "replication": "C2", "lcc": "C3"}
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _color(scheme: str, i: int) -> str:
-    return _COLORS.get(scheme.split("[")[0], f"C{(i + 4) % 10}")
-
-
-def _save(fig: Any, path: Path, title: str = "") -> Path:
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    _plt().close(fig)
-    return path
-
-
-def _finish(ax: Any, xlabel: str, ylabel: str, title: str, fontsize: int = 10, which: str = "both") -> None:
-    """Labels, legend and grid of one panel."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=fontsize)
-    ax.legend(fontsize=7)
-    ax.grid(True, which=which, alpha=0.2)
-
-
-def _null_formatter() -> Any:
-    from matplotlib.ticker import NullFormatter
-
-    return NullFormatter()
-
-
-def _log_axes(ax: Any, xs: Sequence[float] = ()) -> None:
-    """Log-log axes; x ticks labelled with grid values (at least 1.9x apart, so labels never collide)."""
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(_null_formatter())
-    ticks: list[float] = []
-    for x in sorted({float(x) for x in xs if x > 0}):
-        if not ticks or x >= 1.9 * ticks[-1]:
-            ticks.append(x)
-    if ticks:
-        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-
-
-def _grid(n_rows: int, n_cols: int, w: float = 4.2, h: float = 3.3) -> tuple[Any, np.ndarray]:
-    plt = _plt()
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(w * n_cols, h * n_rows), squeeze=False)
-    return fig, axes
-
-
-def _positive(points: Sequence[dict], col: str, x: str) -> list[dict]:
-    """The points whose `col` is finite and positive (drawable on log axes), sorted by `x`."""
-    return sorted((p for p in points if np.isfinite(p[col]) and p[col] > 0), key=lambda p: p[x])
-
-
-def _slope_label(name: str, fit: dict | None) -> str:
-    """A series' legend entry: its name and, when fitted, the slope with its 95% interval."""
-    return name + (f": slope {fit['slope']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]" if fit else "")
-
-
 def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "") -> Path:
     """rel_mse (Bernoulli: normalised) against N, log-log, one panel per (workload, straggler)."""
     workloads = sorted({p["workload"] for p in points})
     stragglers = sorted({p["straggler"] for p in points})
-    fig, axes = _grid(len(workloads), len(stragglers))
+    fig, axes = grid(len(workloads), len(stragglers))
     for i, w in enumerate(workloads):
         for j, st in enumerate(stragglers):
             ax = axes[i, j]
@@ -104,7 +36,7 @@ def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "")
             col = "rel_mse_norm" if bern else "rel_mse"
             anchor = None
             for k, sch in enumerate(sorted({p["scheme"] for p in ps}, key=A.scheme_key)):
-                q = _positive([p for p in ps if p["scheme"] == sch], col, "N")
+                q = positive([p for p in ps if p["scheme"] == sch], col, "N")
                 if not q:
                     continue
                 N = np.array([p["N"] for p in q], float)
@@ -112,10 +44,10 @@ def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "")
                 lf = np.array([p["log_factor"] for p in q]) if bern else np.ones_like(y)
                 lo = np.array([p["rel_mse_q10"] for p in q]) / lf
                 hi = np.array([p["rel_mse_q90"] for p in q]) / lf
-                c = _color(sch, k)
+                c = color(sch, k)
                 fit = next((f for f in fits if f["workload"] == w and f["straggler"] == st and f["scheme"] == sch),
                            None)
-                label = _slope_label(sch, fit)
+                label = slope_label(sch, fit)
                 if fit:
                     ax.plot(N, np.exp(fit["intercept"]) * N ** fit["slope"], "--", color=c, lw=1)
                 if sch.startswith("gcc"):
@@ -125,53 +57,53 @@ def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "")
             if anchor is not None:  # the theory rate, through GCC's mean at the smallest N
                 N, y0 = anchor
                 ax.plot(N, y0 * (N / N[0]) ** A.THEORY_SLOPE, ":", color="k", lw=1.2, label="theory: slope -3")
-            _log_axes(ax, [p["N"] for p in ps])
-            _finish(ax, "N workers", "rel_mse / log³_{1/p}N" if bern else "rel_mse", f"{w}, {st}")
-    return _save(fig, path, title)
+            log_axes(ax, [p["N"] for p in ps])
+            finish(ax, "N workers", "rel_mse / log³_{1/p}N" if bern else "rel_mse", f"{w}, {st}")
+    return save(fig, path, title)
 
 
 def plot_vs_s(points: list[dict], fits: list[dict], path: Path, title: str = "") -> Path:
     """rel_mse against S at fixed N, log-log, one panel per (workload, N, pattern)."""
     panels = sorted({(p["workload"], p["N"], p["pattern"]) for p in points})
-    fig, axes = _grid(1, len(panels))
+    fig, axes = grid(1, len(panels))
     for j, (w, N, pat) in enumerate(panels):
         ax = axes[0, j]
         ps = [p for p in points if (p["workload"], p["N"], p["pattern"]) == (w, N, pat) and p["S"] > 0]
         for k, sch in enumerate(sorted({p["scheme"] for p in ps}, key=A.scheme_key)):
-            q = _positive([p for p in ps if p["scheme"] == sch], "rel_mse", "S")
+            q = positive([p for p in ps if p["scheme"] == sch], "rel_mse", "S")
             if not q:
                 continue
             S = np.array([p["S"] for p in q], float)
             y = np.array([p["rel_mse"] for p in q])
-            c = _color(sch, k)
+            c = color(sch, k)
             fit = next((f for f in fits if (f["workload"], f["N"], f["pattern"], f["scheme"]) == (w, N, pat, sch)),
                        None)
-            label = _slope_label(sch, fit)
+            label = slope_label(sch, fit)
             ax.plot(S, y, "o-", color=c, ms=3, label=label)
             if sch.startswith("gcc"):
                 ax.plot(S, y[0] * (S / S[0]) ** 3, ":", color="k", lw=1.2, label="theory: S³")
-        _log_axes(ax, [p["S"] for p in ps])
-        _finish(ax, "S stragglers", "rel_mse", f"{w}, N={N}, {pat}")
-    return _save(fig, path, title)
+        log_axes(ax, [p["S"] for p in ps])
+        finish(ax, "S stragglers", "rel_mse", f"{w}, N={N}, {pat}")
+    return save(fig, path, title)
 
 
 def plot_redundancy(table: list[dict], path: Path, title: str = "") -> Path:
     """agreement (top row) and rel_acc (bottom row) against N/K, one column per (workload, straggler)."""
     panels = sorted({(r["workload"], r["straggler"]) for r in table})
-    fig, axes = _grid(2, len(panels), w=3.6)
+    fig, axes = grid(2, len(panels), w=3.6)
     for j, (w, st) in enumerate(panels):
         rs = [r for r in table if (r["workload"], r["straggler"]) == (w, st)]
         for i, metric in enumerate(("agreement", "rel_acc")):
             ax = axes[i, j]
             for k, sch in enumerate(sorted({r["scheme"] for r in rs}, key=A.scheme_key)):
                 q = sorted((r for r in rs if r["scheme"] == sch), key=lambda r: r["ratio"])
-                ax.plot([r["ratio"] for r in q], [r[metric] for r in q], "o-", color=_color(sch, k), ms=3, label=sch)
+                ax.plot([r["ratio"] for r in q], [r[metric] for r in q], "o-", color=color(sch, k), ms=3, label=sch)
             ratios = sorted({r["ratio"] for r in rs})
             ax.set_xscale("log", base=2)
             ax.set_xticks(ratios, [f"{x:g}" for x in ratios])
-            ax.xaxis.set_minor_formatter(_null_formatter())
-            _finish(ax, "redundancy N/K", metric, f"{w}, {st}", fontsize=9, which="major")
-    return _save(fig, path, title)
+            ax.xaxis.set_minor_formatter(null_formatter())
+            finish(ax, "redundancy N/K", metric, f"{w}, {st}", fontsize=9, which="major")
+    return save(fig, path, title)
 
 
 def _has_rate(rows: list[dict]) -> bool:
@@ -183,11 +115,6 @@ def _ns_per(rows: list[dict]) -> dict[tuple, set]:
     for r in rows:
         out.setdefault((r["workload"], r["K"], r["straggler"], r["scheme"]), set()).add(r["N"])
     return out
-
-
-def stem(prefix: str, kind: str) -> str:
-    """File stem of a figure or table: `prefix-kind`, or just `prefix` when it already starts with the kind."""
-    return prefix if prefix.startswith(kind) else f"{prefix}-{kind}"
 
 
 NEEDS = ("rate needs three or more N for one straggler model, vs-S three or more S at one N, redundancy "
@@ -245,9 +172,7 @@ def make_outputs(rows: list[dict], out: str | Path, prefix: str, kinds: Sequence
     res: dict[str, Any] = {"paths": []}
     paths = res["paths"]
     if "adversarial" in kinds:
-        from .adversarial import outputs
-
-        adv = outputs([r for r in rows if r.get("adversary")], out, prefix, n_boot=n_boot)
+        adv = adversarial_outputs([r for r in rows if r.get("adversary")], out, prefix, n_boot=n_boot)
         paths += adv.pop("paths")
         res.update(adv)
     rows = [r for r in rows if not r.get("adversary")]

@@ -1,20 +1,17 @@
-"""The reproducible experiments behind docs/: named sweep grids, and `reproduce` to rerun them end to end.
+"""The reproducible experiments behind docs/: named sweep grids (PRESETS) and fixed tables (TABLE_PRESETS).
 
-Each preset sweeps into docs/data/sweeps/<preset>.csv (resuming), writes its figures and tables, records its
-run time in docs/data/timings.csv and regenerates results.md (`report.write_results`) from every preset's
-tables found there.
+A sweep preset is a SweepSpec grid with the figure kinds it feeds; a table preset is a module of
+`gencc.experiments.tables` that computes one claim table. `gencc.experiments.reproduce` runs either.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
-from . import analysis as A
-from .sweep import SweepSpec, read_rows, row_key, run_sweep
+from .sweep import SweepSpec
+from .tables import TABLES
 
 RATE_WORKLOADS = ("xsinx", "tanh-mlp", "digits-cnn")
 RATE_RATIOS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -69,8 +66,9 @@ PRESETS: dict[str, Preset] = {
                ("adversarial",)),
     )
 }
-#: presets that are not sweeps (each module has reproduce(out, overrides, progress) and section(out))
-TABLE_PRESETS = ("low-redundancy",)
+#: presets that are not sweeps: the modules of gencc.experiments.tables (reproduce(out, overrides, progress),
+#: section(out))
+TABLE_PRESETS = tuple(TABLES)
 PRESET_NAMES = (*PRESETS, *TABLE_PRESETS, "all")
 _LIST_FIELDS = {"workloads": str, "schemes": str, "K": int, "N": int, "ratios": float, "stragglers": str, "seeds": int,
                 "adversaries": str}
@@ -129,48 +127,3 @@ def preset_spec(name: str, overrides: Sequence[str] | dict[str, Any] | None = No
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESET_NAMES)}")
     return SweepSpec(**apply_overrides(PRESETS[name].spec, overrides))
-
-
-def reproduce(name: str, out: str | Path = "docs", overrides: Sequence[str] | dict[str, Any] | None = None,
-              jobs: int = 1, progress: bool = True, n_boot: int = 2000) -> dict[str, Any]:
-    """Run preset `name` (or "all") into `out`: sweep (resuming), figures, tables, timings and results.md."""
-    from .plots import make_outputs
-    from .report import write_results
-
-    if name == "all":
-        res = {}
-        for n in PRESETS:
-            res[n] = reproduce(n, out, overrides, jobs, progress, n_boot)
-        for n in TABLE_PRESETS:  # their grids are fixed tables: --set applies to the sweep presets only
-            res[n] = reproduce(n, out, None, jobs, progress, n_boot)
-        return res
-    if name in TABLE_PRESETS:
-        from . import lowred
-
-        t0 = time.perf_counter()
-        res = lowred.reproduce(out, overrides, progress)
-        _record_timing(Path(out), name, time.perf_counter() - t0, res["points"], res["points"], 1, bool(overrides))
-        write_results(out)
-        return res
-    out = Path(out)
-    spec = preset_spec(name, overrides)
-    t0 = time.perf_counter()
-    sweep_path = out / "data" / "sweeps" / f"{name}.csv"
-    result = run_sweep(spec, sweep_path, jobs=jobs, progress=progress)
-    keys = {pt.key for pt in spec.points()}
-    rows = [r for r in read_rows(sweep_path) if row_key(r) in keys]
-    outputs = make_outputs(rows, out, name, PRESETS[name].kinds, n_boot=n_boot)
-    seconds = time.perf_counter() - t0
-    _record_timing(out, name, seconds, result.total, result.ran, jobs, bool(overrides))
-    write_results(out)
-    outputs.update(seconds=seconds, sweep=result, rows=len(rows))
-    return outputs
-
-
-def _record_timing(out: Path, name: str, seconds: float, points: int, ran: int, jobs: int, overridden: bool) -> None:
-    path = out / "data" / "timings.csv"
-    rows = [r for r in A.read_csv(path) if r["preset"] != name] if path.exists() else []
-    rows.append({"preset": name, "seconds": round(seconds, 1), "points": points, "points_run": ran, "jobs": jobs,
-                 "overridden": overridden})
-    order = {n: i for i, n in enumerate(PRESETS)}
-    A.write_csv(path, sorted(rows, key=lambda r: order.get(r["preset"], 99)))

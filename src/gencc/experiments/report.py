@@ -1,27 +1,21 @@
-"""docs/results.md: one markdown report built from the tables every preset wrote under a docs folder.
+"""docs/results.md and docs/generated/<preset>.md: markdown built from the tables every preset wrote.
 
-Every table in the report goes through `table`; every number comes from a CSV under tables/ or data/, so the
-report is a pure function of those files (and of timings.csv for the "Last run" lines).
+Every table goes through `markdown.table`; every number comes from a CSV under tables/ or data/, so the report
+is a pure function of those files (and of timings.csv for the "Last run" lines of results.md). Each preset's
+section is also written alone to generated/<preset>.md (without the run time and the figures), for the guides
+to include.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import adversarial
 from . import analysis as A
-from .plots import stem
+from .drawing import stem
+from .markdown import TIMING_PREFIX, command, table, write_generated
 from .presets import PRESETS, preset_spec
-
-#: the line of results.md that records a run time (differs between runs; the staleness check ignores it)
-TIMING_PREFIX = "Last run: "
-
-
-def table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """A markdown table as lines: header, rule, one line per row of cells (already formatted)."""
-    return ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|",
-            *("| " + " | ".join(r) + " |" for r in rows)]
+from .tables import TABLES
 
 
 def _ci(r: dict | None) -> str:
@@ -156,8 +150,27 @@ def _claims(out: Path) -> list[str]:
     return ["## Claims, as measured", "", *lines, ""] if lines else []
 
 
+def _grid_line(name: str) -> str:
+    spec = preset_spec(name)
+    return (f"Command: `{command(name, jobs=2)}`. Default grid: workloads "
+            f"{', '.join(spec.workloads)}; schemes {', '.join(spec.schemes)}; K {list(spec.K)}; "
+            + (f"N = K x {list(spec.ratios)}" if spec.ratios else f"N {list(spec.N)}")
+            + f"; stragglers {', '.join(spec.stragglers)}"
+            + (f"; adversaries {', '.join(spec.adversaries)}" if spec.adversaries else "")
+            + f"; seeds {len(spec.seeds)}; trials {spec.trials}.")
+
+
+def _sweep_tables(out: Path, name: str) -> list[str]:
+    lines: list[str] = []
+    for section in (_rate_section, _vs_s_section, _redundancy_section, _configs_section, adversarial.section):
+        sec = section(out, name)
+        if sec:
+            lines += [*sec, ""]
+    return lines
+
+
 def write_results(out: str | Path) -> Path:
-    """out/results.md from the tables of every preset present under `out`."""
+    """out/results.md from the tables of every preset present under `out`, and out/generated/<preset>.md."""
     out = Path(out)
     tpath = out / "data" / "timings.csv"
     timings = {r["preset"]: r for r in A.read_csv(tpath)} if tpath.exists() else {}
@@ -167,14 +180,7 @@ def write_results(out: str | Path) -> Path:
     for name, preset in PRESETS.items():
         if not any((out / "tables").glob(f"{name}*.csv")):  # the sweep CSV itself may be untracked
             continue
-        spec = preset_spec(name)
-        lines += [f"## {name}", "", preset.description, "",
-                  f"Command: `gencc reproduce --preset {name} --out docs --jobs 2`. Default grid: workloads "
-                  f"{', '.join(spec.workloads)}; schemes {', '.join(spec.schemes)}; K {list(spec.K)}; "
-                  + (f"N = K x {list(spec.ratios)}" if spec.ratios else f"N {list(spec.N)}")
-                  + f"; stragglers {', '.join(spec.stragglers)}"
-                  + (f"; adversaries {', '.join(spec.adversaries)}" if spec.adversaries else "")
-                  + f"; seeds {len(spec.seeds)}; trials {spec.trials}."]
+        lines += [f"## {name}", "", preset.description, "", _grid_line(name)]
         t = timings.get(name)
         if t:
             lines.append(f"{TIMING_PREFIX}{t['seconds']} s with --jobs {t['jobs']} ({t['points_run']} of "
@@ -183,13 +189,14 @@ def write_results(out: str | Path) -> Path:
         lines.append("")
         for fig in sorted((out / "figures").glob(f"{name}*.png")):
             lines += [f"![{fig.stem}](figures/{fig.name})", ""]
-        for section in (_rate_section, _vs_s_section, _redundancy_section, _configs_section, adversarial.section):
-            sec = section(out, name)
-            if sec:
-                lines += [*sec, ""]
-    from . import lowred  # the table presets write their own section
-
-    lines += lowred.section(out)
+        body = _sweep_tables(out, name)
+        lines += body
+        write_generated(out, name, [preset.description, "", _grid_line(name), "", *body], jobs=2)
+    for name, module in TABLES.items():
+        body = module.section(out)
+        if body:
+            lines += [f"## {name}", "", *body, ""]
+            write_generated(out, name, body)
     path = out / "results.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
     return path

@@ -30,8 +30,8 @@ import numpy as np
 from ..simulate import simulate
 from ..stragglers import Bernoulli, FixedCount
 from .adversarial import parse_adversary
-from .builders import make_code, scheme_label
-from .functions import get_workload
+from .schemes import make_code, scheme_label
+from .toy_workloads import get_workload
 
 #: columns of the tidy sweep CSV, in order (one row per straggler draw)
 COLUMNS = (

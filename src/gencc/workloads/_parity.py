@@ -46,8 +46,9 @@ PARITY_TRAIN: dict[str, Any] = {"epochs": 40, "per_epoch": 8192, "batch": 64, "l
 # entry (default the workload's); "scale", "sum" or "mean" as in `build_parity`; "chain_set", draw the k-tuples
 # as coded workers see them (`chain_groups`: consecutive groups of chain-ordered sets of that many inputs)
 # instead of uniformly. A workload without an entry keeps PARITY_TRAIN exactly, so its parity recipe hashes
-# (and cached models) are unchanged. mnist1d (issue 10, `benchmarks/parity_recipes.py`): chain groups of sets
-# of 8 and 60 epochs; a wider model, mean scaling, training from scratch and other learning rates did no better.
+# (and cached models) are unchanged. mnist1d (issue 10, the removed parity_recipes.py probe, see
+# docs/generated/findings.md): chain groups of sets of 8 and 60 epochs; a wider model, mean scaling, training
+# from scratch and other learning rates did no better.
 PARITY_OVERRIDES: dict[str, dict[str, Any]] = {
     "mnist1d-cnn": {"chain_set": 8, "epochs": 60},
 }
@@ -124,7 +125,8 @@ class PackedParity(torch.nn.Module):
 #: what a packed parity model changes in a workload's settings. From scratch: started from f's weights (the
 #: first layer repeated per member, i.e. f on the sum) every member's channels get the same weights and the
 #: gradients barely tell them apart, so on digits it stayed the plain model (held-out rel_mse 0.043 both at
-#: k = 2; from scratch 0.031); on mnist1d both starts end alike (`benchmarks/parity_recipes.py`, packed rows).
+#: k = 2; from scratch 0.031); on mnist1d both starts end alike (the removed parity_recipes.py probe, packed rows;
+#: see docs/generated/findings.md).
 PACKED = {"pack": True, "init": "scratch"}
 
 

@@ -12,9 +12,10 @@ import gencc
 from gencc import adversaries as adv
 from gencc.experiments import SweepSpec, read_rows, run_sweep
 from gencc.experiments import adversarial as ADV
-from gencc.experiments.functions import get_workload
-from gencc.experiments.presets import preset_spec, reproduce
+from gencc.experiments.presets import preset_spec
+from gencc.experiments.reproduce import reproduce
 from gencc.experiments.sweep import ADV_COLUMNS, COLUMNS, run_point, stable_seed
+from gencc.experiments.toy_workloads import get_workload
 
 
 def _spec(**kw) -> SweepSpec:

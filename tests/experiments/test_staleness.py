@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gencc.cli import app
-from gencc.experiments.check import CHEAP, check, diff_csv
-from gencc.experiments.presets import PRESETS, TABLE_PRESETS, reproduce
+from gencc.experiments.presets import PRESETS, TABLE_PRESETS
+from gencc.experiments.reproduce import reproduce
+from gencc.experiments.staleness import CHEAP, check, diff_csv
 
 runner = CliRunner()
 TINY = {"workloads": "toy-xsinx", "seeds": "0", "K": "4", "N": "12", "stragglers": "worst:1,worst:2,worst:3"}
@@ -67,6 +68,40 @@ def test_check_sees_a_stale_sweep_and_results_md(tmp_path: Path) -> None:
     assert set(res.differ) == {"data/sweeps/vs-S.csv", "results.md"}
 
 
+@pytest.mark.slow
+def test_check_covers_a_table_preset_and_its_generated_page(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    tiny = {"batches": "2", "trials": "2", "S": "1"}
+    docs = tmp_path / "docs"
+    reproduce("parm", docs, tiny, progress=False)
+    assert check(docs, ["parm"], tiny).ok
+    page = docs / "generated" / "parm.md"
+    page.write_text(page.read_text().replace("| 1 | GCC |", "| 1 | GCC (edited) |"))
+    res = check(docs, ["parm"], tiny)
+    assert list(res.differ) == ["generated/parm.md"] and "GCC (edited)" in res.differ["generated/parm.md"]
+    results = docs / "results.md"
+    results.write_text(results.read_text().replace("| 1 | GCC |", "| 1 | GCC (edited) |"))
+    assert set(check(docs, ["parm"], tiny).differ) == {"generated/parm.md", "results.md"}
+
+
+@pytest.mark.slow
+def test_default_check_passes_grid_overrides_to_sweep_presets_only(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    from gencc.experiments import staleness
+    from gencc.experiments.tables import parm
+
+    monkeypatch.setattr(parm, "DEFAULTS", {"batches": 2, "trials": 2, "S": (1,)})  # a tiny default grid
+    docs = tmp_path / "docs"
+    reproduce("vs-S", docs, TINY, progress=False)
+    reproduce("parm", docs, None, progress=False)
+    with pytest.raises(ValueError, match="cannot override 'workloads' in parm"):
+        reproduce("parm", docs, TINY, progress=False)
+    monkeypatch.setattr(staleness, "CHEAP", ("vs-S", "parm"))
+    res = check(docs, None, TINY)
+    assert res.ok, res.differ
+    assert res.checked == ["vs-S", "parm"]
+
+
 def test_diff_csv_tolerates_last_bit_noise_and_ignores_skipped_columns(tmp_path: Path) -> None:
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     a.write_text("x,t,name\n0.1,1.0,gcc\n")
@@ -78,4 +113,5 @@ def test_diff_csv_tolerates_last_bit_noise_and_ignores_skipped_columns(tmp_path:
 
 
 def test_cheap_presets_are_presets() -> None:
-    assert set(CHEAP) < set(PRESETS) and "rate-worst" not in CHEAP
+    assert set(CHEAP) < {*PRESETS, *TABLE_PRESETS} and "rate-worst" not in CHEAP
+    assert not {"gcc-defaults", "robust", "low-redundancy"} & set(CHEAP)  # minutes each: not in CI's check

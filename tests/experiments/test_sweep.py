@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import gencc
-from gencc.experiments import SweepSpec, make_code, parse_straggler, read_rows, run_sweep, stable_seed
+from gencc.experiments import SweepSpec, parse_straggler, read_rows, run_sweep, stable_seed
 from gencc.experiments.sweep import COLUMNS, TIMING
 
 
@@ -99,32 +98,3 @@ def test_seeds_and_specs() -> None:
     # invalid combinations are left out of the grid
     pts = SweepSpec(workloads=("toy-xsinx",), K=(5,), N=(4, 5, 8), stragglers=("worst:5",)).points()
     assert sorted({pt.N for pt in pts}) == [8]
-
-
-def test_make_code_keeps_math_layer_defaults() -> None:
-    assert repr(make_code("gcc", 10, 40)) == repr(gencc.GCC(10, 40))
-    assert np.array_equal(make_code("gcc", 10, 40).encoding_matrix, gencc.GCC(10, 40).encoding_matrix)
-    assert make_code("gcc", 10, 40, lam_dec=0.0).lam_dec == 0.0
-    assert isinstance(make_code("replication", 4, 8), gencc.Replication)
-    with pytest.raises(ValueError, match="degree"):
-        make_code("lcc", 4, 8)
-    with pytest.raises(ValueError, match="unknown code 'mds'; choose one of gcc, bacc, lcc, replication, parm"):
-        make_code("mds", 4, 8)
-
-
-def test_make_code_builds_parm_with_the_workloads_parity_model(monkeypatch) -> None:
-    import gencc.workloads
-
-    calls = []
-
-    def fake_parity(name, k, progress=True):
-        calls.append((name, k, progress))
-        return np.tanh
-
-    monkeypatch.setattr(gencc.workloads, "load_parity", fake_parity)
-    code = make_code("parm", 6, 8, "digits-cnn", k=3)
-    assert isinstance(code, gencc.ParM) and code.parity is np.tanh and calls == [("digits-cnn", 3, False)]
-    toy = make_code("parm", 6, 9, "toy-xsinx")  # no parity model for the analytic stand-ins: f itself
-    assert toy.parity is None and calls == [("digits-cnn", 3, False)]
-    with pytest.raises(ValueError, match="runs on N=9 workers, got N=12"):
-        make_code("parm", 6, 12, "toy-xsinx")

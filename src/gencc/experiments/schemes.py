@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import gencc
-from gencc.codes.registry import CODES
-from gencc.codes.registry import make_code as _registry_code
+from gencc.codes import CODES
+from gencc.codes import make_code as registry_code
 
 #: code names the sweeps understand (the registry's)
 SCHEMES = tuple(CODES)
@@ -25,7 +25,7 @@ def make_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: 
         from gencc.workloads import load_parity
 
         opts = {**opts, "parity": load_parity(workload, opts.get("k", 2), progress=False)}
-    return _registry_code(scheme, K, N, **opts)
+    return registry_code(scheme, K, N, **opts)
 
 
 def scheme_label(scheme: str, opts: dict[str, Any] | None = None) -> str:

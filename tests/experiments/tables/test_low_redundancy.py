@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 import gencc
 from gencc.cli import app
-from gencc.experiments import lowred
 from gencc.experiments.analysis import write_csv
+from gencc.experiments.tables import low_redundancy as lowred
 
 W = np.random.default_rng(5).normal(size=(3, 4))
 
@@ -61,7 +61,7 @@ def test_section_renders_the_table(tmp_path: Path):
     write_csv(tmp_path / "tables" / "low-redundancy.csv",
               [row, {**row, "scheme": "SystematicGCC", "rho": 0.01, "ell": 0.15}])
     lines = lowred.section(tmp_path)
-    assert lines[0] == "## low-redundancy" and "3 sets" in lines[4]
+    assert lines[0] == lowred.DESCRIPTION and "3 sets" in lines[2]
     assert any(line.startswith("| digits-cnn | 10, 15 | SystematicGCC | 0.0100 ± 0.0020 (0.990)") for line in lines)
     assert lowred.section(tmp_path / "nothing") == []
 

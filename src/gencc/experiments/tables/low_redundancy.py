@@ -1,6 +1,6 @@
 """The low-redundancy table (issue 10): every scheme at N/K = 1.5 and 1.25 on trained classifiers, S = 1..3
 uniformly random stragglers and the worst adjacent pair of workers. GCC's default there is its select decoder
-(`gencc.codes.gcc_low_redundancy`); the interpolating decoder it had before is the row the issue's goals refer to.
+(`decoder="select"`); the interpolating decoder it had before is the row the issue's goals refer to.
 
 Random stragglers are scored by their exact expectation: for each input set every one of the C(N, S) straggler
 sets is decoded (D_F is cached per set, so this costs little), and the per-set mean is averaged over input sets
@@ -17,15 +17,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import combinations
 from math import ceil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import gencc
-from gencc._arrays import take_rows
-from gencc.codes.systematic import calibrate_rho
+from gencc.codes import calibrate_rho
+from gencc.models import apply_batch
 from gencc.ordering import order_inputs
-from gencc.simulate import apply_f
+
+from ..analysis import read_csv, write_csv
+from ..markdown import command
+from .options import Option, parse_overrides
 
 #: (K, N) pairs of the issue: N/K = 1.5 and 1.25
 SETTINGS = ((10, 15), (8, 10))
@@ -91,14 +95,14 @@ def _results(code: gencc.Code, f: Callable, sets: list[np.ndarray]) -> tuple[np.
         rows.setdefault(id(fn), []).append(n)
     parts = {}
     for key, ns in rows.items():
-        Z = np.stack([take_rows(x, ns) for x in Xt])
+        Z = np.stack([np.stack([np.asarray(x[n]) for n in ns]) for x in Xt])  # x: an array or a list (packed)
         Z = Z.reshape(B * len(ns), *Z.shape[2:])
-        parts[key] = apply_f(fns[ns[0]], Z).reshape(B, len(ns), -1)
+        parts[key] = apply_batch(fns[ns[0]], Z).reshape(B, len(ns), -1)
     Y = np.empty((B, code.N, next(iter(parts.values())).shape[2]))
     for key, ns in rows.items():
         Y[:, ns] = parts[key]
     X = np.stack(sets)
-    T = apply_f(f, X.reshape(B * code.K, *X.shape[2:])).reshape(B, code.K, -1)
+    T = apply_batch(f, X.reshape(B * code.K, *X.shape[2:])).reshape(B, code.K, -1)
     return Y, T
 
 
@@ -226,34 +230,14 @@ DEFAULT_SETS = 200
 
 def preset_args(overrides: Any) -> tuple[int, tuple[str, ...]]:
     """(input sets, workloads) of the preset from `overrides` (key=value strings or a dict), or ValueError."""
-    sets, workloads = DEFAULT_SETS, WORKLOADS
-    items = overrides.items() if isinstance(overrides, dict) else (o.split("=", 1) for o in (overrides or ()))
-    for key, val in items:
-        key = key.strip()
-        if key == "sets":
-            try:
-                sets = int(val)
-            except (TypeError, ValueError):
-                raise ValueError(f"sets must be an integer (input sets per setting), got {val!r}") from None
-            if sets < 2:
-                raise ValueError(f"sets must be at least 2 (confidence intervals need two), got {sets}")
-        elif key == "workloads":
-            workloads = tuple(v.strip() for v in str(val).split(",") if v.strip()) if isinstance(val, str) \
-                else tuple(val)
-            bad = [w for w in workloads if w not in WORKLOADS]
-            if bad or not workloads:
-                raise ValueError(f"{PRESET} runs on {', '.join(WORKLOADS)}; got {', '.join(bad) or 'none'}")
-        else:
-            raise ValueError(f"cannot override {key!r} in {PRESET}; choose from sets, workloads")
-    return sets, workloads
+    opts = parse_overrides(PRESET, overrides, {
+        "sets": Option("input sets per setting; confidence intervals need two", minimum=2),
+        "workloads": Option("workloads", choices=WORKLOADS)})
+    return opts.get("sets", DEFAULT_SETS), opts.get("workloads", WORKLOADS)
 
 
-def reproduce(out: str | Any, overrides: Any = None, progress: bool = True) -> dict[str, Any]:
+def reproduce(out: str | Path, overrides: Any = None, progress: bool = True) -> dict[str, Any]:
     """Compute the table into <out>/tables/low-redundancy.csv; `overrides`: sets=N, workloads=a,b."""
-    from pathlib import Path
-
-    from .analysis import write_csv
-
     sets, workloads = preset_args(overrides)
     t0 = time.perf_counter()
     rows = run_table(sets=sets, workloads=workloads, log=print if progress else None)
@@ -263,17 +247,11 @@ def reproduce(out: str | Any, overrides: Any = None, progress: bool = True) -> d
     return {"seconds": time.perf_counter() - t0, "rows": len(rows), "paths": [path], "points": len(rows)}
 
 
-def section(out: Any) -> list[str]:
+def section(out: str | Path) -> list[str]:
     """The preset's part of docs/results.md (empty when its table is absent)."""
-    from pathlib import Path
-
-    from .analysis import read_csv
-
     path = Path(out) / "tables" / f"{PRESET}.csv"
     if not path.exists():
         return []
     rows = read_csv(path)
-    return [f"## {PRESET}", "", DESCRIPTION, "",
-            f"Command: `gencc reproduce --preset {PRESET} --out docs`. {rows[0]['sets']} sets of test inputs per "
-            "setting.", "",
-            *markdown(rows), ""]
+    return [DESCRIPTION, "", f"Command: `{command(PRESET)}`. {rows[0]['sets']} sets of test inputs per setting.", "",
+            *markdown(rows)]
