@@ -18,7 +18,7 @@ SWEEP = ["sweep", "-w", "toy-xsinx", "--K", "4", "--no-progress"]
 #: what each command does once its options are checked (loading or training a model, running a sweep or jobs,
 #: sending load, serving): a bad option must be refused before any of it starts
 SLOW_WORK = [("gencc.workloads", "load"), ("gencc.workloads", "load_parity"), ("gencc.experiments.sweep", "run_sweep"),
-             ("gencc.experiments.presets", "reproduce"), ("gencc.experiments.check", "check"),
+             ("gencc.experiments.reproduce", "reproduce"), ("gencc.experiments.staleness", "check"),
              ("gencc.experiments.plots", "make_outputs"), ("gencc.runtime.job", "stream"),
              ("gencc.serving.service", "Service.build"), ("gencc.serving.load", "run_http"), ("uvicorn", "run")]
 

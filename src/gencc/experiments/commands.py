@@ -106,7 +106,7 @@ def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
     not empty, and each grid point's code built (ParM without its parity model). `options` names the option
     each field came from (default: `gencc sweep`'s); the usage error names it."""
     from ..codes.registry import make_code
-    from .functions import TOYS
+    from .toy_workloads import TOYS
     from .sweep import parse_straggler
 
     opt = {**_SWEEP_OPTIONS, **(options or {})}
@@ -200,8 +200,8 @@ def plot(
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial, "
-                                             "low-redundancy or all")] = "all",
+    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial (sweeps); "
+                                             "gcc-defaults, parm, robust, low-redundancy (tables); or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs; its "
                                                           "parent folder must exist)", callback=out_dir)]
     = Path("."),
@@ -233,9 +233,10 @@ def reproduce(
 
 def _check_overrides(preset: str, overrides: list[str], check: bool) -> None:
     """Refuse bad --set values, and the grid of every preset that will run, before any of them runs."""
-    from . import lowred
-    from .check import CHEAP
     from .presets import PRESETS, TABLE_PRESETS, preset_spec
+    from .staleness import CHEAP
+    from .tables import TABLES, low_redundancy
+    from .tables.options import parse_overrides
 
     if preset == "all":
         names = list(CHEAP) if check else [*PRESETS, *TABLE_PRESETS]
@@ -246,7 +247,12 @@ def _check_overrides(preset: str, overrides: list[str], check: bool) -> None:
         try:
             if name in TABLE_PRESETS:
                 # with preset all, the table presets run with their own grids (--set applies to sweeps only)
-                lowred.preset_args(overrides if preset == name else None)
+                mine = overrides if preset == name else None
+                table = TABLES[name]
+                if table is low_redundancy:
+                    low_redundancy.preset_args(mine)
+                else:
+                    parse_overrides(name, mine, table.OPTIONS)
                 continue
             spec = preset_spec(name, overrides)
         except ValueError as e:
