@@ -106,8 +106,8 @@ def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
     not empty, and each grid point's code built (ParM without its parity model). `options` names the option
     each field came from (default: `gencc sweep`'s); the usage error names it."""
     from ..codes.registry import make_code
-    from .toy_workloads import TOYS
     from .sweep import parse_straggler
+    from .toy_workloads import TOYS
 
     opt = {**_SWEEP_OPTIONS, **(options or {})}
     for name in ("workloads", "schemes", "K", "stragglers", "seeds"):
