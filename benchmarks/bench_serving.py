@@ -24,15 +24,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gencc.serving import (  # noqa: E402
-    PersistentStragglers,
-    Service,
-    ServiceTimes,
-    SimEnv,
-    freeze_heap,
-    make_dispatcher,
-    simulate_load,
-)
+from gencc.engine import VirtualWorkers as SimEnv  # noqa: E402
+from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
+from gencc.serving import Service, freeze_heap, make_dispatcher, simulate_load  # noqa: E402
 from gencc.serving.load import summary  # noqa: E402
 from gencc.serving.parity import calibrate_sgcc, coded_workers, parity_k  # noqa: E402
 from gencc.serving.sim import poisson_arrivals  # noqa: E402

@@ -22,10 +22,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gencc.serving import PersistentStragglers, ServiceTimes, SimEnv, simulate_load  # noqa: E402
+from gencc.engine import VirtualWorkers as SimEnv  # noqa: E402
+from gencc.faults import PersistentStragglers, ServiceTimes, WrongResults  # noqa: E402
+from gencc.serving import simulate_load  # noqa: E402
 from gencc.serving.parity import calibrate_sgcc  # noqa: E402
 from gencc.serving.service import make_dispatcher  # noqa: E402
-from gencc.serving.stragglers import WrongResults  # noqa: E402
 from gencc.workloads import load, load_parity  # noqa: E402
 
 W, K = 16, 8

@@ -18,8 +18,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import gencc  # noqa: E402
+from gencc.engine import VirtualWorkers as SimEnv  # noqa: E402
+from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
 from gencc.kernels import Matern32  # noqa: E402
-from gencc.serving import Coded, PersistentStragglers, ServiceTimes, SimEnv, simulate_load  # noqa: E402
+from gencc.serving import CodedDispatcher as Coded  # noqa: E402
+from gencc.serving import simulate_load  # noqa: E402
 
 VARIANTS = {  # name: (code factory, Coded options)
     "default (Matern 3/2, ell 0.3)": (lambda: gencc.GCC(8, 12), {}),

@@ -17,7 +17,9 @@ import argparse
 import numpy as np
 import torch
 
-from gencc.serving import PersistentStragglers, ServiceTimes, SimEnv, make_dispatcher, simulate_load
+from gencc.engine import VirtualWorkers as SimEnv
+from gencc.faults import PersistentStragglers, ServiceTimes
+from gencc.serving import make_dispatcher, simulate_load
 from gencc.serving.parity import calibrate_sgcc, coded_workers
 from gencc.workloads import load, load_parity
 

@@ -9,7 +9,7 @@ import numpy as np
 import typer
 
 from ..codes.registry import CODES
-from ..stragglers import Bimodal, LatencyModel, Pareto, ShiftedExponential
+from ..faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
 
 #: codes from the registry (lcc needs a polynomial f; "replication" here is the Replicated baseline)
 CODED = tuple(name for name in CODES if name not in ("lcc", "replication"))

@@ -14,12 +14,12 @@ import numpy as np
 from .._arrays import is_torch
 from .._validate import check_int
 from ..codes.base import Code
+from ..faults import LatencyModel, draw_delays
 from ..ordering import METHODS, order_inputs
-from ..stragglers import LatencyModel
 from .baselines import Baseline
 from .collect import execute
 from .executor import Executor, Task
-from .inputs import as_rng, check_deadline, check_inputs, check_timeout, draw_delays, restore_kind
+from .inputs import as_rng, check_deadline, check_inputs, check_timeout, restore_kind
 from .local import LocalExecutor
 from .policy import CodedPolicy
 from .results import RunResult
