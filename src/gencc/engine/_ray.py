@@ -92,7 +92,7 @@ class _Actor:
             if fn_key is not None:
                 fn, batched = self._function(fn_key, fn_box), None  # type: ignore[arg-type]
             else:
-                fn, batched = self.functions[name or "f"], name is not None
+                fn, batched = self.functions[name or "f"], (True if name is not None else None)
             out = run_injected(fn, x, extra_s, slow, fault, hang_s, flag, batched, delay)
             return ("ok", out, time.perf_counter() - t)
         except Cancelled:
