@@ -118,19 +118,6 @@ def test_make_dispatcher_validates_checks(cnn):
     assert isinstance(d, CheckedDispatcher) and d.name == "sgcc-checked"
 
 
-def test_wrong_results_validate_and_corrupt_only_their_workers():
-    with pytest.raises(ValueError, match="probability"):
-        WrongResults(p=1.5)
-    with pytest.raises(ValueError, match="scale"):
-        WrongResults(scale=0)
-    w = WrongResults(workers=[2], scale=1.0)
-    rng = np.random.default_rng(0)
-    y = np.arange(1.0, 11.0)
-    assert w.corrupt(1, y, rng) == (y, False)
-    out, wrong = w.corrupt(2, y, rng)
-    assert wrong and np.all(np.isfinite(out)) and not np.allclose(out, y)
-
-
 def test_service_on_local_threads_quarantines_a_worker_returning_garbage(cnn):
     svc = Service.build("digits-cnn", "gcc", workers=16, K=8, service_ms=3.0, max_wait_ms=10, check="strict",
                         wrong=WrongResults(workers=[5], scale=5.0))
