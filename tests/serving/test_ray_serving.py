@@ -73,7 +73,7 @@ def test_checked_serving_on_ray_outvotes_and_quarantines_a_worker_returning_garb
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
     from gencc.serving import Service
-    from gencc.serving.checked import REASON
+    from gencc.serving.checked_dispatcher import REASON
 
     svc = Service.build("digits-cnn", "gcc", workers=8, K=4, backend="ray", service_ms=3.0, max_wait_ms=10,
                         check="strict", wrong=WrongResults(workers=[5], scale=5.0))

@@ -71,7 +71,7 @@ class Workers:
         self._gen: list[int] = []  # a worker's thread generation (a preempted thread sees it change and exits)
         self._loads = np.zeros(0)
         self.dead = np.zeros(0, dtype=bool)
-        self.threads: list[threading.Thread] = []  # every thread started, in start order
+        self.threads: list[threading.Thread] = []  # the threads started (those that ended may be forgotten)
         self._control = threading.Thread(target=self._loop, daemon=True, name=f"{name}-control")
         self._control.start()
         self.grow(n_workers)
@@ -94,6 +94,8 @@ class Workers:
                 self.n_workers = n_workers
 
     def _start_thread(self, w: int) -> None:
+        if len(self.threads) > 2 * self.n_workers + 64:  # forget the threads that ended (preempted ones)
+            self.threads = [t for t in self.threads if t.is_alive()]
         t = threading.Thread(target=self._work, args=(w, self._gen[w]), daemon=True, name=f"{self.name}-{w}")
         self.threads.append(t)
         t.start()

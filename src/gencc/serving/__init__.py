@@ -9,11 +9,11 @@ results outvoted, bad workers quarantined). `gencc.engine.Workers` (threads or R
 door (FastAPI, imported on demand); `gencc.serving.load` the open-loop load generator.
 """
 
-from .checked import CheckedDispatcher, ResultCheck
-from .coded import CodedDispatcher
+from .checked_dispatcher import CheckedDispatcher, ResultCheck
+from .coded_dispatcher import CodedDispatcher
 from .config import CHECKS, SCHEME_TABLE, SCHEMES, Scheme, ServiceConfig, Slowdown
-from .core import Env, Request, RollingQuantile
-from .policy import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from .requests import Env, Request, RollingQuantile
 from .service import Service, freeze_heap, make_dispatcher
 from .sim import poisson_arrivals, simulate_load
 from .slots import systematic_slots, worker_functions

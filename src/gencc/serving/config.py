@@ -15,7 +15,7 @@ from .._validate import check_int, check_nonneg, check_positive, check_probabili
 from ..codes.registry import CODES
 from ..faults import PersistentStragglers, ServiceTimes
 
-#: wrong-result checks (gencc.serving.checked): none, answers after the group's check, or every answer checked
+#: wrong-result checks (gencc.serving.checked_dispatcher): none, answers after the check, or every answer checked
 CHECKS = ("off", "on", "strict")
 BACKENDS = ("local", "ray")
 

@@ -20,13 +20,13 @@ import numpy as np
 from ..codes.registry import code_spec, make_code
 from ..engine import ThreadBackend, Workers
 from ..faults import Faults, WrongResults
-from .checked import CheckedDispatcher, ResultCheck
-from .coded import CodedDispatcher
+from .checked_dispatcher import CheckedDispatcher, ResultCheck
+from .coded_dispatcher import CodedDispatcher
 from .config import CHECKS, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
-from .core import Env, Request
+from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
-from .policy import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from .requests import Env, Request
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
@@ -43,7 +43,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot.
 
     check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
-    (`gencc.serving.checked.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs)."""
+    (`gencc.serving.checked_dispatcher.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs)."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import VirtualWorkers
-from .core import Request
+from .requests import Request
 
 
 def poisson_arrivals(rate: float, duration: float, rng: np.random.Generator, max_count: int = 5_000_000

@@ -30,8 +30,8 @@ import numpy as np
 from ..codes import Code
 from ..engine import Task
 from ..ordering import order_inputs
-from .coded import CodedDispatcher, _Group
-from .core import Env, RollingQuantile
+from .coded_dispatcher import CodedDispatcher, _Group
+from .requests import Env, RollingQuantile
 from .slots import systematic_slots
 
 REASON = "inconsistent result"

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import Task
-from .core import Env, Request, RollingQuantile
+from .requests import Env, Request, RollingQuantile
 
 
 class Dispatcher:

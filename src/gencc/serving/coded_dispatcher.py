@@ -19,8 +19,8 @@ import numpy as np
 from ..codes import Code
 from ..engine import Task
 from ..ordering import order_inputs
-from .core import Env, Request, RollingQuantile
-from .policy import Dispatcher
+from .dispatchers import Dispatcher
+from .requests import Env, Request, RollingQuantile
 from .slots import systematic_slots, worker_functions
 
 MODES = ("eager", "hedge")

@@ -9,7 +9,7 @@ from serving_helpers import serve_until_quarantined
 from gencc import BACC, GCC, order_inputs
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes, WrongResults
-from gencc.serving.checked import REASON, CheckedDispatcher, ResultCheck
+from gencc.serving.checked_dispatcher import REASON, CheckedDispatcher, ResultCheck
 from gencc.serving.service import Service, make_dispatcher
 from gencc.serving.sim import simulate_load
 
