@@ -288,3 +288,12 @@ def test_close_waits_for_running_tasks_and_gives_up_on_hung_ones():
     ex.close()
     assert time.perf_counter() - t0 < 5
     hung.set()
+
+
+def test_hedge_reaches_spare_workers_a_fresh_executor_has_not_started_yet(X):
+    lat = np.zeros(8)
+    lat[1] = INF
+    with LocalExecutor() as e:  # the first tasks use workers 0..5; the hedge needs 6 and 7
+        r = run(smooth, X, Hedged(6, 8, hedge_delay=0.02), e, latency=lat)
+    np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+    assert 1 not in r.returned.tolist() and set(r.returned.tolist()) & {6, 7}

@@ -89,6 +89,8 @@ class EngineBatch(Batch):
             return None
 
     def add(self, tasks: Sequence[Task]) -> None:
+        if tasks:  # a hedge may reach workers beyond the job's first tasks
+            self.workers.grow(max(self._place(int(t.worker)) for t in tasks) + 1)
         for t in tasks:
             t.slot, t.on_done = int(t.worker), self._done
             self._prepare(t)
