@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 
 import typer
 
-from .config import CHECKS, SCHEMES
 from .parity import PARITY_SCHEMES
+from .service import CHECKS, SCHEMES
 
 #: most requests one loadtest may send
 MAX_REQUESTS = 200_000

@@ -22,11 +22,13 @@ from ..engine import ThreadBackend, Workers
 from ..faults import Faults, WrongResults
 from .checked_dispatcher import CheckedDispatcher, ResultCheck
 from .coded_dispatcher import CodedDispatcher
-from .config import CHECKS, ServiceConfig, Slowdown, _split
+from .config import CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
 from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
 from .requests import Env, Request
+
+__all__ = ["CHECKS", "SCHEMES", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
