@@ -219,10 +219,10 @@ class Workers:
                     task.output, task.wrong = self.wrong.corrupt(w, task.output, rng)
             except Cancelled:
                 task.ok, task.reason, task.error = False, "cancelled", "cancelled"
-            except ConnectionError as e:
-                task.ok, task.reason, task.error = False, "crash", describe_error(e)
+            except ConnectionError as e:  # the worker is lost: its message says how
+                task.ok, task.reason, task.error = False, "crash", str(e)
             except InjectedFault as e:
-                task.ok, task.reason, task.error = False, str(e), str(e)
+                task.ok, task.reason, task.error = False, str(e), f"injected {e}"
                 task.output = e.output
             except Exception as e:  # f raised: a straggler, never a crash of the master
                 task.ok, task.reason, task.error = False, "raise", describe_error(e)

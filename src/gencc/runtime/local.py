@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from .._validate import check_int
 from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers
+from ..faults import Faults
 from .executor import Batch, EngineBatch, Executor
 
 
@@ -25,18 +26,24 @@ class LocalExecutor(Executor):
     (otherwise f itself is pickled once per process). With threads, f is called directly.
     max_threads: cap on the worker threads (logical worker n runs on thread n % max_threads; threads are
     daemons, so a hung f never blocks exit).
+    faults: injected per-task faults (`gencc.faults.Faults`: raise, NaN, hang, crash), drawn per worker from
+    `seed`; a failed task is a straggler, and a crashed worker is replaced for the next task.
     close_timeout: seconds `close` waits for threads still in a task (cancelled tasks stop after their current
     call of f): a thread inside f (a torch forward) when the interpreter exits can abort the process.
     """
 
     close_timeout: float = 5.0
 
-    def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512):
+    def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512,
+                 *, faults: Faults | None = None, seed: int = 0):
         processes = check_int("processes", processes, 0, hint="0: threads")
         max_threads = check_int("max_threads", max_threads, 1)
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
+        if faults is not None and not isinstance(faults, Faults):
+            raise ValueError(f"faults must be a gencc.faults.Faults, got {faults!r}")
         self.processes, self.factory, self.max_threads = processes, factory, max_threads
+        self.faults, self.seed = faults, check_int("seed", seed, 0)
         self._lock = threading.Lock()
         self._workers: Workers | None = None
         self._pool_f: Callable | None = None
@@ -66,7 +73,8 @@ class LocalExecutor(Executor):
         return None
 
     def _start(self, backend: object) -> None:
-        self._workers = Workers(1, backend, preempt=True, name="gencc-worker")
+        self._workers = Workers(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False,
+                                name="gencc-worker")
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         if self._closed:
