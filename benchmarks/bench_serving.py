@@ -16,7 +16,9 @@ import math
 import numpy as np
 from measure import Figure
 
-from gencc.serving import PersistentStragglers, ServiceTimes, SimEnv, make_dispatcher, simulate_load
+from gencc.engine import VirtualWorkers
+from gencc.faults import PersistentStragglers, ServiceTimes
+from gencc.serving import make_dispatcher, simulate_load
 
 SUITE = "serving"
 K = 8
@@ -53,8 +55,8 @@ def point(scheme: str, load: float, args: argparse.Namespace, seed: int = 0) -> 
     """(p50, p99) latency in ms of answered requests for one scheme at one load."""
     s = args.service_ms / 1000
     rate = load * args.workers / (s * (1 - args.F + args.F * args.X))
-    env = SimEnv(args.workers, ServiceTimes(s), PersistentStragglers(args.workers, args.F, args.X, 1.0, seed=seed),
-                 seed=seed)
+    slow = PersistentStragglers(args.workers, args.F, args.X, 1.0, seed=seed)
+    env = VirtualWorkers(args.workers, ServiceTimes(s), slow, seed=seed)
     reqs = simulate_load(lambda e: make_dispatcher(scheme, e, K=K, seed=seed), env, rate, args.duration, seed=seed)
     lat = np.array([r.latency for r in reqs if r.status == 200]) * 1000
     if lat.size == 0:

@@ -5,7 +5,7 @@ import pytest
 
 import gencc
 from gencc import BACC, GCC, LCC, Bernoulli, FixedCount, Replication, simulate
-from gencc.simulate import apply_f, summarize
+from gencc.simulate import summarize
 
 K, N = 6, 14
 KEYS = {"scheme", "K", "N", "S", "p", "pattern", "trial", "seed", "n_returned", "decodable", "missing",
@@ -121,19 +121,6 @@ def test_labels_give_rel_acc():
     labels = np.array([np.argmax(f_vec(x)) for x in X])
     rec = simulate(f_vec, X, GCC(K, N), FixedCount(0), trials=1, labels=labels)[0]
     assert rec["rel_acc"] == pytest.approx(1.0) and rec["agreement"] == 1.0
-
-
-def test_apply_f_batched_and_errors():
-    X = inputs()
-
-    def fb(A):
-        return A.reshape(len(A), -1).sum(axis=1, keepdims=True)
-
-    fb.batched = True
-    np.testing.assert_allclose(apply_f(fb, X), X.reshape(K, -1).sum(axis=1, keepdims=True))
-    np.testing.assert_allclose(apply_f(lambda x: x.sum(keepdims=True).ravel(), X), apply_f(fb, X))
-    with pytest.raises(ValueError, match="outputs for"):
-        apply_f(lambda A: A[:2], X, batched=True)
 
 
 def test_bad_arguments_raise():

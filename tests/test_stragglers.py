@@ -1,4 +1,4 @@
-"""Straggler models, latency models, collection policies and the worst-case search."""
+"""Straggler-set models, collection policies and the worst-case search (latency models: test_faults.py)."""
 
 from itertools import combinations
 
@@ -8,10 +8,7 @@ import pytest
 import gencc
 from gencc.stragglers import (
     Bernoulli,
-    Bimodal,
     FixedCount,
-    Pareto,
-    ShiftedExponential,
     first_returned,
     worst_case_returned,
 )
@@ -70,44 +67,6 @@ def test_bad_straggler_models_raise():
     for p in (-0.1, 1.0, 1.5):
         with pytest.raises(ValueError, match=r"\[0, 1\)"):
             Bernoulli(p)
-
-
-# ----- latency models -----------------------------------------------------------------------------------------
-def test_shifted_exponential_mean():
-    x = ShiftedExponential(shift=0.5, rate=4.0).sample(200_000, np.random.default_rng(0))
-    assert x.min() >= 0.5
-    assert x.mean() == pytest.approx(0.5 + 1 / 4.0, rel=0.01)
-
-
-@pytest.mark.parametrize("a", [2.5, 4.0])
-def test_pareto_mean_and_tail(a):
-    x_m = 0.2
-    x = Pareto(x_m=x_m, a=a).sample(400_000, np.random.default_rng(1))
-    assert x.min() >= x_m
-    assert x.mean() == pytest.approx(x_m * a / (a - 1), rel=0.02)
-    assert np.mean(x > 2 * x_m) == pytest.approx(2.0**-a, rel=0.03)
-
-
-def test_bimodal_mixture_mean():
-    rng = np.random.default_rng(3)
-    x = Bimodal(p=0.1, factor=5.0, base=2.0).sample(200_000, rng)
-    assert set(np.unique(x)) == {2.0, 10.0}
-    assert x.mean() == pytest.approx(2.0 * (0.9 + 0.1 * 5.0), rel=0.01)
-    y = Bimodal(p=0.2, factor=3.0, base=ShiftedExponential(1.0, 2.0)).sample(200_000, rng)
-    assert y.mean() == pytest.approx(1.5 * (0.8 + 0.2 * 3.0), rel=0.01)
-
-
-def test_bad_latency_parameters_raise():
-    with pytest.raises(ValueError):
-        ShiftedExponential(shift=-1.0)
-    with pytest.raises(ValueError):
-        ShiftedExponential(rate=0.0)
-    with pytest.raises(ValueError):
-        Pareto(a=0.0)
-    with pytest.raises(ValueError):
-        Bimodal(p=1.5)
-    with pytest.raises(ValueError):
-        Bimodal(factor=0.5)
 
 
 # ----- collection policies ------------------------------------------------------------------------------------

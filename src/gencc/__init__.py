@@ -1,16 +1,19 @@
 """gencc: general coded computing.
 
-The math layer (points, kernels, smoothing, codes, stragglers, metrics) and the runtime are re-exported
-here; workloads (torch) live in `gencc.workloads` and experiments in `gencc.experiments`, imported on demand
-so that `import gencc` needs only numpy and scipy.
-
 Straggler-resilient distributed computation of arbitrary functions: encode K inputs into N coded inputs with
 a smooth (RKHS) curve, let workers compute f, decode from whichever workers answer.
+
+The names a user needs, by category (`__all__`); everything else lives in its subpackage: `gencc.codes`
+(codes, registry, robust decoding), `gencc.stragglers` and `gencc.faults` (straggler sets; latency and fault
+injection), `gencc.runtime` (jobs), `gencc.engine` (workers), `gencc.serving` (request streams),
+`gencc.adversaries`, `gencc.kernels`, `gencc.points`, `gencc.smoothing`, and, imported on demand so that
+`import gencc` needs only numpy and scipy, `gencc.workloads` (torch) and `gencc.experiments`.
 """
 
-from . import adversaries, kernels, metrics, points, smoothing
-from ._arrays import take_rows
+from . import adversaries, kernels, metrics, points, smoothing  # noqa: F401  (subpackages, as attributes)
+from ._arrays import take_rows  # noqa: F401  (kept as an attribute for existing callers; not in __all__)
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
+from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
 from .ordering import order_inputs
 from .runtime import (
     Hedged,
@@ -24,57 +27,21 @@ from .runtime import (
     run,
     stream,
 )
-from .simulate import apply_f, simulate, summarize
-from .stragglers import (
-    Bernoulli,
-    Bimodal,
-    Collected,
-    FixedCount,
-    LatencyModel,
-    Pareto,
-    ShiftedExponential,
-    first_returned,
-    worst_case_returned,
-)
+from .simulate import simulate, summarize
+from .stragglers import Bernoulli, Collected, FixedCount
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BACC",
-    "GCC",
-    "LCC",
-    "Bernoulli",
-    "Bimodal",
-    "Code",
-    "Collected",
-    "Hedged",
-    "JobFailed",
-    "JobTimeout",
-    "LocalExecutor",
-    "RayExecutor",
-    "Replicated",
-    "RunResult",
-    "Uncoded",
-    "FixedCount",
-    "LatencyModel",
-    "ParM",
-    "Pareto",
-    "Replication",
-    "ShiftedExponential",
-    "SystematicGCC",
-    "adversaries",
-    "apply_f",
-    "calibrate_rho",
-    "first_returned",
-    "kernels",
+    # codes
+    "GCC", "BACC", "LCC", "Replication", "ParM", "SystematicGCC", "Code", "calibrate_rho",
+    # straggler and latency models
+    "FixedCount", "Bernoulli", "Collected", "LatencyModel", "ShiftedExponential", "Pareto", "Bimodal",
+    # run / stream / simulate (and the job baselines and executors they take)
+    "order_inputs", "simulate", "summarize", "run", "stream", "Uncoded", "Replicated", "Hedged",
+    "LocalExecutor", "RayExecutor",
+    # results and errors
+    "RunResult", "JobFailed", "JobTimeout",
+    # metrics
     "metrics",
-    "order_inputs",
-    "points",
-    "run",
-    "simulate",
-    "smoothing",
-    "stream",
-    "summarize",
-    "take_rows",
-    "worst_case_returned",
 ]

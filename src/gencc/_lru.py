@@ -54,6 +54,10 @@ class LRU(Generic[K, V]):
                 self._data.popitem(last=False)
             return value
 
+    def pop(self, key: K, default: V | None = None) -> V | None:
+        with self._lock:
+            return self._data.pop(key, default)
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()

@@ -29,6 +29,6 @@ def apply_batch(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:
     return out
 
 
-def apply_one(f: Callable, x: Any) -> np.ndarray:
+def apply_one(f: Callable, x: Any, batched: bool | None = None) -> np.ndarray:
     """f applied to one input (a batch of one for a batched f), as a float64 numpy array."""
-    return apply_batch(f, np.asarray(to_numpy(x))[None] if not hasattr(x, "detach") else x[None])[0]
+    return apply_batch(f, np.asarray(to_numpy(x))[None] if not hasattr(x, "detach") else x[None], batched)[0]

@@ -17,38 +17,24 @@ from ._arrays import take_rows, to_numpy
 from ._validate import check_int
 from .adversaries import Adversary
 from .codes.base import Code
+from .models import apply_batch
 from .ordering import order_inputs
 from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
 
-
-def apply_f(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:
-    """f applied to every row of X as a float64 numpy array (N, *out_shape).
-
-    A function marked `f.batched = True` (or called with batched=True) gets the whole stack at once;
-    otherwise f gets one input at a time.
-    """
-    if batched is None:
-        batched = bool(getattr(f, "batched", False))
-    if batched:
-        out = f(X)
-    else:
-        out = np.stack([np.asarray(to_numpy(f(X[i])), dtype=float) for i in range(len(X))])
-    out = np.asarray(to_numpy(out), dtype=float)
-    if out.shape[0] != len(X):
-        raise ValueError(f"f returned {out.shape[0]} outputs for {len(X)} inputs")
-    return out
+#: the one function that applies f to a batch, kept here under its old name for existing callers
+apply_f = apply_batch
 
 
 def apply_workers(f: Callable, Xt: Any, code: Code, batched: bool | None = None) -> np.ndarray:
     """Every worker's result on the coded inputs Xt (N, *in_shape; a list for packed parity queries): worker n applies
     `code.worker_function(f, n)` to Xt[n]; workers that share a callable are applied together."""
     if code.uniform_workers:
-        return apply_f(f, Xt, batched)
+        return apply_batch(f, Xt, batched)
     fns = [code.worker_function(f, n) for n in range(code.N)]
     groups: dict[int, list[int]] = {}
     for n, fn in enumerate(fns):
         groups.setdefault(id(fn), []).append(n)
-    parts = {key: apply_f(fns[rows[0]], take_rows(Xt, rows), batched) for key, rows in groups.items()}
+    parts = {key: apply_batch(fns[rows[0]], take_rows(Xt, rows), batched) for key, rows in groups.items()}
     shapes = {p.shape[1:] for p in parts.values()}
     if len(shapes) != 1:
         raise ValueError(f"{code.name}: the workers' functions return different output shapes {sorted(shapes)}")
@@ -103,7 +89,7 @@ def simulate(
     Xt = code.encode(Xp)
     t_enc = time.perf_counter() - t0
     Y_all = apply_workers(f, Xt, code, batched)
-    Y_true = apply_f(f, X_np, batched)
+    Y_true = apply_batch(f, X_np, batched)
     if classifier is None:
         classifier = Y_true.ndim == 2 and Y_true.shape[1] > 1
     base = {"scheme": code.name, "K": code.K, "N": code.N, **stragglers.describe(), "seed": seed}

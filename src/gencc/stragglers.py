@@ -1,7 +1,7 @@
-"""Straggler models (which workers' results are used) and latency models (when each result arrives).
+"""Straggler-set models: which workers' results are used.
 
-Straggler models decide the returned set F directly: FixedCount(S, pattern) and Bernoulli(p). Latency models
-draw a finish time per worker; a collection policy (first N - S, a deadline, or both) then decides F. The
+FixedCount(S, pattern) and Bernoulli(p) decide the returned set F directly; Collected decides it by time, from
+a latency model of `gencc.faults` and a collection policy (first N - S, a deadline, or both). The
 worst-case search of docs/design.md section 2 lives here too: exact enumeration when C(N, S) is small, otherwise an
 adversarial search that reports itself as a lower bound of the true worst case.
 """
@@ -15,7 +15,14 @@ from math import comb
 
 import numpy as np
 
-from ._validate import check_int, check_nonneg, check_positive, check_probability, check_real
+from ._validate import check_int, check_positive, check_probability
+from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
+
+__all__ = [
+    "PATTERNS", "Bernoulli", "Collected", "FixedCount", "WorstCase", "first_returned", "worst_case_returned",
+    # latency models, defined in gencc.faults
+    "Bimodal", "LatencyModel", "Pareto", "ShiftedExponential",
+]
 
 PATTERNS = ("random", "worst", "block")
 
@@ -70,65 +77,6 @@ class Bernoulli:
 
     def describe(self) -> dict:
         return {"S": None, "p": float(self.p), "pattern": "bernoulli"}
-
-
-# ----- latency models ------------------------------------------------------------------------------------
-class LatencyModel:
-    """Draws per-worker completion delays in seconds (added to the real compute time by a runtime)."""
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class ShiftedExponential(LatencyModel):
-    """T = shift + Exp(rate): a minimum service time plus a memoryless tail (mean shift + 1/rate)."""
-
-    shift: float = 0.0
-    rate: float = 1.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "shift", check_nonneg("shift", self.shift, unit="seconds"))
-        object.__setattr__(self, "rate", check_positive("rate", self.rate, unit="per second"))
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return self.shift + rng.exponential(1.0 / self.rate, size=n)
-
-
-@dataclass(frozen=True)
-class Pareto(LatencyModel):
-    """Heavy tail: T = x_m (1 + Lomax(a)), so T >= x_m with P(T > t) = (x_m / t)^a."""
-
-    x_m: float = 1.0
-    a: float = 2.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "x_m", check_positive("x_m", self.x_m, unit="seconds"))
-        object.__setattr__(self, "a", check_positive("a", self.a))
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return self.x_m * (1.0 + rng.pareto(self.a, size=n))
-
-
-@dataclass(frozen=True)
-class Bimodal(LatencyModel):
-    """A worker is slow with probability p, and then `factor` times slower than the base latency."""
-
-    p: float = 0.05
-    factor: float = 10.0
-    base: float | LatencyModel = 1.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "p", check_probability("p", self.p))
-        object.__setattr__(self, "factor", check_real("factor", self.factor, 1.0))
-        if not isinstance(self.base, LatencyModel):
-            object.__setattr__(self, "base", check_real("base", self.base, 0.0, unit="seconds",
-                                                        what="a non-negative number of seconds or a LatencyModel"))
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        base = self.base.sample(n, rng) if isinstance(self.base, LatencyModel) else np.full(n, float(self.base))
-        slow = rng.random(n) < self.p
-        return np.where(slow, base * self.factor, base)
 
 
 def first_returned(latencies: np.ndarray, wait_for: int | None = None, deadline: float | None = None) -> np.ndarray:

@@ -288,3 +288,27 @@ def test_close_waits_for_running_tasks_and_gives_up_on_hung_ones():
     ex.close()
     assert time.perf_counter() - t0 < 5
     hung.set()
+
+
+def test_hedge_reaches_spare_workers_a_fresh_executor_has_not_started_yet(X):
+    lat = np.zeros(8)
+    lat[1] = INF
+    with LocalExecutor() as e:  # the first tasks use workers 0..5; the hedge needs 6 and 7
+        r = run(smooth, X, Hedged(6, 8, hedge_delay=0.02), e, latency=lat)
+    np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)
+    assert 1 not in r.returned.tolist() and set(r.returned.tolist()) & {6, 7}
+
+
+def test_injected_faults_are_stragglers_and_a_crashed_worker_is_replaced(X):
+    from gencc.faults import Faults
+
+    code = gencc.GCC(K=6, N=12)
+    with LocalExecutor(faults=Faults(raise_p=0.2, nan_p=0.1, crash_p=0.1), seed=1) as e:
+        for _ in range(3):  # later jobs run on the workers that crashed before
+            r = run(smooth, X, code, e, order=False)
+            assert r.stragglers and len(r.returned) + len(r.stragglers) == 12
+            for reason in r.stragglers.values():
+                assert reason in ("raised: injected raise", "non-finite output (NaN or inf)", "lost: worker crashed")
+            np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
+    with pytest.raises(ValueError, match="faults must be"):
+        LocalExecutor(faults=0.1)

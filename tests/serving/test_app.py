@@ -13,7 +13,8 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 from serving_helpers import start_server  # noqa: E402
 
-from gencc.serving import Faults, Service  # noqa: E402
+from gencc.faults import Faults  # noqa: E402
+from gencc.serving import Service  # noqa: E402
 from gencc.serving.app import create_app  # noqa: E402
 from gencc.serving.load import run_http, run_inprocess  # noqa: E402
 
@@ -130,7 +131,7 @@ def test_loopback_load_and_graceful_shutdown_loses_nothing(workload):
 
 
 def test_checked_service_reports_flags_quarantine_and_checks_over_http(workload):
-    from gencc.serving import WrongResults
+    from gencc.faults import WrongResults
 
     svc = Service.build("digits-cnn", "gcc", workers=16, K=8, max_wait_ms=10, check="strict",
                         wrong=WrongResults(workers=[2], scale=5.0))

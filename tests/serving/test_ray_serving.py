@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from serving_helpers import serve_until_quarantined, start_server
 
+from gencc.faults import Faults, WrongResults
 from gencc.testing.isolation import in_loopback_namespace
 
 HERE = Path(__file__)
@@ -22,7 +23,7 @@ def test_ray_serving_in_loopback_namespace(run_ray_tests_in_namespace):
 def test_http_on_ray_actors_with_faults_answers_every_request_once():
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
-    from gencc.serving import Faults, Service
+    from gencc.serving import Service
     from gencc.serving.app import create_app
     from gencc.serving.load import run_http
 
@@ -71,8 +72,8 @@ def test_checked_serving_on_ray_outvotes_and_quarantines_a_worker_returning_garb
     the reason "inconsistent result" and quarantined."""
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
-    from gencc.serving import Service, WrongResults
-    from gencc.serving.checked import REASON
+    from gencc.serving import Service
+    from gencc.serving.checked_dispatcher import REASON
 
     svc = Service.build("digits-cnn", "gcc", workers=8, K=4, backend="ray", service_ms=3.0, max_wait_ms=10,
                         check="strict", wrong=WrongResults(workers=[5], scale=5.0))

@@ -7,7 +7,7 @@ Nothing here imports ray or torch at import time.
 
 from .baselines import Baseline, Hedged, Replicated, Uncoded
 from .errors import JobFailed, JobTimeout
-from .executor import Completion, Executor, Task
+from .executor import Completion, Executor
 from .job import default_executor, run, stream
 from .local import LocalExecutor
 from .ray import RayExecutor
@@ -24,7 +24,6 @@ __all__ = [
     "RayExecutor",
     "Replicated",
     "RunResult",
-    "Task",
     "Uncoded",
     "default_executor",
     "run",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_nonneg
-from .executor import Task
+from ..engine import Task
 from .policy import Policy
 
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..engine import Task
 from .errors import JobFailed, JobTimeout
-from .executor import Batch, Executor, Task
+from .executor import Batch, Executor
 from .policy import Policy
 
 

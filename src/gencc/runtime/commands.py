@@ -14,7 +14,7 @@ import typer
 from .._cli_options import check_ray_address, number, refuse
 from .._cli_options import seed as check_seed
 from ..codes.registry import CODES
-from ..stragglers import Bimodal, LatencyModel, Pareto, ShiftedExponential
+from ..faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,14 @@
-"""The executor protocol: tasks go out, completions come back, in finishing order.
+"""The executor protocol of jobs: tasks go out, completions come back, in finishing order.
 
-An executor runs tasks (one coded input per logical worker) and reports completions; it knows nothing of
-codes. LocalExecutor (threads or processes) and RayExecutor implement it.
+An executor runs a job's tasks (one coded input per logical worker, `gencc.engine.Task`) on the engine's
+long-lived workers and reports completions; it knows nothing of codes. `LocalExecutor` (threads or processes)
+and `RayExecutor` (one actor per worker) are the two, both `EngineExecutor`s: worker n of a job runs on the
+engine's worker n, whose FIFO queue holds the tasks of every job in flight. A task a job no longer needs is
+cancelled: dropped if it has not started, stopped at its injected delay if it has (its thread is replaced).
 """
 
 from __future__ import annotations
 
-import pickle
 import queue
 import threading
 from abc import ABC, abstractmethod
@@ -14,24 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from .._arrays import to_numpy
-
-
-@dataclass(frozen=True)
-class Task:
-    """One logical worker's work: apply f to `x` (one input, not a batch), deliver `delay` seconds later.
-
-    `fn`, when set, replaces the job's f for this task (a code whose workers run different functions, e.g.
-    ParM's parity model). Executors whose workers are other processes ship it once per process through a
-    `FunctionTable` and build it there.
-    """
-
-    worker: int
-    x: Any
-    delay: float = 0.0
-    fn: Callable | None = None
+from ..engine import Task, Workers
 
 
 @dataclass(frozen=True)
@@ -43,6 +28,20 @@ class Completion:
     error: str | None = None
     compute_time: float = float("nan")
     lost: bool = False
+
+
+def completion(task: Task) -> Completion | None:
+    """A finished engine task as a job's completion (None: cancelled, never delivered)."""
+    w = task.slot
+    if task.ok:
+        return Completion(w, value=task.output, compute_time=task.compute_time)
+    if task.reason == "cancelled":
+        return None
+    if task.reason == "crash":
+        return Completion(w, error=task.error, lost=True)
+    if task.reason == "nan" and task.output is not None:  # judged by the collector: a non-finite output
+        return Completion(w, value=task.output, compute_time=task.compute_time)
+    return Completion(w, error=task.error, compute_time=task.compute_time)
 
 
 class Batch(ABC):
@@ -65,23 +64,22 @@ class Batch(ABC):
         """Release what the batch holds; outstanding tasks are cancelled."""
 
 
-class QueueBatch(Batch):
-    """A batch whose completions are pushed into a thread-safe queue (the local executor's)."""
+class EngineBatch(Batch):
+    """A job's tasks on the engine's `Workers`: each logical worker n runs on engine worker `place(n)`;
+    completions are queued by the engine's control thread."""
 
-    def __init__(self, submit: Callable[[QueueBatch, Task], None]):
-        self._q: queue.Queue[Completion] = queue.Queue()
-        self._submit = submit
-        self._events: dict[int, threading.Event] = {}
+    def __init__(self, workers: Workers, prepare: Callable[[Task], None], place: Callable[[int], int]):
+        self.workers, self._prepare, self._place = workers, prepare, place
+        self._q: queue.SimpleQueue[Completion] = queue.SimpleQueue()
+        self._tasks: dict[int, list[Task]] = {}
         self._lock = threading.Lock()
-        self.closed = threading.Event()
+        self.closed = False
 
-    def event(self, worker: int) -> threading.Event:
-        """The cancellation flag of a worker's task."""
-        with self._lock:
-            return self._events.setdefault(worker, threading.Event())
-
-    def deliver(self, c: Completion) -> None:
-        if not self.closed.is_set() and not self.event(c.worker).is_set():
+    def _done(self, task: Task) -> None:
+        if self.closed or task.cancelled:
+            return
+        c = completion(task)
+        if c is not None:
             self._q.put(c)
 
     def next(self, timeout: float | None) -> Completion | None:
@@ -91,19 +89,27 @@ class QueueBatch(Batch):
             return None
 
     def add(self, tasks: Sequence[Task]) -> None:
+        if tasks:  # a hedge may reach workers beyond the job's first tasks
+            self.workers.grow(max(self._place(int(t.worker)) for t in tasks) + 1)
         for t in tasks:
-            self.event(t.worker)
-            self._submit(self, t)
+            t.slot, t.on_done = int(t.worker), self._done
+            self._prepare(t)
+            with self._lock:
+                self._tasks.setdefault(t.slot, []).append(t)
+            self.workers.send(self._place(t.slot), t)
 
     def cancel(self, workers: Sequence[int]) -> None:
-        for w in workers:
-            self.event(int(w)).set()
+        with self._lock:
+            tasks = [t for w in workers for t in self._tasks.get(int(w), ())]
+        for t in tasks:
+            t.cancel()
 
     def close(self) -> None:
-        self.closed.set()
+        self.closed = True
         with self._lock:
-            for e in self._events.values():
-                e.set()
+            tasks = [t for ts in self._tasks.values() for t in ts]
+        for t in tasks:
+            t.cancel()
 
 
 class Executor(ABC):
@@ -122,59 +128,3 @@ class Executor(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def call_one(f: Callable, x: Any) -> np.ndarray:
-    """f applied to one input: batched functions (f.batched True) get a batch of one."""
-    if getattr(f, "batched", False):
-        y = f(x[None])
-        y = to_numpy(y)
-        y = np.asarray(y)
-        if y.ndim == 0 or y.shape[0] != 1:
-            raise ValueError(f"batched f returned shape {y.shape} for a batch of one input")
-        return y[0]
-    return np.asarray(to_numpy(f(x)))
-
-
-def describe_error(e: BaseException) -> str:
-    """An exception as a straggler reason: its type and message."""
-    return f"{type(e).__name__}: {e}"
-
-
-class Constant:
-    """A picklable factory returning a fixed callable (ships a plain f to a process or an actor)."""
-
-    def __init__(self, f: Callable):
-        self.f = f
-
-    def __call__(self) -> Callable:
-        return self.f
-
-
-class FunctionTable:
-    """Numbers the functions tasks carry (`Task.fn`) so that an executor whose workers are other processes ships
-    each one once and each process builds it once: what travels is `dumps(fn)` (a pickle, or a Ray object
-    ref), and a gencc workload model pickles as its factory, so the model itself is built on the worker."""
-
-    def __init__(self, dumps: Callable[[Any], Any] = pickle.dumps):
-        self._dumps = dumps
-        self._lock = threading.Lock()
-        self._entries: dict[int, tuple[Callable, int, Any]] = {}
-
-    def entry(self, fn: Callable, where: str) -> tuple[int, Any]:
-        """(the key of `fn`, its payload); a ValueError when `fn` cannot be shipped."""
-        with self._lock:
-            e = self._entries.get(id(fn))
-            if e is None or e[0] is not fn:  # the table holds fn, so its id is not reused while listed
-                try:
-                    payload = self._dumps(fn)
-                except Exception as err:
-                    raise ValueError(f"{where} ships a worker's own function (e.g. ParM's parity model) to its "
-                                     f"process, so it must pickle: {describe_error(err)}") from err
-                e = (fn, len(self._entries), payload)
-                self._entries[id(fn)] = e
-            return e[1], e[2]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .._arrays import is_torch, to_numpy
 from .._validate import check_positive
-from ..stragglers import LatencyModel
 
 
 def check_deadline(deadline: float | None) -> float | None:
@@ -18,25 +16,6 @@ def check_deadline(deadline: float | None) -> float | None:
 
 def check_timeout(timeout: float) -> float:
     return check_positive("timeout", timeout, unit="seconds")  # type: ignore[return-value]
-
-
-def draw_delays(latency: LatencyModel | Sequence[float] | np.ndarray | None, n: int,
-                rng: np.random.Generator) -> np.ndarray:
-    """Per-worker injected delays: a latency model's draw, a given array (inf: never delivered), or zeros."""
-    if latency is None:
-        return np.zeros(n)
-    if isinstance(latency, LatencyModel):
-        d = np.asarray(latency.sample(n, rng), dtype=float)
-    elif hasattr(latency, "sample"):
-        raise ValueError(f"latency must be a gencc LatencyModel or an array of {n} delays, got {latency!r}")
-    else:
-        d = np.asarray(latency, dtype=float)
-        if d.shape != (n,):
-            raise ValueError(f"latency given as an array must hold one delay per worker: shape ({n},), "
-                             f"got {d.shape}")
-    if np.any(np.isnan(d)) or np.any(d < 0):
-        raise ValueError("latency delays must be non-negative (inf means the worker never delivers)")
-    return d
 
 
 def as_rng(seed: int | np.random.Generator | None) -> np.random.Generator:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from collections import deque
@@ -14,12 +15,13 @@ import numpy as np
 from .._arrays import is_torch
 from .._validate import check_int
 from ..codes.base import Code
+from ..engine import Task
+from ..faults import LatencyModel, draw_delays
 from ..ordering import METHODS, order_inputs
-from ..stragglers import LatencyModel
 from .baselines import Baseline
 from .collect import execute
-from .executor import Executor, Task
-from .inputs import as_rng, check_deadline, check_inputs, check_timeout, draw_delays, restore_kind
+from .executor import Executor
+from .inputs import as_rng, check_deadline, check_inputs, check_timeout, restore_kind
 from .local import LocalExecutor
 from .policy import CodedPolicy
 from .results import RunResult
@@ -32,12 +34,23 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default_executor() -> LocalExecutor:
-    """The embedded in-process executor shared by calls that pass no executor."""
+    """The embedded in-process executor shared by calls that pass no executor; closed at interpreter exit
+    (its threads finish the call of f they are in first: a torch forward still running while the interpreter
+    tears down can abort the process)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
             _DEFAULT = LocalExecutor()
+            atexit.register(_close_default)
         return _DEFAULT
+
+
+def _close_default() -> None:
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        ex, _DEFAULT = _DEFAULT, None
+    if ex is not None:
+        ex.close()
 
 
 def _hedge_default(latency: Any) -> float | None:

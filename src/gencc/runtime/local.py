@@ -1,57 +1,22 @@
-"""LocalExecutor: logical workers as in-process threads (default) or a process pool (GIL-holding f).
+"""LocalExecutor: a job's logical workers as the engine's long-lived worker threads (default), or threads that
+hand f's call to a process pool (a GIL-holding f).
 
-Each task runs on its own daemon thread: it computes f, then waits its injected delay on a cancellation
-flag, then delivers. A cancelled task is skipped if it has not started and never delivers if it has. With
-`processes`, the thread hands f's call to a process pool (f built once per process from a factory) and keeps
-the delay and the cancellation on the master side.
+Worker n of every job runs on engine worker n (its FIFO queue holds the tasks of the jobs in flight): it
+computes f, then waits the task's injected delay, then delivers. A cancelled task is dropped if it has not
+started; a running one stops at its delay and its thread is replaced at once (the old thread ends after its
+current call of f). With `processes`, f is built once per process from a factory (or f itself, pickled); the
+delay and the cancellation stay on the master side.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import pickle
-import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
-
-import numpy as np
 
 from .._validate import check_int
-from .executor import (
-    Batch,
-    Completion,
-    Constant,
-    Executor,
-    FunctionTable,
-    QueueBatch,
-    Task,
-    call_one,
-    describe_error,
-)
-
-_PROC_F: Callable | None = None
-_PROC_FNS: dict[int, Callable] = {}  # the tasks' own functions, built once per process
-
-
-def _proc_init(blob: bytes) -> None:
-    global _PROC_F
-    factory = pickle.loads(blob)
-    _PROC_F = factory()
-
-
-def _proc_call(x: Any, fn_key: int | None = None, fn_blob: bytes | None = None) -> tuple[np.ndarray, float]:
-    assert _PROC_F is not None, "process worker was not initialised"
-    f = _PROC_F
-    if fn_key is not None:
-        if fn_key not in _PROC_FNS:
-            _PROC_FNS[fn_key] = pickle.loads(fn_blob)  # type: ignore[arg-type]
-        f = _PROC_FNS[fn_key]
-    t = time.perf_counter()
-    y = call_one(f, x)
-    return y, time.perf_counter() - t
+from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers
+from ..faults import Faults
+from .executor import Batch, EngineBatch, Executor
 
 
 class LocalExecutor(Executor):
@@ -59,80 +24,34 @@ class LocalExecutor(Executor):
 
     factory: picklable zero-argument callable building f; with processes it is called once per process
     (otherwise f itself is pickled once per process). With threads, f is called directly.
-    max_threads: cap on concurrent task threads (threads are daemons, so a hung f never blocks exit).
-    close_timeout: seconds `close` waits for task threads still running (cancelled tasks stop after their
-    current call of f): a thread inside f (a torch forward) when the interpreter exits can abort the process.
+    max_threads: cap on the worker threads (logical worker n runs on thread n % max_threads; threads are
+    daemons, so a hung f never blocks exit).
+    faults: injected per-task faults (`gencc.faults.Faults`: raise, NaN, hang, crash), drawn per worker from
+    `seed`; a failed task is a straggler, and a crashed worker is replaced for the next task.
+    close_timeout: seconds `close` waits for threads still in a task (cancelled tasks stop after their current
+    call of f): a thread inside f (a torch forward) when the interpreter exits can abort the process.
     """
 
     close_timeout: float = 5.0
 
-    def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512):
+    def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512,
+                 *, faults: Faults | None = None, seed: int = 0):
         processes = check_int("processes", processes, 0, hint="0: threads")
         max_threads = check_int("max_threads", max_threads, 1)
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
+        if faults is not None and not isinstance(faults, Faults):
+            raise ValueError(f"faults must be a gencc.faults.Faults, got {faults!r}")
         self.processes, self.factory, self.max_threads = processes, factory, max_threads
-        self._work: queue.Queue = queue.Queue()
+        self.faults, self.seed = faults, check_int("seed", seed, 0)
         self._lock = threading.Lock()
-        self._started: list[threading.Thread] = []  # every task thread, in start order
-        self._idle = 0
-        self._pool: ProcessPoolExecutor | None = None
-        self._pool_f: Any = None
+        self._workers: Workers | None = None
+        self._pool_f: Callable | None = None
         self._local_f: Callable | None = None
-        self._functions = FunctionTable()
         self._closed = False
 
-    # ----- threads -------------------------------------------------------------------------------------
-    def _enqueue(self, item: tuple) -> None:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("this LocalExecutor is closed")
-            self._work.put(item)
-            if self._idle == 0 and len(self._started) < self.max_threads:
-                t = threading.Thread(target=self._loop, name=f"gencc-worker-{len(self._started) + 1}", daemon=True)
-                self._started.append(t)
-                t.start()
-            else:
-                self._idle -= 1
-
-    def _loop(self) -> None:
-        while True:
-            item = self._work.get()
-            if item is None:
-                return
-            self._run(*item)
-            with self._lock:
-                self._idle += 1
-
-    def _run(self, batch: QueueBatch, f: Callable, task: Task) -> None:
-        cancel = batch.event(task.worker)
-        if cancel.is_set():
-            return
-        try:
-            if self._pool is not None:
-                extra = self._functions.entry(task.fn, "a process-backed LocalExecutor") if task.fn else ()
-                fut = self._pool.submit(_proc_call, task.x, *extra)
-                while not fut.done():
-                    if cancel.wait(0.005):
-                        fut.cancel()
-                        return
-                y, dt = fut.result()
-            else:
-                t = time.perf_counter()
-                y = call_one(task.fn if task.fn is not None else f, task.x)
-                dt = time.perf_counter() - t
-            c = Completion(task.worker, value=y, compute_time=dt)
-        except Exception as e:  # a failing worker is a straggler, never a crash of the master
-            c = Completion(task.worker, error=describe_error(e))
-        if np.isinf(task.delay):  # never delivers: wait for the job to cancel it
-            cancel.wait()
-            return
-        if task.delay > 0 and cancel.wait(task.delay):
-            return
-        batch.deliver(c)
-
-    # ----- the Executor interface --------------------------------------------------------------------------
     def _bind(self, f: Callable | None) -> Callable | None:
+        """The f a thread runs (None with processes, whose f lives in the processes); starts the pool."""
         if self.processes == 0:
             if f is None:
                 if self.factory is None:
@@ -142,49 +61,58 @@ class LocalExecutor(Executor):
                 return self._local_f
             return f
         with self._lock:
-            if self._pool is None:
+            if self._workers is None:
                 factory = self.factory if self.factory is not None else Constant(f) if f is not None else None
                 if factory is None:
                     raise ValueError("no function: pass f to run, or build LocalExecutor(factory=...)")
-                try:
-                    blob = pickle.dumps(factory)
-                except Exception as e:
-                    raise ValueError(f"processes need a picklable f or factory: {describe_error(e)}") from e
-                self._pool = ProcessPoolExecutor(self.processes, mp_context=mp.get_context("spawn"),
-                                                 initializer=_proc_init, initargs=(blob,))
+                self._start(ProcessBackend(self.processes, factory))
                 self._pool_f = f
             elif self.factory is None and f is not None and f is not self._pool_f:
                 raise ValueError("this process-backed LocalExecutor already holds another function; "
                                  "create a new executor (or pass factory=) for a different f")
         return None
 
+    def _start(self, backend: object) -> None:
+        self._workers = Workers(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False,
+                                name="gencc-worker")
+
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
-        if self.processes:  # a function that cannot be shipped fails the call, not the workers
-            for t in tasks:
-                if t.fn is not None:
-                    self._functions.entry(t.fn, "a process-backed LocalExecutor")
+        if self._closed:
+            raise RuntimeError("this LocalExecutor is closed")
         fn = self._bind(f)
-        batch = QueueBatch(lambda b, t: self._enqueue((b, fn, t)))
+        if self.processes:  # a function that cannot be shipped fails the call, not the workers
+            backend = self._workers.backend  # type: ignore[union-attr]
+            for t in tasks:
+                if callable(t.fn):
+                    backend.table.entry(t.fn, "a process-backed LocalExecutor")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this LocalExecutor is closed")
+            if self._workers is None:
+                self._start(ThreadBackend())
+            workers = self._workers
+        n = min(max((int(t.worker) for t in tasks), default=0) + 1, self.max_threads)
+        workers.grow(n)  # type: ignore[union-attr]
+
+        def prepare(t: Task) -> None:
+            if t.fn is None and fn is not None:
+                t.fn = fn
+
+        batch = EngineBatch(workers, prepare, lambda w: w % self.max_threads)  # type: ignore[arg-type]
         batch.add(tasks)
         return batch
 
     def close(self) -> None:
-        """Stop the threads and the process pool. Threads still in a task get up to `close_timeout` seconds to
+        """Stop the workers and the process pool. Threads still in a task get up to `close_timeout` seconds to
         finish it (a task its job cancelled ends after its current call of f); one that is still busy after
         that (a hung f, or a task nobody cancelled) is abandoned: threads are daemons."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            threads = list(self._started)
-        for _ in threads:
-            self._work.put(None)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        end = time.monotonic() + self.close_timeout
-        for t in threads:
-            if t is not threading.current_thread():
-                t.join(max(0.0, end - time.monotonic()))
+            workers = self._workers
+        if workers is not None:
+            workers.close(self.close_timeout)
 
     def __repr__(self) -> str:
         kind = f"processes={self.processes}" if self.processes else "threads"

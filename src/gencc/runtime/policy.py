@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from ..codes.base import Code
-from .executor import Task
+from ..engine import Task
 
 
 class Policy(ABC):

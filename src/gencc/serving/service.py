@@ -1,6 +1,6 @@
 """The prediction service: a scheme's dispatcher on a worker pool, with bounded admission and graceful close.
 
-    svc = Service.build("digits-cnn", scheme="gcc", workers=12, K=8, service_ms=30)
+    svc = Service.build("digits-cnn", scheme="gcc", workers=12, K=8, service_ms=30, faults=Faults(raise_p=0.01))
     req = svc.submit(x).result()        # Request: status 200 / 503 / 504, output, degraded
     svc.close()                         # answers everything in flight first
 """
@@ -17,20 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import BACC, GCC, ParM, SystematicGCC
-from .checked import Checked, ResultCheck
-from .coded import Coded
-from .core import Env, Request
+from ..codes.registry import code_spec, make_code
+from ..engine import ThreadBackend, Workers
+from ..faults import Faults, WrongResults
+from .checked_dispatcher import CheckedDispatcher, ResultCheck
+from .coded_dispatcher import CodedDispatcher
+from .config import CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
+from .config import scheme as scheme_entry
+from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
-from .policy import Dispatcher, Hedged, Replicated, Uncoded
-from .pool import LocalBackend, Pool
-from .stragglers import Faults, PersistentStragglers, ServiceTimes, WrongResults
+from .requests import Env, Request
 
-#: wrong-result checks (gencc.serving.checked): none, answers after the group's check, or every answer checked
-CHECKS = ("off", "on", "strict")
-#: the contract's schemes, then the coded hedges
-SCHEMES = ("uncoded", "replication", "hedged", "parm", "bacc", "gcc", "sgcc", "sgcc-parity", "gcc-hedge",
-           "sgcc-hedge", "sgcc-parity-hedge", "parm-hedge")
+__all__ = ["CHECKS", "SCHEMES", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
@@ -38,55 +36,56 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
                     check_data: tuple[Callable, Any] | None = None, **kw: Any) -> Dispatcher:
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
-    Coded schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
+    CodedDispatcher schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
     K slots are systematic; SGCC (`gencc.SystematicGCC`, same N) has K systematic slots by construction, its
     coded slots compute f on the means of neighbouring ordered members, and a kriging decoder; `sgcc-parity` is
     SGCC whose coded slots run the trained parity model `parity` on groups of members kept in arrival order,
     with the decoder's prior from `calibration` (`gencc.serving.parity.calibrate_sgcc`, on training inputs),
-    answering only parity recoveries (`Coded`'s cover rule); ParM, as in its paper, groups
+    answering only parity recoveries (`CodedDispatcher`'s cover rule); ParM, as in its paper, groups
     parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot.
 
     check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
-    (`gencc.serving.checked.Checked`), calibrated on `check_data` = (f, training inputs)."""
+    (`gencc.serving.checked_dispatcher.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs)."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
-    if check != "off" and scheme not in ("gcc", "bacc", "sgcc", "sgcc-parity"):
+    sch = scheme_entry(scheme)
+    if check != "off" and (sch.dispatcher != "coded" or sch.mode != "eager" or sch.code == "parm"):
         raise ValueError(f"wrong-result checks apply to the eager coded schemes gcc, bacc, sgcc and sgcc-parity, "
                          f"not {scheme!r}")
     if check != "off" and check_data is None:
         raise ValueError("a wrong-result check needs check_data=(f, training inputs) to calibrate on")
     W = env.n_workers
-    if scheme == "uncoded":
-        return Uncoded(env, **kw)
-    if scheme == "replication":
-        return Replicated(env, **kw)
-    if scheme == "hedged":
-        return Hedged(env, **kw)
-    mode = "hedge" if scheme.endswith("-hedge") else "eager"
+    if sch.dispatcher == "uncoded":
+        return UncodedDispatcher(env, **kw)
+    if sch.dispatcher == "replication":
+        return ReplicatedDispatcher(env, **kw)
+    if sch.dispatcher == "hedged":
+        return HedgedDispatcher(env, **kw)
     base = scheme.removesuffix("-hedge")
-    if base == "parm":
-        code = ParM(parm_k, parm_k, parity=parity)
-    elif base in ("gcc", "bacc", "sgcc", "sgcc-parity"):
+    if sch.code == "parm":
+        code = make_code("parm", parm_k, k=parm_k, parity=parity)
+    else:
         N = coded_workers(K, W)  # redundancy 1.5 (ParM k = 2's) at any W
         if N <= K:
             raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
-        if base == "sgcc-parity":
+        if sch.parity:  # sgcc-parity
             code = sgcc_parity_code(K, N, parity, calibration)
-            kw.setdefault("cover", True)  # answer parity recoveries (see Coded)
+            kw.setdefault("cover", True)  # answer parity recoveries (see CodedDispatcher)
             kw.setdefault("order", False)  # groups in arrival order, as the parity model was trained (random)
-        else:
-            beta = GCC(K, N).beta
+        elif sch.code == "gcc":
             # the interpolating decoder: a fixed D per straggler set; 'select' (GCC's default at N <= 1.5 K) picks
             # per decode by leave-one-out, 13-39 ms on the first decode of a pattern, on every request's path
-            code = (GCC(K, N, decoder="interpolate") if base == "gcc" else BACC(K, N, beta=beta) if base == "bacc"
-                    else SystematicGCC(K, N))
-    else:
-        raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+            code = make_code("gcc", K, N, decoder="interpolate")
+        elif sch.code == "bacc":  # on GCC's nested worker points, so that K slots are systematic
+            code = code_spec("bacc").cls(K, N, beta=make_code("gcc", K, N).beta)
+        else:
+            code = make_code(sch.code, K, N)
     if check != "off":
         kw.pop("cover", None)
         rc = ResultCheck.calibrate(code, *check_data, order=kw.get("order", True))
-        return Checked(env, code, rc, strict=check == "strict", max_wait=max_wait, name=f"{scheme}-checked", **kw)
-    return Coded(env, code, mode=mode, max_wait=max_wait, name=scheme, **kw)
+        return CheckedDispatcher(env, code, rc, strict=check == "strict", max_wait=max_wait,
+                                 name=f"{scheme}-checked", **kw)
+    return CodedDispatcher(env, code, mode=sch.mode, max_wait=max_wait, name=scheme, **kw)
 
 
 def freeze_heap() -> None:
@@ -101,9 +100,10 @@ def freeze_heap() -> None:
 
 
 class Service:
-    """A dispatcher on a `Pool`, thread-safe `submit`, at most `max_pending` requests in flight (more: 503)."""
+    """A dispatcher on the engine's `Workers` (`pool`), thread-safe `submit`, at most `max_pending` requests in
+    flight (more: 503)."""
 
-    def __init__(self, pool: Pool, make: Callable[[Env], Dispatcher], max_pending: int = 1000,
+    def __init__(self, pool: Workers, make: Callable[[Env], Dispatcher], max_pending: int = 1000,
                  on_answer: Callable[[Request], None] | None = None):
         if max_pending < 1:
             raise ValueError(f"max_pending must be positive, got {max_pending}")
@@ -118,50 +118,56 @@ class Service:
         self.rejected = 0
 
     @classmethod
-    def build(cls, workload: str, scheme: str = "gcc", workers: int = 12, K: int = 8, *, backend: str = "local",
-              address: str | None = None, service_ms: float = 0.0, slow_fraction: float = 0.0,
-              slow_factor: float = 10.0, mean_slow_s: float = 1.0, faults: Faults | None = None,
-              max_wait_ms: float = 50.0, parm_k: int = 2, max_pending: int = 1000, request_timeout: float = 30.0,
-              seed: int = 0, on_answer: Callable[[Request], None] | None = None, check: str = "off",
-              wrong: WrongResults | None = None, packed_parity: bool = False) -> Service:
-        """A service for a named workload (gencc.workloads) with the contract's knobs; `check` see
-        `make_dispatcher` (calibrated on the workload's training inputs), `wrong` injects wrong results;
-        `packed_parity` (parm, sgcc-parity schemes): the parity model takes each group's members stacked
-        (`load_parity(..., packed=True)`; coded slots receive k inputs)."""
+    def build(cls, workload: str, scheme: str | None = None, workers: int | None = None, K: int | None = None, *,
+              config: ServiceConfig | None = None, slowdown: Slowdown | None = None, faults: Faults | None = None,
+              wrong: WrongResults | None = None, on_answer: Callable[[Request], None] | None = None,
+              **options: Any) -> Service:
+        """A service for a named workload (gencc.workloads): configuration in `config` (a `ServiceConfig`; or
+        its fields as keywords, `scheme`, `workers` and `K` also by position), injection apart: `slowdown` (a
+        `Slowdown`, or its fields as keywords: service_ms, slow_fraction, slow_factor, mean_slow_s), `faults`
+        (raise / NaN / hang / crash), `wrong` (wrong results). `check` see `make_dispatcher` (calibrated on the
+        workload's training inputs)."""
+        config, slowdown = _split(config, slowdown, scheme=scheme, workers=workers, K=K, **options)
+        return cls.from_config(workload, config, slowdown=slowdown, faults=faults, wrong=wrong, on_answer=on_answer)
+
+    @classmethod
+    def from_config(cls, workload: str, config: ServiceConfig, *, slowdown: Slowdown | None = None,
+                    faults: Faults | None = None, wrong: WrongResults | None = None,
+                    on_answer: Callable[[Request], None] | None = None) -> Service:
+        """`build` with the configuration and injection objects given as they are."""
         from ..workloads import load, load_parity
 
+        c, slowdown = config, slowdown or Slowdown()
         w = load(workload, progress=False)
         fns: dict[str, Callable] = {"f": w.f}
         parity = calibration = None
-        pk = parity_k(scheme, K, workers, parm_k) if scheme in SCHEMES else None
-        if packed_parity and pk is None:
+        pk = parity_k(c.scheme, c.K, c.workers, c.parm_k)
+        if c.packed_parity and pk is None:
             raise ValueError(f"packed parity applies to the schemes with a parity model ({', '.join(PARITY_SCHEMES)} "
-                             f"and their -hedge forms), not {scheme!r}")
+                             f"and their -hedge forms), not {c.scheme!r}")
         if pk is not None:
-            parity = load_parity(workload, pk, progress=False, packed=bool(packed_parity))
+            parity = load_parity(workload, pk, progress=False, packed=bool(c.packed_parity))
             fns["parity"] = parity
-            if scheme.startswith("sgcc-parity"):
-                calibration = calibrate_sgcc(w, K, coded_workers(K, workers), parity)
-        if backend == "local":
-            be: Any = LocalBackend(fns)
-        elif backend == "ray":
-            from .ray_backend import RayBackend
+            if c.scheme.startswith("sgcc-parity"):
+                calibration = calibrate_sgcc(w, c.K, coded_workers(c.K, c.workers), parity)
+        if c.backend == "local":
+            be: Any = ThreadBackend(fns, dtype=np.float32)
+        else:
+            from ..engine._ray import RayBackend
 
             factories = {"f": w.factory}
             if parity is not None:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
-            be = RayBackend(workers, factories, address=address)
-        else:
-            raise ValueError(f"unknown backend {backend!r}; choose local or ray")
-        pool = Pool(workers, be, ServiceTimes(service_ms / 1000),
-                    PersistentStragglers(workers, slow_fraction, slow_factor, mean_slow_s, seed=seed), faults,
-                    seed=seed, wrong=wrong)
-        svc = cls(pool, lambda env: make_dispatcher(scheme, env, K=K, parm_k=parm_k, parity=parity,
-                                                    calibration=calibration, max_wait=max_wait_ms / 1000,
-                                                    request_timeout=request_timeout, seed=seed, check=check,
+            be = RayBackend(c.workers, factories, address=c.address)
+        pool = Workers(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
+                       seed=c.seed, wrong=wrong)
+        svc = cls(pool, lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
+                                                    calibration=calibration, max_wait=c.max_wait_ms / 1000,
+                                                    request_timeout=c.request_timeout, seed=c.seed, check=c.check,
                                                     check_data=(w.f, w.X_train)),
-                  max_pending=max_pending, on_answer=on_answer)
+                  max_pending=c.max_pending, on_answer=on_answer)
         svc.workload = w
+        svc.config = c
         return svc
 
     @property

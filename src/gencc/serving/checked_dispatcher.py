@@ -5,13 +5,13 @@ from an honest one (GCC, K = 8, N = 12, digits CNN: it flags an honest worker in
 the serving path checks differently. A systematic code's coded result n should nearly equal the linear reading
 sum_k E[n, k] f(x_k) of the systematic results it mixes; `ResultCheck` calibrates, per coded slot, how far an
 honest result strays from that reading (on training inputs, like a parity model's prior) and fails a coded row
-whose residual exceeds the threshold. `Checked` (a `Coded` dispatcher, eager mode) holds every answer until
+whose residual exceeds the threshold. `CheckedDispatcher` (a `CodedDispatcher`, eager) holds every answer until
 its group's check:
 - a member whose own result no failing row involves is answered with it (exact);
 - a member a failing row involves gets a verification copy on another worker: equal results confirm it, a
   difference calls a third worker and the majority answers (no majority: 503); the outvoted worker is flagged;
 - a failing row whose members all check out flags the coded worker (its result is excluded from decodes);
-- a member whose own result never came is decoded from the results nobody flagged, as in `Coded` (codes with
+- a member whose own result never came is decoded from the results nobody flagged, as in `CodedDispatcher` (codes with
   coding groups: only a parity recovery, else a plain copy; `strict`: only from results a check covered, and
   where no decode is allowed two workers must agree on it).
 Every flag is counted per pool worker under the reason "inconsistent result"; a worker outvoted `quarantine`
@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from ..codes import Code
+from ..engine import Task
 from ..ordering import order_inputs
-from .coded import Coded, _Group, systematic_slots
-from .core import Env, RollingQuantile, Task
+from .coded_dispatcher import CodedDispatcher, _Group
+from .requests import Env, RollingQuantile
+from .slots import systematic_slots
 
 REASON = "inconsistent result"
 MAX_VERIFY = 4  # verification copies per member at most (failed ones included)
@@ -77,7 +79,7 @@ class ResultCheck:
     def calibrate(cls, code: Code, f: Callable, X: Any, groups: int = 300, quantile: float = 0.999,
                   margin: float = 1.25, order: bool = True, tol: float = 0.05, seed: int = 0) -> ResultCheck:
         """Thresholds from `groups` random groups of K inputs of X (training inputs: never the served ones),
-        ordered as `Coded` orders them: `margin` x the `quantile` of each row's honest residuals. Each slot
+        ordered as `CodedDispatcher` orders them: `margin` x the `quantile` of each row's honest residuals. Each slot
         runs `code.worker_function(f, n)`, so a parity model's slots are calibrated on the parity model."""
         if not 0 < quantile <= 1 or not margin > 0:
             raise ValueError(f"quantile must lie in (0, 1] and margin be positive, got {quantile}, {margin}")
@@ -110,8 +112,8 @@ class _CheckedGroup(_Group):
         self.failing: set[int] = set()  # coded rows (indices into ResultCheck.coded) whose check failed
 
 
-class Checked(Coded):
-    """`Coded` (eager) whose answers wait for the group's `ResultCheck` (see the module docstring).
+class CheckedDispatcher(CodedDispatcher):
+    """`CodedDispatcher` (eager) whose answers wait for the group's `ResultCheck` (see the module docstring).
 
     min_weight: a row covers member k when |W[n, k]| >= min_weight (a smaller weight hides a wrong result in
     the row's honest residual). A member no row covers, or whose covering rows could not be checked by the
@@ -120,7 +122,7 @@ class Checked(Coded):
     `quarantine_rate` of the results it returned, gets no more tasks (a bad accelerator; a rare flip anywhere
     quarantines nobody: at 2 and a 1% fault rate, 2 honest-but-unlucky workers were quarantined in 20 s);
     rtol: results of the same input on two workers count as equal within this relative tolerance. wait_quantile:
-    the group stops waiting for results at this quantile of coded-task turnaround (`Coded` decodes at 0.75; a
+    the group stops waiting for results at this quantile of coded-task turnaround (`CodedDispatcher` decodes at 0.75; a
     check needs whole rows: at 0.95 the share of unchecked answers fell from 0.70 to 0.56, p99 +6 ms, GCC
     K = 8, N = 12, W = 16, 50% load in the simulator)."""
 
@@ -140,7 +142,7 @@ class Checked(Coded):
             raise ValueError(f"quarantine must be a positive number of flags, got {quarantine}")
         self.check, self.strict, self.quarantine, self.rtol = check, bool(strict), int(quarantine), float(rtol)
         self.quarantine_rate = float(quarantine_rate)
-        if getattr(code, "groups", None) is not None:  # SystematicGCC: decode only parity recoveries, as Coded does
+        if getattr(code, "groups", None) is not None:  # SystematicGCC: only parity recoveries, as CodedDispatcher
             self.cover = self._cover_map()
         self.covers = [[c for c in range(len(check.coded)) if abs(check.W[c, k]) >= min_weight]
                        for k in range(self.K)]
@@ -192,7 +194,7 @@ class Checked(Coded):
                 g.failing.add(int(c))
                 self.failed_checks += 1
         suspects = {g.source[int(k)] for c in g.failing for k in self.check.support[c]}
-        if not g.closed:  # as `Coded` decodes: every result in, or the deadline passed with enough of them
+        if not g.closed:  # as `CodedDispatcher` decodes: every result in, or the deadline passed with enough of them
             m = len(g.members)
             real = len(g.results) - sum(1 for k in range(m, self.K) if self.sys[k] in g.results)
             g.closed = not any(t.kind in ("coded", "systematic") and not t.cancelled and math.isnan(t.t_end)

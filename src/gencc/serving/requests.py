@@ -1,8 +1,8 @@
-"""What dispatchers and environments share: requests, tasks, the environment interface, a rolling quantile.
+"""What dispatchers share: requests, the environment interface, a rolling quantile.
 
-A dispatcher (policy) is written once against `Env`; the real pool (threads or Ray actors, wall clock) and the
-simulator (virtual time) both implement `Env` and call the dispatcher from one thread only, so policies hold no
-locks.
+A dispatcher is written once against `Env`; the engine's `Workers` (threads or Ray actors, wall clock) and
+`VirtualWorkers` (virtual time) both implement it and call the dispatcher from one thread only, so dispatchers
+hold no locks. Tasks are the engine's (`gencc.engine.Task`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-#: failure reasons a worker reports (a failed task is a straggler, never a crash)
-FAULTS = ("raise", "nan", "hang", "crash")
+from ..engine import Task
 
 
 @dataclass(eq=False)
@@ -41,38 +40,6 @@ class Request:
     @property
     def latency(self) -> float:
         return self.t_done - self.t_arrival
-
-
-@dataclass(eq=False)
-class Task:
-    """One unit of work on one worker: `fn` names the model ("f" or "parity") applied to input `x`."""
-
-    fn: str
-    x: Any
-    on_done: Callable[[Task], None]
-    kind: str = "primary"
-    cancelled: bool = False
-    worker: int = -1
-    t_sent: float = math.nan
-    t_start: float = math.nan
-    t_end: float = math.nan
-    ok: bool = False
-    output: Any = None
-    reason: str = ""
-    slow: bool = False
-    busy: int = 0  # workers running a task when this one started, itself included (shared-CPU contention)
-    slot: int = -1
-    wrong: bool = False  # the env corrupted the output (WrongResults): ground truth for measurement only
-    owner: Any = field(default=None, repr=False)
-    on_cancel: Callable[[Task], None] | None = field(default=None, repr=False)
-
-    def cancel(self) -> None:
-        """Mark as no longer needed: a worker drops it if it has not started it yet (the env's `on_cancel`
-        hook, set while the task is queued, keeps its load count right)."""
-        if not self.cancelled:
-            self.cancelled = True
-            if self.on_cancel is not None:
-                self.on_cancel(self)
 
 
 class Env(Protocol):

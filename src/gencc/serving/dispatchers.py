@@ -2,9 +2,10 @@
 
 Every dispatcher answers each request exactly once (an output, a 503 when its workers all failed, or a 504 at
 `request_timeout`), cancels work that is no longer needed (a worker drops it before starting) and retries a
-request whose every live task failed. Schemes: `Uncoded` (least-loaded worker), `Replicated` (copies on
-distinct workers, first answer wins), `Hedged` (a second copy after the observed p95) and `Coded` (groups of K
-requests with any systematic `Code`: GCC, BACC, ParM; see its docstring).
+request whose every live task failed. Schemes: `UncodedDispatcher` (least-loaded worker),
+`ReplicatedDispatcher` (copies on distinct workers, first answer wins), `HedgedDispatcher` (a second copy after
+the observed p95) and `CodedDispatcher` (groups of K requests with any systematic `Code`: GCC, BACC, ParM; see
+its docstring).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .core import Env, Request, RollingQuantile, Task
+from ..engine import Task
+from .requests import Env, Request, RollingQuantile
 
 
 class Dispatcher:
@@ -96,7 +98,7 @@ class Dispatcher:
         w = self.least_loaded(exclude)
         if w < 0:
             return None
-        t = Task("f", req.x, self._done, kind=kind, owner=req)
+        t = Task(x=req.x, fn="f", on_done=self._done, kind=kind, owner=req)
         req.tasks.append(t)
         return self.send(w, t)
 
@@ -122,7 +124,7 @@ class Dispatcher:
             self.answer(req, None, status=503, error="no live worker")
 
 
-class Uncoded(Dispatcher):
+class UncodedDispatcher(Dispatcher):
     """Each request to the least-loaded worker."""
 
     name = "uncoded"
@@ -132,7 +134,7 @@ class Uncoded(Dispatcher):
             self.answer(req, None, status=503, error="no live worker")
 
 
-class Replicated(Dispatcher):
+class ReplicatedDispatcher(Dispatcher):
     """`copies` copies on distinct least-loaded workers; the first answer wins, the others are cancelled."""
 
     name = "replication"
@@ -150,7 +152,7 @@ class Replicated(Dispatcher):
             self.answer(req, None, status=503, error="no live worker")
 
 
-class Hedged(Dispatcher):
+class HedgedDispatcher(Dispatcher):
     """One copy at once, a second on another worker if unanswered after the observed `quantile` of latency
     (`initial_delay` until enough requests were answered)."""
 

@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from ..codes import Code
+from ..engine import Task
 from ..ordering import order_inputs
-from .core import Env, Request, RollingQuantile, Task
-from .policy import Dispatcher
+from .dispatchers import Dispatcher
+from .requests import Env, Request, RollingQuantile
+from .slots import systematic_slots, worker_functions
 
 MODES = ("eager", "hedge")
 
@@ -40,34 +42,7 @@ class _Group:
         self.waited = False  # the decode deadline passed: decode with what has returned
 
 
-def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
-    """Per input k, the worker slot whose encoded input is x_k itself; None when the code is not systematic."""
-    E = code.encoding_matrix
-    slots = []
-    for k in range(code.K):
-        e = np.zeros(code.K)
-        e[k] = 1.0
-        hits = np.flatnonzero(np.all(np.abs(E - e) < tol, axis=1))
-        if hits.size == 0:
-            return None
-        slots.append(int(hits[0]))
-    return slots
-
-
-def worker_functions(code: Code) -> tuple[list[str], list[float], list[float]]:
-    """Per worker slot, the pool function it runs ("f", or "parity": the workload's parity model) and the scales
-    a and b of its input and output: slot n runs fn(a z) / b on its encoded input z. ParM's parity query is the
-    sum of its group (a = b = 1); SystematicGCC with a parity model hands its coded workers the mean of s
-    members and runs z -> F_P(s z) / s (a = b = s; `worker_function(f, n)` exposes s), and with a packed one
-    the s members stacked, z -> F_P(z) / s (a = 1, b = s), so the pool needs only the parity model itself."""
-    sentinel = object()
-    fns = [code.worker_function(sentinel, n) for n in range(code.N)]
-    outs = [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns]
-    ins = [1.0 if getattr(fn, "packed", False) else b for fn, b in zip(fns, outs, strict=True)]
-    return ["f" if fn is sentinel else "parity" for fn in fns], ins, outs
-
-
-class Coded(Dispatcher):
+class CodedDispatcher(Dispatcher):
     """Serve with `code` on groups of K requests (see the module docstring); needs N <= workers.
 
     min_decode: results needed before a decode (default K; codes that report `missing` inputs, like ParM,
@@ -133,7 +108,7 @@ class Coded(Dispatcher):
         return slot in R and all(self.sys[j] in R or g.source[j] == i for j in others)
 
     def _due(self, g: _Group) -> set[int]:
-        """Coded slots of the group with a task still running and no result yet."""
+        """CodedDispatcher slots of the group with a task still running and no result yet."""
         return {t.slot for t in g.tasks if t.kind == "coded" and not t.cancelled and math.isnan(t.t_end)
                 and t.slot not in g.results}
 
@@ -169,7 +144,7 @@ class Coded(Dispatcher):
             if w < 0:
                 self.answer(req, None, status=503, error="no live worker")
             else:
-                t = Task("f", req.x, self._done, kind="systematic", slot=req.slot, owner=req)
+                t = Task(x=req.x, fn="f", on_done=self._done, kind="systematic", slot=req.slot, owner=req)
                 req.tasks.append(t)
                 self.send(w, t)
         if self.mode == "hedge":
@@ -216,7 +191,7 @@ class Coded(Dispatcher):
         self._try_decode(g)
 
     def _eager_slots(self, m: int) -> list[int]:
-        """Coded slots for a group of m members: ParM (and codes under `cover`) the coded slot of each coding
+        """CodedDispatcher slots for a group of m members: ParM (and codes under `cover`) the coded slot of each coding
         group holding a member; other codes the ceil((N - K) m / K) (at least `min_results`) coded slots
         nearest the members' points (so partial groups cost no more per request than full ones)."""
         if self.sys is None or m == self.K:
@@ -284,12 +259,12 @@ class Coded(Dispatcher):
             x = None if g.X is None else g.X[n]
             if x is not None and self.in_scale[n] != 1:
                 x = x * self.in_scale[n]
-            t = Task(self.fn_of[n], x, self._done, kind="coded", slot=n, owner=g)
+            t = Task(x=x, fn=self.fn_of[n], on_done=self._done, kind="coded", slot=n, owner=g)
             g.tasks.append(t)
             self.send(w, t)
 
     def _late(self, g: _Group, trigger: Request | None = None) -> None:
-        """Coded hedge: cover every member still unanswered after the threshold with a coded task (`trigger`,
+        """CodedDispatcher hedge: cover every member still unanswered after the threshold with a coded task (`trigger`,
         the member whose timer fired, counts as late even if the threshold moved since)."""
         if g.done:
             return

@@ -1,15 +1,91 @@
-"""Service-time models shared by the real pool and the simulator: persistent slow states, per-task noise, faults."""
+"""Injection, one family for every engine backend and simulator: latency, slowness, faults, wrong results.
+
+- Latency models (`ShiftedExponential`, `Pareto`, `Bimodal`): per-task delivery delays in seconds (a job's
+  `latency=`); `draw_delays` turns a model or an array into N delays.
+- `PersistentStragglers`: each worker alternates normal and slow periods (slow: `factor` times slower).
+- `ServiceTimes`: injected base service time per task (the time a worker is busy beyond f's own compute).
+- `Faults`: per-task raise / NaN / hang / crash probabilities; `WrongResults`: finite but wrong results, from a
+  `gencc.adversaries` model. A failed task is a straggler, never a crash of the master.
+- `run_injected`: f on one input under an injection plan (the one place a worker applies it).
+"""
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..stragglers import ShiftedExponential
-from .core import FAULTS
+from ._validate import check_nonneg, check_positive, check_probability, check_real
+from .adversaries import Adversary, Noise, Offset, RandomValues, SignFlip
+from .models import apply_one
+
+#: failure reasons a worker reports (a failed task is a straggler, never a crash)
+FAULTS = ("raise", "nan", "hang", "crash")
+#: adversaries that corrupt one result on its own (the others need the group and the code)
+PER_RESULT = (Noise, Offset, RandomValues, SignFlip)
+
+
+class LatencyModel:
+    """Draws per-worker completion delays in seconds (added to the real compute time by a runtime)."""
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ShiftedExponential(LatencyModel):
+    """T = shift + Exp(rate): a minimum service time plus a memoryless tail (mean shift + 1/rate)."""
+
+    shift: float = 0.0
+    rate: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "shift", check_nonneg("shift", self.shift, unit="seconds"))
+        object.__setattr__(self, "rate", check_positive("rate", self.rate, unit="per second"))
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.shift + rng.exponential(1.0 / self.rate, size=n)
+
+
+@dataclass(frozen=True)
+class Pareto(LatencyModel):
+    """Heavy tail: T = x_m (1 + Lomax(a)), so T >= x_m with P(T > t) = (x_m / t)^a."""
+
+    x_m: float = 1.0
+    a: float = 2.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "x_m", check_positive("x_m", self.x_m, unit="seconds"))
+        object.__setattr__(self, "a", check_positive("a", self.a))
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.x_m * (1.0 + rng.pareto(self.a, size=n))
+
+
+@dataclass(frozen=True)
+class Bimodal(LatencyModel):
+    """A worker is slow with probability p, and then `factor` times slower than the base latency."""
+
+    p: float = 0.05
+    factor: float = 10.0
+    base: float | LatencyModel = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "p", check_probability("p", self.p))
+        object.__setattr__(self, "factor", check_real("factor", self.factor, 1.0))
+        if not isinstance(self.base, LatencyModel):
+            object.__setattr__(self, "base", check_real("base", self.base, 0.0, unit="seconds",
+                                                        what="a non-negative number of seconds or a LatencyModel"))
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        base = self.base.sample(n, rng) if isinstance(self.base, LatencyModel) else np.full(n, float(self.base))
+        slow = rng.random(n) < self.p
+        return np.where(slow, base * self.factor, base)
 
 
 class PersistentStragglers:
@@ -78,10 +154,13 @@ class Faults:
 class WrongResults:
     """Workers that return wrong but finite results (silent corruption; DESIGN section 9), for tests and
     benchmarks: every result of the `workers` listed (a bad accelerator) and each other result with
-    probability `p` (a mercurial core) becomes out + scale * rms(out) * z, z standard normal. The dispatcher
-    is never told; the task's `wrong` flag records the truth for measurement only."""
+    probability `p` (a mercurial core) is corrupted by `model`, one of `gencc.adversaries` that perturbs a
+    result on its own (default `Noise(1, scale)`: out + scale * rms(out) * z, z standard normal; the unit of a
+    single result's perturbation is its rms). The dispatcher is never told; the task's `wrong` flag records the
+    truth for measurement only."""
 
-    def __init__(self, workers: Sequence[int] = (), p: float = 0.0, scale: float = 1.0):
+    def __init__(self, workers: Sequence[int] = (), p: float = 0.0, scale: float = 1.0,
+                 model: Adversary | None = None):
         self.workers = frozenset(int(w) for w in workers)
         if any(w < 0 for w in self.workers):
             raise ValueError(f"wrong-result workers must be non-negative indices, got {sorted(self.workers)}")
@@ -89,7 +168,11 @@ class WrongResults:
             raise ValueError(f"wrong-result probability must lie in [0, 1], got {p}")
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"wrong-result scale must be a positive number, got {scale}")
+        if model is not None and not isinstance(model, PER_RESULT):
+            names = ", ".join(c.__name__ for c in PER_RESULT)
+            raise ValueError(f"model must be a per-result adversary of gencc.adversaries ({names}), got {model!r}")
         self.p, self.scale = float(p), float(scale)
+        self.model = model if model is not None else Noise(1, self.scale)
 
     def corrupt(self, worker: int, out: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
         """(the result worker `worker` returns, whether it is wrong)."""
@@ -97,7 +180,7 @@ class WrongResults:
             return out, False
         out = np.asarray(out, dtype=float)
         rms = float(np.sqrt(np.mean(out ** 2))) or 1.0
-        return out + self.scale * rms * rng.standard_normal(out.shape), True
+        return self.model._perturb(out, rms, rng), True
 
 
 class ServiceTimes:
@@ -184,4 +267,82 @@ def _buckets(samples: np.ndarray, busy: Sequence[int], min_bucket: int) -> list[
         d = np.abs(b - kk)
         radius = np.sort(d)[min(min_bucket, d.size) - 1]
         out.append(samples[d <= radius])
+    return out
+
+
+def draw_delays(latency: LatencyModel | Sequence[float] | np.ndarray | None, n: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """Per-worker injected delays: a latency model's draw, a given array (inf: never delivered), or zeros."""
+    if latency is None:
+        return np.zeros(n)
+    if isinstance(latency, LatencyModel):
+        d = np.asarray(latency.sample(n, rng), dtype=float)
+    elif hasattr(latency, "sample"):
+        raise ValueError(f"latency must be a gencc LatencyModel or an array of {n} delays, got {latency!r}")
+    else:
+        d = np.asarray(latency, dtype=float)
+        if d.shape != (n,):
+            raise ValueError(f"latency given as an array must hold one delay per worker: shape ({n},), "
+                             f"got {d.shape}")
+    if np.any(np.isnan(d)) or np.any(d < 0):
+        raise ValueError("latency delays must be non-negative (inf means the worker never delivers)")
+    return d
+
+
+class InjectedFault(RuntimeError):
+    """A task failed by injection or returned non-finite values; its message is the reason (one of FAULTS).
+    `output`: the non-finite output, when there was one."""
+
+    def __init__(self, reason: str, output: np.ndarray | None = None):
+        super().__init__(reason)
+        self.output = output
+
+
+class Cancelled(Exception):
+    """A running task was cancelled (its result is never delivered)."""
+
+
+def run_injected(fn: Callable, x: Any, extra_s: float = 0.0, slow: float = 1.0, fault: str = "",
+                 hang_s: float = 0.0, stop: threading.Event | None = None, batched: bool | None = None,
+                 delay: float = 0.0) -> np.ndarray:
+    """fn on one input (`gencc.models.apply_one`) with injected busy time (`extra_s` x `slow`, compute slowed by
+    `slow` too) and a fault ('' none, or one of FAULTS but crash, which the backend enacts); `batched` as in
+    `apply_one`. Then, failed or not, `delay` more seconds pass before the outcome is given (a job's injected
+    latency; inf: never). Raises InjectedFault for an injected failure and a non-finite output, what fn raised,
+    or Cancelled when `stop` is set during the delay; returns the float64 output."""
+    try:
+        out = _injected(fn, x, extra_s, slow, fault, hang_s, stop, batched)
+    except Exception:
+        _hold(delay, stop)
+        raise
+    _hold(delay, stop)
+    return out
+
+
+def _hold(delay: float, stop: threading.Event | None) -> None:
+    if delay > 0:
+        if stop is None:
+            stop = threading.Event()
+        if stop.wait(None if np.isinf(delay) else delay):
+            raise Cancelled("cancelled")
+
+
+def _injected(fn: Callable, x: Any, extra_s: float, slow: float, fault: str, hang_s: float,
+              stop: threading.Event | None, batched: bool | None) -> np.ndarray:
+    t0 = time.perf_counter()
+    wait = stop.wait if stop is not None else time.sleep
+    if fault == "hang":
+        wait(hang_s)
+        raise InjectedFault("hang")
+    out = apply_one(fn, x, batched)
+    compute = time.perf_counter() - t0
+    rest = extra_s * slow + compute * (slow - 1)
+    if rest > 0:
+        wait(rest)
+    if fault == "raise":
+        raise InjectedFault("raise")
+    if fault == "nan":
+        out = out * np.nan
+    if not np.all(np.isfinite(out)):
+        raise InjectedFault("nan", out)
     return out

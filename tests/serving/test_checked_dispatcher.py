@@ -7,10 +7,11 @@ import pytest
 from serving_helpers import serve_until_quarantined
 
 from gencc import BACC, GCC, order_inputs
-from gencc.serving.checked import REASON, Checked, ResultCheck
+from gencc.engine import VirtualWorkers
+from gencc.faults import PersistentStragglers, ServiceTimes, WrongResults
+from gencc.serving.checked_dispatcher import REASON, CheckedDispatcher, ResultCheck
 from gencc.serving.service import Service, make_dispatcher
-from gencc.serving.sim import SimEnv, simulate_load
-from gencc.serving.stragglers import PersistentStragglers, ServiceTimes, WrongResults
+from gencc.serving.sim import simulate_load
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_result_check_rejects_codes_without_systematic_workers_and_bad_threshold
 
 
 def _sim(cnn, make, wrong, rate=150.0, duration=6.0):
-    env = SimEnv(16, ServiceTimes(0.04), PersistentStragglers(16, 0.1, 10, 1.0, seed=1), functions={"f": cnn.f},
+    env = VirtualWorkers(16, ServiceTimes(0.04), PersistentStragglers(16, 0.1, 10, 1.0, seed=1), functions={"f": cnn.f},
                  wrong=wrong, seed=0)
     box = {}
 
@@ -77,7 +78,7 @@ def _sim(cnn, make, wrong, rate=150.0, duration=6.0):
 
 def test_strict_check_outvotes_and_quarantines_a_bad_worker_and_never_answers_its_results(gcc_check, cnn):
     code, chk = gcc_check
-    reqs, d, env = _sim(cnn, lambda e: Checked(e, code, chk, strict=True, max_wait=0.05),
+    reqs, d, env = _sim(cnn, lambda e: CheckedDispatcher(e, code, chk, strict=True, max_wait=0.05),
                         WrongResults(workers=[3], scale=5.0))
     F = cnn.f(np.stack([r.x for r in reqs]))
     assert all(r.status == 200 for r in reqs)
@@ -96,7 +97,7 @@ def test_strict_check_outvotes_and_quarantines_a_bad_worker_and_never_answers_it
 
 def test_all_honest_workers_are_never_quarantined_and_answers_are_exact(gcc_check, cnn):
     code, chk = gcc_check
-    reqs, d, _ = _sim(cnn, lambda e: Checked(e, code, chk, max_wait=0.05), None)
+    reqs, d, _ = _sim(cnn, lambda e: CheckedDispatcher(e, code, chk, max_wait=0.05), None)
     F = cnn.f(np.stack([r.x for r in reqs]))
     assert all(r.status == 200 for r in reqs) and not d.quarantined and not d.confirmed
     assert all(np.allclose(r.output, F[r.id], rtol=1e-3, atol=1e-3) for r in reqs if not r.degraded)
@@ -104,7 +105,7 @@ def test_all_honest_workers_are_never_quarantined_and_answers_are_exact(gcc_chec
 
 
 def test_make_dispatcher_validates_checks(cnn):
-    env = SimEnv(12, ServiceTimes(0.01))
+    env = VirtualWorkers(12, ServiceTimes(0.01))
     with pytest.raises(ValueError, match="unknown check"):
         make_dispatcher("gcc", env, check="maybe", check_data=(cnn.f, cnn.X_train))
     with pytest.raises(ValueError, match="eager coded schemes"):
@@ -114,20 +115,7 @@ def test_make_dispatcher_validates_checks(cnn):
     with pytest.raises(ValueError, match="check_data"):
         make_dispatcher("gcc", env, check="on")
     d = make_dispatcher("sgcc", env, check="on", check_data=(cnn.f, cnn.X_train))
-    assert isinstance(d, Checked) and d.name == "sgcc-checked"
-
-
-def test_wrong_results_validate_and_corrupt_only_their_workers():
-    with pytest.raises(ValueError, match="probability"):
-        WrongResults(p=1.5)
-    with pytest.raises(ValueError, match="scale"):
-        WrongResults(scale=0)
-    w = WrongResults(workers=[2], scale=1.0)
-    rng = np.random.default_rng(0)
-    y = np.arange(1.0, 11.0)
-    assert w.corrupt(1, y, rng) == (y, False)
-    out, wrong = w.corrupt(2, y, rng)
-    assert wrong and np.all(np.isfinite(out)) and not np.allclose(out, y)
+    assert isinstance(d, CheckedDispatcher) and d.name == "sgcc-checked"
 
 
 def test_service_on_local_threads_quarantines_a_worker_returning_garbage(cnn):
@@ -144,12 +132,12 @@ def test_sgcc_parity_checked_decodes_only_parity_recoveries_and_catches_a_bad_wo
     parity = load_parity("digits-cnn", 2, progress=False)
     code = sgcc_parity_code(8, 12, parity, calibrate_sgcc(cnn, 8, 12, parity))
     chk = ResultCheck.calibrate(code, cnn.f, cnn.X_train, groups=150, order=False)
-    env = SimEnv(16, ServiceTimes(0.04), PersistentStragglers(16, 0.1, 10, 1.0, seed=1),
+    env = VirtualWorkers(16, ServiceTimes(0.04), PersistentStragglers(16, 0.1, 10, 1.0, seed=1),
                  functions={"f": cnn.f, "parity": parity}, wrong=WrongResults(workers=[3], scale=5.0), seed=0)
     box = {}
 
     def mk(e):
-        box["d"] = Checked(e, code, chk, order=False, max_wait=0.05)
+        box["d"] = CheckedDispatcher(e, code, chk, order=False, max_wait=0.05)
         return box["d"]
 
     reqs = simulate_load(mk, env, rate=150.0, duration=6.0, inputs=cnn.X_test)
@@ -163,6 +151,7 @@ def test_sgcc_parity_checked_decodes_only_parity_recoveries_and_catches_a_bad_wo
 
 def test_rare_wrong_results_anywhere_quarantine_nobody(gcc_check, cnn):
     code, chk = gcc_check
-    reqs, d, env = _sim(cnn, lambda e: Checked(e, code, chk, strict=True, max_wait=0.05), WrongResults(p=0.01))
+    reqs, d, env = _sim(cnn, lambda e: CheckedDispatcher(e, code, chk, strict=True, max_wait=0.05),
+                        WrongResults(p=0.01))
     assert sum(t.wrong for t in env.executed) > 5 and d.confirmed  # some were caught
     assert not d.quarantined and all(r.status == 200 for r in reqs)

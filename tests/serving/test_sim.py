@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from serving_helpers import lin
 
-from gencc.serving import LocalBackend, Pool, Request, ServiceTimes, SimEnv, Task, make_dispatcher, simulate_load
+from gencc.engine import Task, ThreadBackend, VirtualWorkers, Workers
+from gencc.faults import ServiceTimes
+from gencc.serving import Request, make_dispatcher, simulate_load
 
 
 def brute_bucket(samples, busy, k, m):
@@ -57,20 +59,20 @@ def test_bad_calibration_is_rejected_with_a_reason():
     with pytest.raises(ValueError, match="bucket_means needs"):
         ServiceTimes(samples=[0.01]).bucket_means()
     with pytest.raises(ValueError, match="ascending"):
-        simulate_load(lambda e: make_dispatcher("uncoded", e), SimEnv(2, ServiceTimes(0.01)), 1.0, 1.0,
+        simulate_load(lambda e: make_dispatcher("uncoded", e), VirtualWorkers(2, ServiceTimes(0.01)), 1.0, 1.0,
                       arrivals=np.array([0.5, 0.2]))
 
 
 def send_all(e, workers, done):
     for w in workers:
-        t = Task("f", np.ones(3), on_done=done.append, worker=w)
+        t = Task(fn="f", x=np.ones(3), on_done=done.append, worker=w)
         e.send(w, t)
 
 
 def test_simulator_counts_busy_workers_and_draws_by_them():
     # 1 busy worker: 10 ms; 2 or more: 100 ms (a shared CPU)
     svc = ServiceTimes(samples=[0.01] * 5 + [0.1] * 5, busy=[1] * 5 + [2] * 5, min_bucket=5)
-    e = SimEnv(4, svc)
+    e = VirtualWorkers(4, svc)
     done: list[Task] = []
     send_all(e, [0, 1, 2], done)
     e.run()
@@ -83,7 +85,7 @@ def test_simulator_counts_busy_workers_and_draws_by_them():
 
 
 def test_real_pool_counts_busy_workers_into_a_calibration():
-    pool = Pool(4, LocalBackend({"f": lin}), ServiceTimes(0.2))
+    pool = Workers(4, ThreadBackend({"f": lin}, np.float32), ServiceTimes(0.2))
     try:
         done: list[Task] = []
         send_all(pool, [0, 1, 2], done)
@@ -105,7 +107,7 @@ def test_real_pool_counts_busy_workers_into_a_calibration():
 
 def test_replayed_arrivals_are_the_given_times():
     times = np.array([0.0, 0.003, 0.004, 0.5, 0.51])
-    reqs = simulate_load(lambda e: make_dispatcher("uncoded", e), SimEnv(2, ServiceTimes(samples=[0.01])), 1.0,
+    reqs = simulate_load(lambda e: make_dispatcher("uncoded", e), VirtualWorkers(2, ServiceTimes(samples=[0.01])), 1.0,
                          99.0, arrivals=times)
     assert [r.t_arrival for r in reqs] == times.tolist() and all(r.status == 200 for r in reqs)
     assert isinstance(reqs[0], Request) and reqs[1].latency == pytest.approx(0.01)
@@ -129,12 +131,12 @@ def test_draws_by_start_time_replay_a_stall_where_it_happened():
 def test_simulator_replays_the_pool_delays():
     # one request at t = 0, 10 ms of service: submit seen at 5 ms (post), started 1 ms later (pickup), its result
     # seen 5 ms after it ends (post): answered at 21 ms; a timer fires 2 ms late
-    e = SimEnv(2, ServiceTimes(samples=[0.01]), lags={"post": [0.005], "timer": [0.002], "pickup": [0.001]})
+    e = VirtualWorkers(2, ServiceTimes(samples=[0.01]), lags={"post": [0.005], "timer": [0.002], "pickup": [0.001]})
     reqs = simulate_load(lambda env: make_dispatcher("uncoded", env), e, 1.0, 1.0, arrivals=np.array([0.0]))
     assert reqs[0].status == 200 and reqs[0].latency == pytest.approx(0.021)
-    e2, fired = SimEnv(1, ServiceTimes(0.01), lags={"timer": [0.002]}), []
+    e2, fired = VirtualWorkers(1, ServiceTimes(0.01), lags={"timer": [0.002]}), []
     e2.call_later(0.1, lambda: fired.append(e2.now()))
     e2.run()
     assert fired == [pytest.approx(0.102)]
     with pytest.raises(ValueError, match="lags must map"):
-        SimEnv(2, ServiceTimes(0.01), lags={"post": [-1.0]})
+        VirtualWorkers(2, ServiceTimes(0.01), lags={"post": [-1.0]})

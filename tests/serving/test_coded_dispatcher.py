@@ -8,28 +8,21 @@ import pytest
 from serving_helpers import lin
 
 import gencc
-from gencc.serving import (
-    Coded,
-    PersistentStragglers,
-    Request,
-    ServiceTimes,
-    SimEnv,
-    Task,
-    make_dispatcher,
-    simulate_load,
-)
+from gencc.engine import Task, VirtualWorkers
+from gencc.faults import PersistentStragglers, ServiceTimes
+from gencc.serving import CodedDispatcher, Request, make_dispatcher, simulate_load
 
 
 def late_group(busy_coded: int, **kw):
     """K = 4, N = 6 on 6 workers (10 ms tasks): request 0's worker is busy 30 ms, the worker of the second
     coded task `busy_coded` tasks; returns the requests and the worker of that coded task."""
     K, N = 4, 6
-    e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin})
-    d = Coded(e, gencc.GCC(K, N), max_wait=1.0, **kw)
+    e = VirtualWorkers(N, ServiceTimes(samples=[0.01]), functions={"f": lin})
+    d = CodedDispatcher(e, gencc.GCC(K, N), max_wait=1.0, **kw)
     for _ in range(3):
-        e.send(0, Task("f", None, lambda t: None))
+        e.send(0, Task(fn="f", on_done=lambda t: None))
     for _ in range(busy_coded):
-        e.send(5, Task("f", None, lambda t: None))
+        e.send(5, Task(fn="f", on_done=lambda t: None))
     d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))  # request k on worker k, coded on 4, 5
     X = np.random.default_rng(0).normal(size=(K, 3)).astype(np.float32)
     reqs = []
@@ -69,10 +62,10 @@ def test_lone_member_with_a_slow_worker_is_decoded():
     # a group flushed with one member gets GCC's minimum of 2 coded results (one alone cannot be decoded: the
     # member then waited for its slow worker)
     K, N = 4, 6
-    e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin})
-    d = Coded(e, gencc.GCC(K, N), max_wait=0.005)
+    e = VirtualWorkers(N, ServiceTimes(samples=[0.01]), functions={"f": lin})
+    d = CodedDispatcher(e, gencc.GCC(K, N), max_wait=0.005)
     for _ in range(3):
-        e.send(0, Task("f", None, lambda t: None))
+        e.send(0, Task(fn="f", on_done=lambda t: None))
     d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))
     r = Request(0, np.ones(3, dtype=np.float32), 0.0)
     e.call_later(0.0, lambda: d.submit(r))
@@ -95,7 +88,7 @@ def test_degraded_answers_agree_with_f_under_persistent_stragglers(digits, schem
     agreement with f (this seeded run: 0.58 GCC, 0.50 when decoding at the first K results)."""
     W, s = 12, 0.042
     X = digits.X_test[np.random.default_rng(8).integers(len(digits.X_test), size=4000)]
-    e = SimEnv(W, ServiceTimes(s), PersistentStragglers(W, 0.1, 10.0, 1.0, seed=0), functions={"f": digits.f})
+    e = VirtualWorkers(W, ServiceTimes(s), PersistentStragglers(W, 0.1, 10.0, 1.0, seed=0), functions={"f": digits.f})
     reqs = simulate_load(lambda env: make_dispatcher(scheme, env, K=8, max_wait=0.05, request_timeout=120.0), e,
                          0.3 * W / (s * 1.9), 15.0, inputs=X, drain=60)
     dk = [r for r in reqs if r.status == 200 and r.degraded]

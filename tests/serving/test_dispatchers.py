@@ -10,16 +10,14 @@ from hypothesis import strategies as st
 from serving_helpers import lin
 
 import gencc
+from gencc.engine import Task, VirtualWorkers
+from gencc.faults import Faults, PersistentStragglers, ServiceTimes
 from gencc.serving import (
-    Coded,
-    Faults,
-    Hedged,
-    PersistentStragglers,
-    Replicated,
+    CodedDispatcher,
+    HedgedDispatcher,
+    ReplicatedDispatcher,
     Request,
-    ServiceTimes,
-    SimEnv,
-    Uncoded,
+    UncodedDispatcher,
     make_dispatcher,
     simulate_load,
     systematic_slots,
@@ -27,7 +25,7 @@ from gencc.serving import (
 
 
 def env(W=12, service=0.01, slow=None, faults=None, fns=None):
-    return SimEnv(W, ServiceTimes(samples=[service]), slow, faults, fns)
+    return VirtualWorkers(W, ServiceTimes(samples=[service]), slow, faults, fns)
 
 
 def submit_at(e, disp, times, xs=None):
@@ -42,7 +40,7 @@ def submit_at(e, disp, times, xs=None):
 
 def test_uncoded_takes_least_loaded_worker_and_answers_once():
     e = env(W=3)
-    d = Uncoded(e)
+    d = UncodedDispatcher(e)
     reqs = submit_at(e, d, [0, 0, 0, 0])  # three idle workers, then one queues behind a busy worker
     assert [r.status for r in reqs] == [200] * 4
     assert sorted(round(r.latency, 6) for r in reqs) == [0.01, 0.01, 0.01, 0.02]
@@ -51,7 +49,7 @@ def test_uncoded_takes_least_loaded_worker_and_answers_once():
 
 def test_replication_cancels_the_queued_copy():
     e = env(W=2)
-    d = Replicated(e)
+    d = ReplicatedDispatcher(e)
     # both workers busy with request 0's copies; request 1's two copies queue; then workers free at 0.01
     reqs = submit_at(e, d, [0, 0.001])
     assert [r.status for r in reqs] == [200, 200]
@@ -60,10 +58,10 @@ def test_replication_cancels_the_queued_copy():
 
 def test_replication_drops_copy_queued_behind_a_slow_task():
     e = env(W=2)
-    d = Replicated(e)
-    hold = gencc.serving.Task("f", None, lambda t: None)
+    d = ReplicatedDispatcher(e)
+    hold = Task(fn="f", on_done=lambda t: None)
     e.send(0, hold)
-    e.send(0, gencc.serving.Task("f", None, lambda t: None))  # worker 0 has two tasks: 20 ms of work
+    e.send(0, Task(fn="f", on_done=lambda t: None))  # worker 0 has two tasks: 20 ms of work
     reqs = submit_at(e, d, [0])
     assert reqs[0].latency == pytest.approx(0.01)
     assert e.dropped == 1  # the copy queued on worker 0 never ran
@@ -71,11 +69,11 @@ def test_replication_drops_copy_queued_behind_a_slow_task():
 
 def test_hedged_sends_second_copy_after_delay_only_when_late():
     e = env(W=2)
-    d = Hedged(e, initial_delay=0.005)
+    d = HedgedDispatcher(e, initial_delay=0.005)
     reqs = submit_at(e, d, [0])
     assert len(reqs[0].tasks) == 2 and reqs[0].latency == pytest.approx(0.01)
     e = env(W=2)
-    d = Hedged(e, initial_delay=0.02)
+    d = HedgedDispatcher(e, initial_delay=0.02)
     reqs = submit_at(e, d, [0])
     assert len(reqs[0].tasks) == 1
 
@@ -97,10 +95,10 @@ def test_coded_degraded_answer_equals_decode_and_direct_answers_are_exact():
     X = rng.normal(size=(K, 3)).astype(np.float32)
     e = env(W=N, fns={"f": lin})
     # worker of the first request is slow: it straggles for 10x
-    d = Coded(e, code, max_wait=1.0)
-    e.send(0, gencc.serving.Task("f", None, lambda t: None))
-    e.send(0, gencc.serving.Task("f", None, lambda t: None))
-    e.send(0, gencc.serving.Task("f", None, lambda t: None))
+    d = CodedDispatcher(e, code, max_wait=1.0)
+    e.send(0, Task(fn="f", on_done=lambda t: None))
+    e.send(0, Task(fn="f", on_done=lambda t: None))
+    e.send(0, Task(fn="f", on_done=lambda t: None))
     d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))  # request 0 lands on worker 0
     reqs = submit_at(e, d, [0, 0, 0, 0], xs=X)
     assert all(r.status == 200 for r in reqs)
@@ -131,8 +129,8 @@ def test_parm_recovers_a_late_member_through_its_parity():
     code = gencc.ParM(K, 2)  # parity None: the parity workers run f, exact for linear f
     X = np.arange(12, dtype=np.float32).reshape(K, 3)
     e = env(W=6, fns={"f": lin})
-    d = Coded(e, code, max_wait=1.0)
-    e.send(0, gencc.serving.Task("f", None, lambda t: None))
+    d = CodedDispatcher(e, code, max_wait=1.0)
+    e.send(0, Task(fn="f", on_done=lambda t: None))
     d.least_loaded = lambda exclude=(): min(set(range(6)) - set(exclude))  # deterministic placement
     reqs = submit_at(e, d, [0, 0, 0, 0], xs=X)
     assert reqs[0].degraded and not any(r.degraded for r in reqs[1:])
@@ -142,7 +140,7 @@ def test_parm_recovers_a_late_member_through_its_parity():
 def test_partial_group_flushes_after_max_wait_and_pads():
     K, N = 4, 6
     e = env(W=N, fns={"f": lin})
-    d = Coded(e, gencc.GCC(K, N), max_wait=0.02)
+    d = CodedDispatcher(e, gencc.GCC(K, N), max_wait=0.02)
     X = np.ones((2, 3), dtype=np.float32)
     reqs = submit_at(e, d, [0, 0.001], xs=X)
     assert all(r.status == 200 and not r.degraded for r in reqs)
@@ -153,14 +151,14 @@ def test_partial_group_flushes_after_max_wait_and_pads():
 def test_coded_hedge_sends_coded_work_only_for_late_groups():
     K, N = 4, 6
     e = env(W=N)
-    d = Coded(e, gencc.GCC(K, N), mode="hedge", initial_delay=0.015, max_wait=1.0)
+    d = CodedDispatcher(e, gencc.GCC(K, N), mode="hedge", initial_delay=0.015, max_wait=1.0)
     reqs = submit_at(e, d, [0, 0, 0, 0])
     assert all(r.status == 200 for r in reqs) and reqs[0].group.tasks == []
     for spare in (0, 1):
         e = env(W=N)
-        d = Coded(e, gencc.GCC(K, N), mode="hedge", initial_delay=0.015, max_wait=1.0, spare=spare)
+        d = CodedDispatcher(e, gencc.GCC(K, N), mode="hedge", initial_delay=0.015, max_wait=1.0, spare=spare)
         for _ in range(3):
-            e.send(0, gencc.serving.Task("f", None, lambda t: None))
+            e.send(0, Task(fn="f", on_done=lambda t: None))
         d.least_loaded = lambda exclude=(): min(set(range(6)) - set(exclude))
         reqs = submit_at(e, d, [0, 0, 0, 0])
         g = reqs[0].group
@@ -174,7 +172,7 @@ def test_coded_hedge_sends_coded_work_only_for_late_groups():
 def test_every_request_answered_exactly_once_under_load_and_faults(scheme, load, seed):
     answers: dict[int, int] = {}
     W = 8
-    e = SimEnv(W, ServiceTimes(0.01), PersistentStragglers(W, 0.2, 10, 0.2, seed=seed),
+    e = VirtualWorkers(W, ServiceTimes(0.01), PersistentStragglers(W, 0.2, 10, 0.2, seed=seed),
                Faults(raise_p=0.05, nan_p=0.02, hang_p=0.02, crash_p=0.002, hang_s=0.3), seed=seed)
 
     def make(env):
@@ -188,21 +186,11 @@ def test_every_request_answered_exactly_once_under_load_and_faults(scheme, load,
     assert sum(r.status == 200 for r in reqs) >= 0.5 * len(reqs)
 
 
-def test_persistent_stragglers_slow_fraction_matches():
-    s = PersistentStragglers(50, fraction=0.1, factor=10, mean_slow_s=0.5, seed=3)
-    ts = np.linspace(0, 200, 2001)
-    frac = np.mean([[s.slow(w, t) for t in ts] for w in range(50)])
-    assert frac == pytest.approx(0.1, abs=0.02)
-    # persistence: consecutive checks 10 ms apart agree almost always
-    same = np.mean([s.slow(3, t) == s.slow(3, t + 0.01) for t in ts])
-    assert same > 0.95
-
-
 def test_bad_configuration_is_rejected_with_a_reason():
     with pytest.raises(ValueError, match="slow fraction"):
         PersistentStragglers(3, 1.5)
     with pytest.raises(ValueError, match="distinct workers"):
-        Coded(env(W=4), gencc.GCC(4, 6))
+        CodedDispatcher(env(W=4), gencc.GCC(4, 6))
     with pytest.raises(ValueError, match="unknown scheme"):
         make_dispatcher("nope", env())
     with pytest.raises(ValueError, match="sum to at most 1"):

@@ -8,18 +8,9 @@ import pytest
 from serving_helpers import lin
 
 import gencc
-from gencc.serving import (
-    Coded,
-    PersistentStragglers,
-    Request,
-    Service,
-    ServiceTimes,
-    SimEnv,
-    Task,
-    make_dispatcher,
-    simulate_load,
-    worker_functions,
-)
+from gencc.engine import Task, VirtualWorkers
+from gencc.faults import PersistentStragglers, ServiceTimes
+from gencc.serving import CodedDispatcher, Request, Service, make_dispatcher, simulate_load, worker_functions
 from gencc.serving.parity import calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
 
 SHARP = {"rho": 1e-9, "length_scale": 0.3}  # a near-exact parity model: the recovery is c_a = 2 y - c_b
@@ -86,7 +77,7 @@ def test_parity_k_refuses_groups_without_a_parity_model():
     with pytest.raises(ValueError, match="more workers"):
         parity_k("sgcc-parity", 8, 8)
     with pytest.raises(ValueError, match="parity model"):
-        make_dispatcher("sgcc-parity", SimEnv(12, ServiceTimes(0.01)), K=8)
+        make_dispatcher("sgcc-parity", VirtualWorkers(12, ServiceTimes(0.01)), K=8)
 
 
 def run_coded(K: int, N: int, busy: dict[int, int], seed: int = 0, rec: Recorder | PackedRecorder | None = None,
@@ -95,11 +86,11 @@ def run_coded(K: int, N: int, busy: dict[int, int], seed: int = 0, rec: Recorder
     time 0; `busy` preloads workers with that many tasks; `coded`: the dispatcher's options (order=False).
     Returns requests, dispatcher, recorder, inputs."""
     rec = Recorder() if rec is None else rec
-    e = SimEnv(N, ServiceTimes(samples=[0.01]), functions={"f": lin, "parity": rec})
-    d = Coded(e, sgcc_parity_code(K, N, rec, SHARP), max_wait=1.0, order=False, **coded)
+    e = VirtualWorkers(N, ServiceTimes(samples=[0.01]), functions={"f": lin, "parity": rec})
+    d = CodedDispatcher(e, sgcc_parity_code(K, N, rec, SHARP), max_wait=1.0, order=False, **coded)
     for w, n in busy.items():
         for _ in range(n):
-            e.send(w, Task("f", None, lambda t: None))
+            e.send(w, Task(fn="f", on_done=lambda t: None))
     d.least_loaded = lambda exclude=(): min(set(range(N)) - set(exclude))
     X = np.random.default_rng(seed).normal(size=(K, 3)).astype(np.float32)
     reqs = [Request(i, X[i], 0.0) for i in range(K)]
@@ -165,7 +156,7 @@ def test_cover_copies_a_member_whose_group_lost_two():
 
 def test_cover_needs_coding_groups():
     with pytest.raises(ValueError, match="coding groups"):
-        Coded(SimEnv(6, ServiceTimes(0.01)), gencc.GCC(4, 6), cover=True)
+        CodedDispatcher(VirtualWorkers(6, ServiceTimes(0.01)), gencc.GCC(4, 6), cover=True)
 
 
 class Stub:
@@ -218,7 +209,7 @@ def test_sgcc_parity_answers_agree_with_f_under_persistent_stragglers(digits):
     W, s = 12, 0.042
     cal = calibrate_sgcc(w, 8, 12, par)
     X = w.X_test[np.random.default_rng(8).integers(len(w.X_test), size=4000)]
-    e = SimEnv(W, ServiceTimes(s), PersistentStragglers(W, 0.1, 10.0, 1.0, seed=0),
+    e = VirtualWorkers(W, ServiceTimes(s), PersistentStragglers(W, 0.1, 10.0, 1.0, seed=0),
                functions={"f": w.f, "parity": par})
     reqs = simulate_load(lambda env: make_dispatcher("sgcc-parity", env, K=8, max_wait=0.05, parity=par,
                                                      calibration=cal, request_timeout=120.0),
@@ -277,7 +268,8 @@ def test_serving_sgcc_with_a_packed_parity_and_checks(digits) -> None:
     W, s = 12, 0.042
     cal = calibrate_sgcc(w, 8, 12, F, n_sets=30)
     X = w.X_test[np.random.default_rng(3).integers(len(w.X_test), size=2000)]
-    e = SimEnv(W, ServiceTimes(s), PersistentStragglers(W, 0.1, 10.0, 1.0, seed=0), functions={"f": w.f, "parity": F})
+    e = VirtualWorkers(W, ServiceTimes(s), PersistentStragglers(W, 0.1, 10.0, 1.0, seed=0),
+                       functions={"f": w.f, "parity": F})
     reqs = simulate_load(lambda env: make_dispatcher("sgcc-parity", env, K=8, max_wait=0.05, parity=F,
                                                      calibration=cal, request_timeout=120.0, check="on",
                                                      check_data=(w.f, w.X_train)),

@@ -1,0 +1,18 @@
+"""The engine: W long-lived workers, each with a FIFO queue, under both front ends (jobs and request streams).
+
+- `Task`: one unit of work on one worker (the only task class in gencc).
+- `Workers`: the wall-clock engine (worker threads plus a control thread that runs every callback); a queued
+  task no longer needed is dropped before it starts; with `preempt`, a running one is cancelled cooperatively.
+- Backends, where a task runs: `ThreadBackend` (default, in the worker thread), `ProcessBackend` (a process
+  pool), `gencc.engine._ray.RayBackend` (one Ray actor per worker; the one module that touches Ray).
+- `VirtualWorkers`: the same interface in virtual time, for simulation (the front ends run unchanged on it).
+Injection (latency, slowness, faults, wrong results) comes from `gencc.faults`. The engine knows nothing of codes.
+"""
+
+from .backends import Constant, FunctionTable, ProcessBackend, ThreadBackend
+from .task import Task, WorkerError, describe_error
+from .virtual import VirtualWorkers
+from .workers import LAGS, Workers
+
+__all__ = ["LAGS", "Constant", "FunctionTable", "ProcessBackend", "Task", "ThreadBackend", "VirtualWorkers",
+           "WorkerError", "Workers", "describe_error"]

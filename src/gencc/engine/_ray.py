@@ -1,0 +1,211 @@
+"""The one Ray module: starting or joining Ray, and the engine's Ray backend (one actor per worker).
+
+Ray is imported only here, inside functions, so `import gencc` never imports it. Without `address`, Ray starts
+privately on 127.0.0.1 (no dashboard, usage stats off unless set, a private temp dir removed at close); run it
+inside the loopback-only network namespace of `gencc.testing.isolation` in tests. With `address` it joins an
+existing cluster ("127.0.0.1:6379", "auto"). A Ray already initialised in this process is used as it is.
+
+Each actor holds the backend's models, built there from picklable factories (a torch model is built on the
+actor, not shipped per call), and a task's own function is put in the object store once and built once per
+actor on first use. A task runs `gencc.faults.run_injected` on the actor, so its injected delay passes there:
+cancellation is cooperative (`cancel` on the threaded actor sets a flag the task waits on), and an actor lost
+meanwhile makes the task lost (ConnectionError on the master).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._lru import LRU
+from ..faults import Cancelled, InjectedFault, run_injected
+from .backends import FunctionTable
+from .task import Task, WorkerError, describe_error
+
+_ACTOR_CLS: Any = None
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError("the Ray backend needs ray: pip install 'gencc[ray]'") from e
+    return ray
+
+
+def init_ray(address: str | None = None, *, num_cpus: int | None = None, temp_dir: str | None = None,
+             init_kwargs: dict | None = None) -> tuple[Any, bool, str | None]:
+    """(the ray module, whether this call initialised it, the temp dir it created or None)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray, False, None
+    kw: dict[str, Any] = {"log_to_driver": False, **(init_kwargs or {})}
+    own_tmp = None
+    if address is not None:
+        ray.init(address=address, **kw)
+    else:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        tmp = temp_dir
+        if tmp is None:
+            tmp = own_tmp = tempfile.mkdtemp(prefix="gencc-ray-")
+        kw.setdefault("num_cpus", num_cpus)
+        ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
+    return ray, True, own_tmp
+
+
+class _Actor:
+    """The actor body: the models; one task per call; cooperative cancellation by key."""
+
+    def __init__(self, factories: dict[str, Callable[[], Callable]]):
+        self.functions = {name: make() for name, make in factories.items()}
+        self._flags: LRU[Any, threading.Event] = LRU(100_000)  # flags of tasks not yet seen are kept a while
+        self._fns: dict[int, Callable] = {}
+        self._fn_lock = threading.Lock()
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def _function(self, fn_key: int, fn_box: list) -> Callable:
+        with self._fn_lock:
+            fn = self._fns.get(fn_key)
+            if fn is None:
+                import ray
+
+                fn = self._fns[fn_key] = ray.get(fn_box[0])
+            return fn
+
+    def compute(self, key: Any, name: str | None, x: Any, extra_s: float, slow: float, fault: str, hang_s: float,
+                delay: float, fn_key: int | None = None, fn_box: list | None = None) -> tuple[str, Any, float]:
+        flag = self._flags.get_or_build(key, threading.Event)
+        t = time.perf_counter()
+        try:
+            if flag.is_set():
+                return ("cancelled", None, 0.0)
+            if fn_key is not None:
+                fn, batched = self._function(fn_key, fn_box), None  # type: ignore[arg-type]
+            else:
+                fn, batched = self.functions[name or "f"], (True if name is not None else None)
+            out = run_injected(fn, x, extra_s, slow, fault, hang_s, flag, batched, delay)
+            return ("ok", out, time.perf_counter() - t)
+        except Cancelled:
+            return ("cancelled", None, 0.0)
+        except InjectedFault as e:
+            return ("fault", str(e), e.output)
+        except Exception as e:  # reported to the master as a straggler
+            return ("error", describe_error(e), time.perf_counter() - t)
+        finally:
+            self._flags.pop(key)
+
+    def cancel(self, keys: list) -> None:
+        for k in keys:
+            self._flags.get_or_build(k, threading.Event).set()
+
+
+def _actor_class(ray: Any) -> Any:
+    global _ACTOR_CLS
+    if _ACTOR_CLS is None:
+        _ACTOR_CLS = ray.remote(_Actor)
+    return _ACTOR_CLS
+
+
+class RayBackend:
+    """`n_actors` Ray actors; `factories` maps model names ("f", "parity") to picklable builders. Worker w runs
+    on actor w % n_actors (in its own actor thread: `max_concurrency`). `on_ready(ready, total)` is called as
+    the actors come up (building a torch model on 16 actors takes tens of seconds on a small machine)."""
+
+    def __init__(self, n_actors: int, factories: dict[str, Callable[[], Callable]], address: str | None = None,
+                 *, num_cpus: int | None = None, max_concurrency: int = 64, max_restarts: int = 0,
+                 actor_options: dict | None = None, init_kwargs: dict | None = None, temp_dir: str | None = None,
+                 ready_timeout: float = 120.0, on_ready: Callable[[int, int], None] | None = None):
+        ray, self._owns, self._own_tmp = init_ray(address, num_cpus=num_cpus, temp_dir=temp_dir,
+                                                  init_kwargs=init_kwargs)
+        self.ray = ray
+        self._keys = itertools.count()
+        self._table = FunctionTable(ray.put)
+        opts = {"num_cpus": 0, "max_concurrency": max_concurrency, "max_restarts": max_restarts,
+                "max_task_retries": 0, **(actor_options or {})}
+        try:
+            cls = _actor_class(ray)
+            self.actors = [cls.options(**opts).remote(factories) for _ in range(n_actors)]
+            self.actor_pids = self._wait_ready([a.ready.remote() for a in self.actors], ready_timeout, on_ready)
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_ready(self, refs: list, timeout: float, on_ready: Callable[[int, int], None] | None) -> list[int]:
+        deadline, pending = time.monotonic() + timeout, list(refs)
+        while pending:
+            if on_ready is not None:
+                on_ready(len(refs) - len(pending), len(refs))
+            done, pending = self.ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not done:
+                raise TimeoutError(f"{len(pending)} of {len(refs)} Ray actors were not ready after {timeout} s")
+        if on_ready is not None:
+            on_ready(len(refs), len(refs))
+        return self.ray.get(refs)
+
+    def actor_for(self, worker: int) -> Any:
+        """The actor that runs worker `worker`."""
+        return self.actors[worker % len(self.actors)]
+
+    def ship(self, fn: Callable) -> tuple[int, list]:
+        """A task's own function, put in the object store once (a ValueError when it cannot be)."""
+        key, ref = self._table.entry(fn, "the Ray backend")
+        return key, [ref]  # inside a list, so Ray hands the actor the ref, not the (rebuilt) function
+
+    def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
+            stop: threading.Event) -> np.ndarray:
+        ray, actor = self.ray, self.actor_for(worker)
+        if fault == "crash":
+            ray.kill(actor, no_restart=True)
+        fn = task.fn
+        spec: tuple = (None, ()) if fn is None else (fn, ()) if isinstance(fn, str) else (None, self.ship(fn))
+        key = task.key = next(self._keys)
+        x = np.asarray(task.x) if not hasattr(task.x, "detach") else task.x
+        try:
+            status, val, extra = ray.get(actor.compute.remote(key, spec[0], x, extra_s, slow, fault, hang_s,
+                                                              float(task.delay), *spec[1]))
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+            raise ConnectionError(f"actor died ({type(e).__name__})") from e
+        except ray.exceptions.RayError as e:
+            raise ConnectionError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        if status == "ok":
+            return val
+        if status == "fault":
+            raise InjectedFault(val, extra)
+        if status == "error":
+            raise WorkerError(val)
+        raise Cancelled("cancelled")
+
+    def cancel(self, task: Task) -> None:
+        """Tell the actor running `task` to stop it (cooperatively)."""
+        key = task.key
+        if key is not None:
+            try:
+                self.actor_for(task.worker).cancel.remote([key])
+            except Exception:  # the actor is gone: nothing left to cancel
+                pass
+
+    def close(self) -> None:
+        """Kill the actors; shut Ray down if this backend started it; remove the temp dir it created."""
+        for a in getattr(self, "actors", []):
+            try:
+                self.ray.kill(a)
+            except Exception:  # already dead
+                pass
+        self.actors = []
+        self._table.clear()
+        if self._owns and self.ray.is_initialized():
+            self.ray.shutdown()
+        self._owns = False
+        if self._own_tmp is not None:
+            shutil.rmtree(self._own_tmp, ignore_errors=True)
+            self._own_tmp = None

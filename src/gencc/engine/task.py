@@ -1,0 +1,68 @@
+"""The engine's unit of work: one task on one worker, for jobs and request streams alike."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Task:
+    """Apply a function to one input `x` on worker `worker`; `on_done(task)` is called once when it finishes
+    (ok or failed) unless it was cancelled first.
+
+    fn: the backend's function by name ("f", "parity"), a callable of its own (a code whose workers run
+    different functions, e.g. ParM's parity model; shipped once to other processes), or None: "f".
+    delay: injected delivery latency in seconds after the worker finished (inf: never delivered); the worker
+    is free during it, so the delays of many tasks overlap. The rest is filled in by the workers: timing, `ok`,
+    `output`, `reason` (one of `gencc.faults.FAULTS` when failed) and `error` (the exception, as text).
+    """
+
+    worker: int = -1
+    x: Any = None
+    delay: float = 0.0
+    fn: str | Callable | None = None
+    on_done: Callable[[Task], None] | None = field(default=None, repr=False)
+    kind: str = "primary"
+    slot: int = -1
+    owner: Any = field(default=None, repr=False)
+    cancelled: bool = False
+    t_sent: float = math.nan
+    t_start: float = math.nan
+    t_end: float = math.nan
+    ok: bool = False
+    output: Any = field(default=None, repr=False)
+    reason: str = ""
+    error: str = ""
+    compute_time: float = math.nan
+    slow: bool = False
+    busy: int = 0  # workers running a task when this one started, itself included (shared-CPU contention)
+    wrong: bool = False  # the injection corrupted the output (WrongResults): ground truth for measurement only
+    on_cancel: Callable[[Task], None] | None = field(default=None, repr=False)
+    stop: threading.Event | None = field(default=None, repr=False)  # set when a running task is cancelled
+    key: Any = field(default=None, repr=False)  # the backend's handle of the running task (Ray: a cancel key)
+
+    def cancel(self) -> None:
+        """Mark as no longer needed: a worker drops it if it has not started it yet (the workers' `on_cancel`
+        hook keeps their load counts right); a running one is told to stop where its backend allows."""
+        if not self.cancelled:
+            self.cancelled = True
+            if self.on_cancel is not None:
+                self.on_cancel(self)
+
+    @property
+    def function(self) -> str | Callable:
+        """`fn`, with None read as "f"."""
+        return "f" if self.fn is None else self.fn
+
+
+class WorkerError(Exception):
+    """f raised on another process (an actor); the message is already `describe_error` of what it raised."""
+
+
+def describe_error(e: BaseException) -> str:
+    """An exception as a straggler reason: its type and message."""
+    return str(e) if isinstance(e, WorkerError) else f"{type(e).__name__}: {e}"

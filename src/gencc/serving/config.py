@@ -1,0 +1,138 @@
+"""A service's configuration, apart from what is injected into it; the scheme table, built on the codes registry.
+
+`ServiceConfig` holds what a deployment chooses (scheme, workers, K, backend, admission, timeouts, checks);
+`Slowdown` the injected service time and persistent stragglers (`gencc.faults`) a test or benchmark adds;
+faults and wrong results are passed to `Service.build` as `gencc.faults.Faults` / `WrongResults` objects.
+Each scheme names its dispatcher and, for the coded ones, its code in `gencc.codes.registry` (`SCHEME_TABLE`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .._validate import check_int, check_nonneg, check_positive, check_probability, check_real
+from ..codes.registry import CODES
+from ..faults import PersistentStragglers, ServiceTimes
+
+#: wrong-result checks (gencc.serving.checked_dispatcher): none, answers after the check, or every answer checked
+CHECKS = ("off", "on", "strict")
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A serving scheme: its dispatcher ("uncoded", "replication", "hedged" or "coded"); for a coded one the
+    registry name of its code, whether its coded slots run a parity model, and "eager" or "hedge" dispatch."""
+
+    name: str
+    dispatcher: str
+    code: str | None = None
+    parity: bool = False
+    mode: str = "eager"
+
+    def __post_init__(self):
+        if self.code is not None and self.code not in CODES:
+            raise ValueError(f"scheme {self.name!r} names code {self.code!r}, not in gencc.codes.registry")
+
+
+def _coded(name: str, code: str, parity: bool = False) -> tuple[Scheme, Scheme]:
+    return Scheme(name, "coded", code, parity), Scheme(f"{name}-hedge", "coded", code, parity, "hedge")
+
+
+_eager_hedge = {s.name: s for pair in (_coded("parm", "parm", True), _coded("bacc", "bacc"), _coded("gcc", "gcc"),
+                                       _coded("sgcc", "sgcc"), _coded("sgcc-parity", "sgcc", True)) for s in pair}
+#: every scheme by name: the contract's schemes, then the coded hedges
+SCHEME_TABLE: dict[str, Scheme] = {s.name: s for s in (
+    Scheme("uncoded", "uncoded"), Scheme("replication", "replication"), Scheme("hedged", "hedged"),
+    *(_eager_hedge[n] for n in ("parm", "bacc", "gcc", "sgcc", "sgcc-parity", "gcc-hedge", "sgcc-hedge",
+                                "sgcc-parity-hedge", "parm-hedge")),
+)}
+SCHEMES = tuple(SCHEME_TABLE)
+
+
+def scheme(name: str) -> Scheme:
+    """The table entry of scheme `name` (a ValueError listing the valid ones)."""
+    if not isinstance(name, str) or name not in SCHEME_TABLE:
+        raise ValueError(f"unknown scheme {name!r}; choose one of {', '.join(SCHEMES)}")
+    return SCHEME_TABLE[name]
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What a deployment chooses. max_wait_ms: a coded group's formation deadline; max_pending: admission bound
+    (more requests in flight get a 503); check: wrong-result check (see `make_dispatcher`); packed_parity: the
+    parity model takes each group's members stacked (parm, sgcc-parity schemes)."""
+
+    scheme: str = "gcc"
+    workers: int = 12
+    K: int = 8
+    backend: str = "local"
+    address: str | None = None
+    max_wait_ms: float = 50.0
+    parm_k: int = 2
+    max_pending: int = 1000
+    request_timeout: float = 30.0
+    seed: int = 0
+    check: str = "off"
+    packed_parity: bool = False
+
+    def __post_init__(self):
+        scheme(self.scheme)
+        object.__setattr__(self, "workers", check_int("workers", self.workers, 1))
+        object.__setattr__(self, "K", check_int("K", self.K, 1))
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose local or ray")
+        object.__setattr__(self, "max_wait_ms", check_real("max_wait_ms", self.max_wait_ms, 0.0))
+        object.__setattr__(self, "parm_k", check_int("parm_k", self.parm_k, 1))
+        object.__setattr__(self, "max_pending", check_int("max_pending", self.max_pending, 1))
+        object.__setattr__(self, "request_timeout", check_positive("request_timeout", self.request_timeout,
+                                                                   unit="seconds"))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, 0))
+        if self.check not in CHECKS:
+            raise ValueError(f"unknown check {self.check!r}; choose one of {', '.join(CHECKS)}")
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """Injected slowness: a base service time of `service_ms` per task, and persistent stragglers (each worker
+    slow about `slow_fraction` of the time, `slow_factor` times slower, slow periods of `mean_slow_s` on
+    average)."""
+
+    service_ms: float = 0.0
+    slow_fraction: float = 0.0
+    slow_factor: float = 10.0
+    mean_slow_s: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "service_ms", check_nonneg("service_ms", self.service_ms, unit="milliseconds"))
+        object.__setattr__(self, "slow_fraction", check_probability("slow_fraction", self.slow_fraction,
+                                                                    below_one=True))
+        object.__setattr__(self, "slow_factor", check_real("slow_factor", self.slow_factor, 1.0))
+        object.__setattr__(self, "mean_slow_s", check_positive("mean_slow_s", self.mean_slow_s, unit="seconds"))
+
+    def service_times(self) -> ServiceTimes:
+        return ServiceTimes(self.service_ms / 1000)
+
+    def stragglers(self, workers: int, seed: int) -> PersistentStragglers:
+        return PersistentStragglers(workers, self.slow_fraction, self.slow_factor, self.mean_slow_s, seed=seed)
+
+
+_CONFIG = {f.name for f in fields(ServiceConfig)}
+_SLOW = {f.name for f in fields(Slowdown)}
+
+
+def _split(config: ServiceConfig | None, slowdown: Slowdown | None, **options: Any) -> tuple[ServiceConfig, Slowdown]:
+    """(config, slowdown) from the objects and/or their fields as keywords (None keywords are left out)."""
+    options = {k: v for k, v in options.items() if v is not None}
+    unknown = sorted(set(options) - _CONFIG - _SLOW)
+    if unknown:
+        raise ValueError(f"unknown service option(s) {', '.join(unknown)}; configuration: "
+                         f"{', '.join(sorted(_CONFIG))}; slowdown: {', '.join(sorted(_SLOW))}")
+    cfg = {k: v for k, v in options.items() if k in _CONFIG}
+    slow = {k: v for k, v in options.items() if k in _SLOW}
+    if config is not None and cfg:
+        raise ValueError(f"pass the configuration once: config= or {', '.join(sorted(cfg))}")
+    if slowdown is not None and slow:
+        raise ValueError(f"pass the slowdown once: slowdown= or {', '.join(sorted(slow))}")
+    return config or ServiceConfig(**cfg), slowdown or Slowdown(**slow)

@@ -1,0 +1,34 @@
+"""Which worker slot of a code computes what: systematic slots and each slot's pool function and scales."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..codes import Code
+
+
+def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
+    """Per input k, the worker slot whose encoded input is x_k itself; None when the code is not systematic."""
+    E = code.encoding_matrix
+    slots = []
+    for k in range(code.K):
+        e = np.zeros(code.K)
+        e[k] = 1.0
+        hits = np.flatnonzero(np.all(np.abs(E - e) < tol, axis=1))
+        if hits.size == 0:
+            return None
+        slots.append(int(hits[0]))
+    return slots
+
+
+def worker_functions(code: Code) -> tuple[list[str], list[float], list[float]]:
+    """Per worker slot, the pool function it runs ("f", or "parity": the workload's parity model) and the scales
+    a and b of its input and output: slot n runs fn(a z) / b on its encoded input z. ParM's parity query is the
+    sum of its group (a = b = 1); SystematicGCC with a parity model hands its coded workers the mean of s
+    members and runs z -> F_P(s z) / s (a = b = s; `worker_function(f, n)` exposes s), and with a packed one
+    the s members stacked, z -> F_P(z) / s (a = 1, b = s), so the pool needs only the parity model itself."""
+    sentinel = object()
+    fns = [code.worker_function(sentinel, n) for n in range(code.N)]
+    outs = [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns]
+    ins = [1.0 if getattr(fn, "packed", False) else b for fn, b in zip(fns, outs, strict=True)]
+    return ["f" if fn is sentinel else "parity" for fn in fns], ins, outs
