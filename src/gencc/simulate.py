@@ -21,8 +21,6 @@ from .models import apply_batch
 from .ordering import order_inputs
 from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
 
-#: the one function that applies f to a batch, kept here under its old name for existing callers
-apply_f = apply_batch
 
 
 def apply_workers(f: Callable, Xt: Any, code: Code, batched: bool | None = None) -> np.ndarray:

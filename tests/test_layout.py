@@ -1,0 +1,147 @@
+"""The package's shape (issue 16's rules): no import cycle (imports inside functions count), no public class name
+defined twice, no module over 400 lines, a small top level, and the math layer importing nothing above it."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import gencc
+
+SRC = Path(gencc.__file__).resolve().parent.parent
+MATH = ("gencc.points", "gencc.kernels", "gencc.smoothing", "gencc.ordering", "gencc.metrics", "gencc.stragglers",
+        "gencc.codes")
+ABOVE = ("gencc.engine", "gencc.runtime", "gencc.serving", "gencc.training", "gencc.workloads", "gencc.experiments",
+         "gencc.cli", "gencc.simulate")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for p in sorted((SRC / "gencc").rglob("*.py")):
+        name = ".".join(p.relative_to(SRC).with_suffix("").parts)
+        mods[name.removesuffix(".__init__")] = p
+    return mods
+
+
+MODULES = _modules()
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        if node.level:
+            parts = base.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1])
+            target = f"{base}.{node.module}" if node.module else base
+        else:
+            target = node.module or ""
+        names = [f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names]
+    out = []
+    for t in names:
+        while t and t not in MODULES:
+            t = t.rpartition(".")[0]
+        if t.startswith("gencc") and t != module:
+            out.append(t)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for m, p in MODULES.items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                graph[m].update(_targets(m, node))
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in MODULES:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_the_checker_sees_a_cycle_and_imports_inside_functions() -> None:
+    graph = {"a": {"b"}, "b": {"a"}, "c": set()}
+    assert [sorted(c) for c in _cycles_of(graph)] == [["a", "b"]]
+    node = ast.parse("def f():\n    from .codes import base\n").body[0].body[0]
+    assert _targets("gencc.simulate", node) == ["gencc.codes.base"]
+
+
+def _cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    global MODULES
+    saved, MODULES = MODULES, dict.fromkeys(graph, Path("x.py"))
+    try:
+        return _cycles(defaultdict(set, graph))
+    finally:
+        MODULES = saved
+
+
+def test_no_import_cycle_counting_imports_inside_functions() -> None:
+    cycles = _cycles(_graph())
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_math_layer_imports_nothing_above_it() -> None:
+    graph = _graph()
+    bad = [(m, t) for m in MODULES if m.startswith(MATH) for t in graph[m] if t.startswith(ABOVE)]
+    assert not bad, f"math modules importing higher layers: {bad}"
+
+
+def test_no_public_class_name_is_defined_twice() -> None:
+    where: dict[str, list[str]] = defaultdict(list)
+    for m, p in MODULES.items():
+        for node in ast.parse(p.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where[node.name].append(m)
+    twice = {name: ms for name, ms in where.items() if len(ms) > 1}
+    assert not twice, f"public classes defined in more than one module: {twice}"
+
+
+def test_no_module_over_400_lines() -> None:
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, f"modules over 400 lines: {long}"
+
+
+def test_the_top_level_is_small_and_complete() -> None:
+    assert len(gencc.__all__) <= 30
+    assert all(hasattr(gencc, name) for name in gencc.__all__)
+    assert len(set(gencc.__all__)) == len(gencc.__all__)
