@@ -22,7 +22,6 @@ from .ordering import order_inputs
 from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
 
 
-
 def apply_workers(f: Callable, Xt: Any, code: Code, batched: bool | None = None) -> np.ndarray:
     """Every worker's result on the coded inputs Xt (N, *in_shape; a list for packed parity queries): worker n applies
     `code.worker_function(f, n)` to Xt[n]; workers that share a callable are applied together."""
