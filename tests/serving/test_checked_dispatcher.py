@@ -76,6 +76,7 @@ def _sim(cnn, make, wrong, rate=150.0, duration=6.0):
     return reqs, box["d"], env
 
 
+@pytest.mark.slow
 def test_strict_check_outvotes_and_quarantines_a_bad_worker_and_never_answers_its_results(gcc_check, cnn):
     code, chk = gcc_check
     reqs, d, env = _sim(cnn, lambda e: CheckedDispatcher(e, code, chk, strict=True, max_wait=0.05),

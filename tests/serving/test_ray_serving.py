@@ -14,6 +14,7 @@ from gencc.testing.isolation import in_loopback_namespace
 HERE = Path(__file__)
 
 
+@pytest.mark.slow
 def test_ray_serving_in_loopback_namespace(run_ray_tests_in_namespace):
     pytest.importorskip("fastapi")
     run_ray_tests_in_namespace(HERE)

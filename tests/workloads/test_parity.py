@@ -13,6 +13,8 @@ import gencc
 from gencc.workloads import load, load_parity
 
 torch = pytest.importorskip("torch")
+#: every test here shares a digits CNN and its parity model trained in a fresh cache (tens of seconds)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from gencc.workloads import WORKLOADS, Workload, load, models_dir
 torch = pytest.importorskip("torch")
 
 NAMES = list(WORKLOADS)
+#: mnist1d-cnn trains for about a minute in a fresh cache: its cases are slow (`-m "not slow"` skips them)
+PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n == "mnist1d-cnn" else n for n in NAMES]
 TRAINED = [n for n in NAMES if WORKLOADS[n].trained]
 MIN_ACCURACY = {"digits-cnn": 0.95, "digits-mlp": 0.93, "mnist1d-cnn": 0.85}
 
@@ -63,7 +65,7 @@ def test_registry_names() -> None:
     assert set(NAMES) == {"digits-cnn", "digits-mlp", "mnist1d-cnn", "xsinx", "tanh-mlp", "poly"}
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PARAMS)
 def test_shapes_and_metadata(get, name: str) -> None:
     w = get(name)
     spec = WORKLOADS[name]
@@ -85,7 +87,7 @@ def test_shapes_and_metadata(get, name: str) -> None:
     assert np.all(np.isfinite(Y))
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PARAMS)
 def test_f_deterministic_and_factory_equal(get, name: str) -> None:
     w = get(name)
     X = w.X_test[:50]
@@ -102,7 +104,7 @@ def test_f_deterministic_and_factory_equal(get, name: str) -> None:
     np.testing.assert_array_equal(pickle.loads(blob)(X), Y)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PARAMS)
 def test_torch_in_torch_out(get, name: str) -> None:
     w = get(name)
     X = w.X_test[:20]
@@ -117,7 +119,7 @@ def test_torch_in_torch_out(get, name: str) -> None:
     assert w.f(X.astype(np.float32)).dtype == np.float64
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PARAMS)
 def test_bad_inputs_and_empty_batch(get, name: str) -> None:
     w = get(name)
     with pytest.raises(ValueError, match="expected a batch of shape"):
@@ -205,6 +207,7 @@ def test_training_is_deterministic(get, tmp_path: Path) -> None:
         assert torch.equal(a[k], b[k]), k
 
 
+@pytest.mark.slow
 def test_mnist1d_generated_offline(get, monkeypatch: pytest.MonkeyPatch) -> None:
     import mnist1d.data
 
