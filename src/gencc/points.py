@@ -57,7 +57,7 @@ def nested(base: np.ndarray, anchors: np.ndarray) -> np.ndarray:
         raise ValueError(f"cannot nest {a.size} anchors in {b.size} points")
     vals = b.tolist()  # the free points keep these values, sorted: the nearest free one is beside x's place
     taken = bytearray(b.size)
-    for x, p in zip(a.tolist(), np.searchsorted(b, a).tolist()):
+    for x, p in zip(a.tolist(), np.searchsorted(b, a).tolist(), strict=True):
         j = _nearest_free(vals, taken, x, p)
         b[j] = x
         taken[j] = 1

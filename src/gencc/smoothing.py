@@ -75,20 +75,39 @@ def bordered_matrix(t: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
     return M
 
 
+#: `smoother_weights` on its dense path evaluates at more than this many times n + q points by the inverse's columns
+MANY_POINTS = 2
+
+
 def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
+    """W by the bordered solve: with the evaluation points as right-hand sides when they are few; when they are
+    many (an encoder for N workers), as [k(z, t), P(z)] @ C with C the first n columns of M^{-1} (M symmetric),
+    from one solve with n + q right-hand sides and then one product per block of points into the result."""
     n = t.size
     M = bordered_matrix(t, k, lam)
-    rhs = np.vstack([k(t, z), k.null_space(z).T])
+    if z.size <= MANY_POINTS * (n + k.q):
+        return _bordered_solve(M, np.vstack([k(t, z), k.null_space(z).T]), n)[:n].T
+    C = _bordered_solve(M, np.eye(n + k.q)[:, :n], n)
+    W = np.empty((z.size, n))
+    step = max(1, _BLOCK_ENTRIES // (n + k.q))
+    for a in range(0, z.size, step):
+        zc = z[a:a + step]
+        np.matmul(k(zc, t), C[:n], out=W[a:a + step])
+        if k.q:
+            W[a:a + step] += k.null_space(zc) @ C[n:]
+    return W
+
+
+def _bordered_solve(M: np.ndarray, rhs: np.ndarray, n: int) -> np.ndarray:
     try:
         # Gram matrices of smooth kernels are ill-conditioned by nature; the bordered solve stays accurate
         # for the fitted values (checked against scipy's splines in the tests), so the warning is noise.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", linalg.LinAlgWarning)
-            sol = linalg.solve(M, rhs, assume_a="sym")
+            return linalg.solve(M, rhs, assume_a="sym")
     except linalg.LinAlgError as err:
         raise ValueError(f"smoother system is singular for these {n} points ({err}); the points may be too "
                          "close together or too few to determine the null space") from None
-    return sol[:n].T
 
 
 def cubic_spline_weights(t: np.ndarray, z: np.ndarray, lam: float = 0.0) -> np.ndarray:
