@@ -40,11 +40,11 @@ def check_finite(x: np.ndarray, what: str, message: str | None = None) -> None:
                          "finite data: clean or drop those entries first")
 
 
-#: LinearMap checks a product through a checksum row from this many rows of M on (below: the product itself)
-CHECKSUM_MIN_ROWS = 16
 _F64 = np.dtype(np.float64)
-
-
+#: LinearMap proves wide float64 data finite by a checksum row of the product from this many columns on, for
+#: matrices of at least CHECKSUM_ROWS rows
+CHECKSUM_COLUMNS = 4096
+CHECKSUM_ROWS = 16
 def all_finite(x: np.ndarray) -> bool:
     """True when `x` holds no NaN or infinity: one sum (NaN and inf propagate, so a finite sum proves it) with
     no temporary, and an exact scan only when the sum is not finite (which finite values can give by overflow)."""
@@ -65,16 +65,18 @@ class LinearMap:
     """A fixed float64 matrix M (kept read-only) applied to data over its first axis, in the data's array kind,
     device and float dtype, with M's casts (float32, torch tensors per device) kept for the next call.
 
-    `apply(..., check_result=True)` proves the data finite from the product instead of the data. NaN and inf
-    propagate through a product wherever the matrix's column is not zero, so M is kept (from the first such
-    call) as the leading rows of [M; 1 ... 1]: the extra row of the product holds the data's column sums, and
-    a finite one proves the data finite at the cost of one more output row (matrices of fewer than
-    CHECKSUM_MIN_ROWS rows instead check the product itself, and the data rows on M's all-zero columns). The
-    data itself is scanned only when that fails, to tell non-finite data (refused) from an overflow (returned,
-    as before).
+    `apply(..., check_result=True)` proves the data finite from the product instead of the data: NaN and inf
+    propagate through M @ data wherever M's column is not zero, so a finite product (and finite data rows on
+    M's all-zero columns, found once per cast) means finite data. The data itself is scanned only when that
+    fails, to tell non-finite data (refused) from an overflowing product (returned, as before).
+
+    For float64 data of more than CHECKSUM_COLUMNS columns (where scanning the product costs ~10% of it) M is
+    kept, from the first such call, as the leading rows of [M; 1 ... 1]: the extra row of the product holds the
+    data's column sums, a finite one proves the data finite, and one more output row costs 1/K of the product.
+    (Not below: BLAS picks slower kernels for small products with the odd row.)
     """
 
-    __slots__ = ("M", "_casts", "_x64")
+    __slots__ = ("M", "_casts", "_zero64", "_x64")
 
     def __init__(self, M: np.ndarray):
         M = np.asarray(M, dtype=np.float64)
@@ -83,41 +85,36 @@ class LinearMap:
             M.setflags(write=False)
         self.M = M
         self._casts: dict[Any, tuple[Any, Any]] = {}
-        self._x64: np.ndarray | None = None  # [M; 1 ... 1] in float64, once built: the hot path of `apply`
+        self._zero64: np.ndarray | None | bool = False  # M's all-zero columns (None: none), once found
+        self._x64: np.ndarray | None = None  # [M; 1 ... 1], once built
 
     def _cast(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-        """(M with the checksum row below it, in `dtype`; or, for a matrix of few rows, M in `dtype` and
-        the indices of its all-zero columns, None when there are none)."""
+        """(M in `dtype`, the indices of its all-zero columns or None when there are none)."""
         got = self._casts.get(dtype)
         if got is None:
-            K, F = self.M.shape
-            if K >= CHECKSUM_MIN_ROWS:
-                fortran = self.M.flags.f_contiguous and not self.M.flags.c_contiguous
-                Mx = np.empty((K + 1, F), dtype=dtype, order="F" if fortran else "C")  # M's layout: BLAS's speed
-                Mx[:K] = self.M
-                Mx[K] = 1.0
-                Mx.setflags(write=False)
-                if dtype == np.float64:
-                    self.M = Mx[:K]  # the same values; the original is freed
-                    self._x64 = Mx
-                got = (Mx, None)
-            else:
-                Mc = self.M.astype(dtype, copy=False)
-                zero = np.flatnonzero(~Mc.any(axis=0)) if K else np.arange(F)
-                got = (Mc, zero if zero.size else None)
-            self._casts[dtype] = got
+            Mc = self.M.astype(dtype, copy=False)
+            zero = np.flatnonzero(~Mc.any(axis=0)) if Mc.shape[0] else np.arange(Mc.shape[1])
+            got = self._casts[dtype] = (Mc, zero if zero.size else None)
+            if dtype == np.float64:
+                self._zero64 = got[1]
         return got
 
     def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
         """M @ data (see the class); non-finite data raises a ValueError naming `what` (or saying `nonfinite`)."""
-        Mx = self._x64
-        if Mx is not None and check_result and type(data) is np.ndarray and data.dtype is _F64 and data.ndim == 2:
-            out = Mx @ data  # the hot path: float64 results, (n, m), the checksum row built
-            K = Mx.shape[0] - 1
-            sums = out[K]
-            if not math.isfinite(sum(sums.tolist()) if sums.size <= 64 else np.add.reduce(sums)):
+        zero = self._zero64
+        if zero is not False and check_result and type(data) is np.ndarray and data.dtype is _F64 and data.ndim == 2:
+            # the hot path: float64 results (n, m), M's zero columns known
+            if data.shape[1] > CHECKSUM_COLUMNS and self.M.shape[0] >= CHECKSUM_ROWS:
+                Mx = self._x64 if self._x64 is not None else self._with_checksum_row()
+                out = Mx @ data
+                K = Mx.shape[0] - 1
+                if not math.isfinite(np.add.reduce(out[K])):
+                    check_finite(data, what, nonfinite)
+                return out[:K]
+            out = self.M @ data
+            if not all_finite(out) or (zero is not None and not all_finite(data[zero])):
                 check_finite(data, what, nonfinite)
-            return out[:K]
+            return out
         if type(data) is not np.ndarray:
             if is_torch(data):
                 return self._apply_torch(data, what, nonfinite, check_result)
@@ -130,7 +127,6 @@ class LinearMap:
             data = data.astype(dt, copy=False)
         shape = data.shape
         flat = data if len(shape) == 2 else data.reshape(shape[0], math.prod(shape[1:]))
-        K = self.M.shape[0]
         if not check_result:
             if not all_finite(flat):
                 check_finite(flat, what, nonfinite)
@@ -138,14 +134,19 @@ class LinearMap:
         else:
             Mc, zero = self._cast(dt)
             out = Mc @ flat
-            if zero is None and Mc.shape[0] > K:  # the checksum row: the data's column sums
-                sums, out = out[K], out[:K]
-                ok = math.isfinite(sum(sums.tolist()) if sums.size <= 64 else np.add.reduce(sums))
-            else:
-                ok = all_finite(out) and (zero is None or all_finite(flat[zero]))
-            if not ok:
-                check_finite(flat, what, nonfinite)  # raises unless the data is finite (the sums overflowed)
-        return out if len(shape) == 2 else out.reshape((K, *shape[1:]))
+            if not all_finite(out) or (zero is not None and not all_finite(flat[zero])):
+                check_finite(flat, what, nonfinite)  # raises unless the data is finite (the product overflowed)
+        return out if len(shape) == 2 else out.reshape((self.M.shape[0], *shape[1:]))
+
+    def _with_checksum_row(self) -> np.ndarray:
+        K, F = self.M.shape
+        fortran = self.M.flags.f_contiguous and not self.M.flags.c_contiguous
+        Mx = np.empty((K + 1, F), order="F" if fortran else "C")  # M's layout (BLAS's speed depends on it)
+        Mx[:K] = self.M
+        Mx[K] = 1.0
+        Mx.setflags(write=False)
+        self.M, self._x64 = Mx[:K], Mx  # the same values; the original is freed
+        return Mx
 
     def _apply_torch(self, data: Any, what: str, nonfinite: str | None, check_result: bool) -> Any:
         import torch
