@@ -42,6 +42,7 @@ def check_finite(x: np.ndarray, what: str, message: str | None = None) -> None:
 
 _F64 = np.dtype(np.float64)
 _SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
+_SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
 #: LinearMap proves wide float64 data finite by a checksum row of the product from this many columns on, for
 #: matrices of at least CHECKSUM_ROWS rows
 CHECKSUM_COLUMNS = 4096
@@ -67,17 +68,14 @@ class LinearMap:
     device and float dtype, with M's casts (float32, torch tensors per device) kept for the next call.
 
     `apply(..., check_result=True)` proves the data finite from the product instead of the data: NaN and inf
-    propagate through M @ data wherever M's column is not zero, so a finite product (and finite data rows on
-    M's all-zero columns, found once per cast) means finite data. The data itself is scanned only when that
-    fails, to tell non-finite data (refused) from an overflowing product (returned, as before).
-
-    For float64 data of more than CHECKSUM_COLUMNS columns (where scanning the product costs ~10% of it) M is
-    kept, from the first such call, as the leading rows of [M; 1 ... 1]: the extra row of the product holds the
-    data's column sums, a finite one proves the data finite, and one more output row costs 1/K of the product.
-    (Not below: BLAS picks slower kernels for small products with the odd row.)
+    propagate through M @ data wherever M's entry is not zero, so for float64 data one row of the product
+    suffices when M has a row without zeros (found once; smoothing and interpolation weights have one), and
+    otherwise the whole product does, with the data rows on M's all-zero columns checked on their own. The data
+    itself is scanned only when that fails, to tell non-finite data (refused) from an overflow (returned, as
+    before).
     """
 
-    __slots__ = ("M", "_casts", "_zero64", "_x64")
+    __slots__ = ("M", "_casts", "_zero64", "_dense")
 
     def __init__(self, M: np.ndarray):
         M = np.asarray(M, dtype=np.float64)
@@ -87,7 +85,7 @@ class LinearMap:
         self.M = M
         self._casts: dict[Any, tuple[Any, Any]] = {}
         self._zero64: np.ndarray | None | bool = False  # M's all-zero columns (None: none), once found
-        self._x64: np.ndarray | None = None  # [M; 1 ... 1], once built
+        self._dense = -1  # a row of M without zeros (-1: none)
 
     def _cast(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
         """(M in `dtype`, the indices of its all-zero columns or None when there are none)."""
@@ -97,6 +95,8 @@ class LinearMap:
             zero = np.flatnonzero(~Mc.any(axis=0)) if Mc.shape[0] else np.arange(Mc.shape[1])
             got = self._casts[dtype] = (Mc, zero if zero.size else None)
             if dtype == np.float64:
+                F = Mc.shape[1]
+                self._dense = next((k for k in range(Mc.shape[0]) if np.count_nonzero(Mc[k]) == F), -1)
                 self._zero64 = got[1]
         return got
 
@@ -104,16 +104,14 @@ class LinearMap:
         """M @ data (see the class); non-finite data raises a ValueError naming `what` (or saying `nonfinite`)."""
         zero = self._zero64
         if zero is not False and check_result and type(data) is np.ndarray and data.dtype is _F64 and data.ndim == 2:
-            # the hot path: float64 results (n, m), M's zero columns known
-            if data.shape[1] > CHECKSUM_COLUMNS and self.M.shape[0] >= CHECKSUM_ROWS:
-                Mx = self._x64 if self._x64 is not None else self._with_checksum_row()
-                out = Mx @ data
-                K = Mx.shape[0] - 1
-                if not math.isfinite(_SUM(out[K], None)):
-                    check_finite(data, what, nonfinite)
-                return out[:K]
-            out = self.M @ data
-            if not math.isfinite(_SUM(out, None)) or (zero is not None and not all_finite(data[zero])):
+            out = self.M @ data  # the hot path: float64 results (n, m), M's zeros known
+            k = self._dense
+            if k >= 0:
+                row = out[k]
+                ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
+            else:
+                ok = math.isfinite(_SUM(out, None)) and (zero is None or all_finite(data[zero]))
+            if not ok:
                 check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
             return out
         if type(data) is not np.ndarray:
@@ -138,16 +136,6 @@ class LinearMap:
             if not all_finite(out) or (zero is not None and not all_finite(flat[zero])):
                 check_finite(flat, what, nonfinite)  # raises unless the data is finite (the product overflowed)
         return out if len(shape) == 2 else out.reshape((self.M.shape[0], *shape[1:]))
-
-    def _with_checksum_row(self) -> np.ndarray:
-        K, F = self.M.shape
-        fortran = self.M.flags.f_contiguous and not self.M.flags.c_contiguous
-        Mx = np.empty((K + 1, F), order="F" if fortran else "C")  # M's layout (BLAS's speed depends on it)
-        Mx[:K] = self.M
-        Mx[K] = 1.0
-        Mx.setflags(write=False)
-        self.M, self._x64 = Mx[:K], Mx  # the same values; the original is freed
-        return Mx
 
     def _apply_torch(self, data: Any, what: str, nonfinite: str | None, check_result: bool) -> Any:
         import torch
