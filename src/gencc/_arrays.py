@@ -102,18 +102,9 @@ class LinearMap:
 
     def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
         """M @ data (see the class); non-finite data raises a ValueError naming `what` (or saying `nonfinite`)."""
-        zero = self._zero64
-        if zero is not False and check_result and type(data) is np.ndarray and data.dtype is _F64 and data.ndim == 2:
-            out = self.M @ data  # the hot path: float64 results (n, m), M's zeros known
-            k = self._dense
-            if k >= 0:
-                row = out[k]
-                ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
-            else:
-                ok = math.isfinite(_SUM(out, None)) and (zero is None or all_finite(data[zero]))
-            if not ok:
-                check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
-            return out
+        if (check_result and self._zero64 is not False and type(data) is np.ndarray and data.dtype is _F64
+                and data.ndim == 2):
+            return self.apply_f64(data, what, nonfinite)
         if type(data) is not np.ndarray:
             if is_torch(data):
                 return self._apply_torch(data, what, nonfinite, check_result)
@@ -136,6 +127,22 @@ class LinearMap:
             if not all_finite(out) or (zero is not None and not all_finite(flat[zero])):
                 check_finite(flat, what, nonfinite)  # raises unless the data is finite (the product overflowed)
         return out if len(shape) == 2 else out.reshape((self.M.shape[0], *shape[1:]))
+
+    def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
+        """`apply(data, ..., check_result=True)` for float64 data of shape (n, m) (the caller knows it is)."""
+        zero = self._zero64
+        if zero is False:  # M's zeros not looked at yet
+            return self.apply(data, what, nonfinite, check_result=True)
+        out = self.M @ data
+        k = self._dense
+        if k >= 0:
+            row = out[k]
+            ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
+        else:
+            ok = math.isfinite(_SUM(out, None)) and (zero is None or all_finite(data[zero]))
+        if not ok:
+            check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
+        return out
 
     def _apply_torch(self, data: Any, what: str, nonfinite: str | None, check_result: bool) -> Any:
         import torch
