@@ -41,7 +41,11 @@ def check_finite(x: np.ndarray, what: str, message: str | None = None) -> None:
 
 
 _F64 = np.dtype(np.float64)
+#: LinearMap looks for a row without zeros in matrices of at most this many columns
+DENSE_ROW_MAX = 4096
 _SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
+#: LinearMap looks for a row without zeros in matrices of at most this many columns
+DENSE_ROW_MAX = 4096
 _SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
 #: LinearMap proves wide float64 data finite by a checksum row of the product from this many columns on, for
 #: matrices of at least CHECKSUM_ROWS rows
@@ -92,12 +96,17 @@ class LinearMap:
         got = self._casts.get(dtype)
         if got is None:
             Mc = self.M.astype(dtype, copy=False)
-            zero = np.flatnonzero(~Mc.any(axis=0)) if Mc.shape[0] else np.arange(Mc.shape[1])
-            got = self._casts[dtype] = (Mc, zero if zero.size else None)
+            K, F = Mc.shape
+            # (wide matrices: the product's scan is 1/F of it; their rows have zeros where weights underflow)
+            dense = next((k for k in range(K) if np.count_nonzero(Mc[k]) == F), -1) if F <= DENSE_ROW_MAX else -1
+            if dense >= 0:  # a row without zeros: no column is all zero
+                zero = None
+            else:
+                zero = np.flatnonzero(~Mc.any(axis=0)) if K else np.arange(F)
+                zero = zero if zero.size else None
+            got = self._casts[dtype] = (Mc, zero)
             if dtype == np.float64:
-                F = Mc.shape[1]
-                self._dense = next((k for k in range(Mc.shape[0]) if np.count_nonzero(Mc[k]) == F), -1)
-                self._zero64 = got[1]
+                self._dense, self._zero64 = dense, zero
         return got
 
     def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
