@@ -41,3 +41,52 @@ def test_torch_round_trip():
     np.testing.assert_allclose(to_numpy(out), M @ to_numpy(X), rtol=1e-6)
     np.testing.assert_array_equal(to_numpy(take_rows([X[0], X[1]], [1, 0])), to_numpy(X)[[1, 0]])
     assert float_dtype(np.zeros(1, np.float16)) == np.float16 and float_dtype(np.zeros(1, int)) == np.float64
+
+
+@pytest.mark.parametrize("columns", [3, 100])  # the checked row summed in Python / by numpy
+@pytest.mark.parametrize("unused_column", [False, True])  # a row without zeros checked / the whole product
+def test_linear_map_checks_the_data_through_the_product(columns, unused_column):
+    from gencc._arrays import LinearMap
+
+    rng = np.random.default_rng(0)
+    M = rng.normal(size=(20, 6))
+    if unused_column:
+        M[:, 2] = 0.0  # a column no output uses: its data row is checked on its own
+    else:
+        M[np.arange(1, 20), np.arange(1, 20) % 6] = 0.0  # only row 0 has no zeros
+    lm = LinearMap(M)
+    Y = rng.normal(size=(6, columns))
+    np.testing.assert_allclose(lm.apply(Y, "Y", check_result=True), M @ Y, rtol=1e-12, atol=1e-12)
+    assert lm._dense == (-1 if unused_column else 0)
+    for row in range(6):
+        for bad in (np.nan, np.inf, -np.inf):
+            Yb = Y.copy()
+            Yb[row, columns - 1] = bad
+            with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains 1 non-finite"):
+                lm.apply(Yb, "Y", check_result=True)
+            with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="custom"):
+                lm.apply(Yb.astype(np.float32), "Y", "custom", check_result=True)
+    big = np.full((6, columns), 1e308)  # finite data whose product overflows: returned, as a plain product is
+    ones = LinearMap(np.ones((20, 6)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(2):
+            out = ones.apply(big, "Y", check_result=True)
+            assert not np.any(np.isfinite(out))
+            np.testing.assert_array_equal(out, np.ones((20, 6)) @ big)
+    assert not lm.M.flags.writeable
+    np.testing.assert_array_equal(lm.M, M)
+
+
+def test_linear_map_keeps_float32_and_torch():
+    torch = pytest.importorskip("torch")
+    from gencc._arrays import LinearMap
+
+    M = np.array([[1.0, 0.0], [0.5, 0.0]])  # column 1 unused
+    lm = LinearMap(M)
+    X = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    out = lm.apply(X, "X", check_result=True)
+    assert is_torch(out) and out.dtype == torch.float32
+    np.testing.assert_allclose(to_numpy(out), M @ to_numpy(X), rtol=1e-6)
+    with pytest.raises(ValueError, match="X contains 1 non-finite"):
+        lm.apply(torch.tensor([[1.0, 2.0], [float("nan"), 4.0]]), "X", check_result=True)
+    assert lm.apply(np.ones((2, 3), np.float32), "X", check_result=True).dtype == np.float32

@@ -356,3 +356,39 @@ def test_auto_switches_to_banded_for_large_cubic_fits(monkeypatch):
     assert not calls
     smoother_weights(jittered(smoothing.BANDED_THRESHOLD), [0.0], "cubic")
     assert calls
+
+
+@pytest.mark.parametrize("lam", [0.0, 1e-4, 1e-1])
+def test_banded_blocks_of_rows_match_make_smoothing_spline(monkeypatch, lam):
+    """The banded path solves a block of rows at a time: with tiny blocks (many of them, one row each and
+    uneven ones), points outside the hull and on knots, the weights still give SciPy's smoothing spline."""
+    rng = np.random.default_rng(4)
+    n = 40
+    t = np.sort(rng.uniform(-1, 1, n))
+    z = np.concatenate([rng.uniform(-1.2, 1.2, 37), t[::7], [-1.2, 1.2]])
+    y = np.sin(3 * t) + 0.1 * rng.normal(size=n)
+    ref = make_smoothing_spline(t, y, lam=n * lam)(np.clip(z, t[0], t[-1]))
+    inside = (z >= t[0]) & (z <= t[-1])
+    W = smoother_weights(t, z, "cubic", lam, method="banded")
+    for block in (n, 3 * n, 7 * n + 5):  # 1, 3 and 7 rows per block (the last one shorter)
+        monkeypatch.setattr(smoothing, "_BLOCK_ENTRIES", block)
+        Wb = smoother_weights(t, z, "cubic", lam, method="banded")
+        np.testing.assert_allclose(Wb, W, rtol=0, atol=1e-14)
+        np.testing.assert_allclose((Wb @ y)[inside], ref[inside], atol=1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["matern32", "gaussian", "sobolev3"])
+def test_dense_weights_at_many_points_equal_the_direct_solve(monkeypatch, kernel):
+    """At many evaluation points (an encoder) the dense path multiplies by the inverse's columns, a block of
+    points at a time; it gives the direct solve's weights (to the system's conditioning) and reproduces the
+    null space."""
+    t = np.sort(np.random.default_rng(5).uniform(-1, 1, 12))
+    z = np.linspace(-1, 1, 301)
+    W = smoother_weights(t, z, kernel, 1e-6, method="dense")
+    monkeypatch.setattr(smoothing, "MANY_POINTS", 10**9)  # the direct solve, z as right-hand sides
+    Wd = smoother_weights(t, z, kernel, 1e-6, method="dense")
+    np.testing.assert_allclose(W, Wd, atol=1e-8)
+    monkeypatch.setattr(smoothing, "MANY_POINTS", 2)
+    monkeypatch.setattr(smoothing, "_BLOCK_ENTRIES", 50)  # several points per block
+    np.testing.assert_allclose(smoother_weights(t, z, kernel, 1e-6, method="dense"), W, atol=1e-12)
+    np.testing.assert_allclose(W.sum(axis=1), 1.0, atol=1e-8)

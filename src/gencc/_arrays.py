@@ -5,6 +5,7 @@ torch is imported lazily, only when the caller already handed us a tensor, so `i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -39,31 +40,143 @@ def check_finite(x: np.ndarray, what: str, message: str | None = None) -> None:
                          "finite data: clean or drop those entries first")
 
 
+_F64 = np.dtype(np.float64)
+#: LinearMap looks for a row without zeros in matrices of at most this many columns
+DENSE_ROW_MAX = 4096
+_SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
+#: LinearMap looks for a row without zeros in matrices of at most this many columns
+DENSE_ROW_MAX = 4096
+_SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
+#: LinearMap proves wide float64 data finite by a checksum row of the product from this many columns on, for
+#: matrices of at least CHECKSUM_ROWS rows
+CHECKSUM_COLUMNS = 4096
+CHECKSUM_ROWS = 16
+def all_finite(x: np.ndarray) -> bool:
+    """True when `x` holds no NaN or infinity: one sum (NaN and inf propagate, so a finite sum proves it) with
+    no temporary, and an exact scan only when the sum is not finite (which finite values can give by overflow)."""
+    return math.isfinite(_SUM(x, None)) or bool(np.isfinite(x).all())
+
+
 def apply_matrix(M: np.ndarray, data: Any, what: str, nonfinite: str | None = None) -> Any:
     """Return M @ data over the first axis of `data`, in data's array kind, device and float dtype.
 
     M is built in float64; it is cast to the data's float dtype before the product (float32 data stays
     float32, which is what a GPU or a float32 network wants). Non-finite data raises a ValueError (with
-    the `nonfinite` message when given).
+    the `nonfinite` message when given). For a matrix applied many times, keep a `LinearMap` instead.
     """
-    if is_torch(data):
+    return LinearMap(M).apply(data, what, nonfinite)
+
+
+class LinearMap:
+    """A fixed float64 matrix M (kept read-only) applied to data over its first axis, in the data's array kind,
+    device and float dtype, with M's casts (float32, torch tensors per device) kept for the next call.
+
+    `apply(..., check_result=True)` proves the data finite from the product instead of the data: NaN and inf
+    propagate through M @ data wherever M's entry is not zero, so for float64 data one row of the product
+    suffices when M has a row without zeros (found once; smoothing and interpolation weights have one), and
+    otherwise the whole product does, with the data rows on M's all-zero columns checked on their own. The data
+    itself is scanned only when that fails, to tell non-finite data (refused) from an overflow (returned, as
+    before).
+    """
+
+    __slots__ = ("M", "_casts", "_zero64", "_dense")
+
+    def __init__(self, M: np.ndarray):
+        M = np.asarray(M, dtype=np.float64)
+        if M.flags.writeable:
+            M = M.view()
+            M.setflags(write=False)
+        self.M = M
+        self._casts: dict[Any, tuple[Any, Any]] = {}
+        self._zero64: np.ndarray | None | bool = False  # M's all-zero columns (None: none), once found
+        self._dense = -1  # a row of M without zeros (-1: none)
+
+    def _cast(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+        """(M in `dtype`, the indices of its all-zero columns or None when there are none)."""
+        got = self._casts.get(dtype)
+        if got is None:
+            Mc = self.M.astype(dtype, copy=False)
+            K, F = Mc.shape
+            # (wide matrices: the product's scan is 1/F of it; their rows have zeros where weights underflow)
+            dense = next((k for k in range(K) if np.count_nonzero(Mc[k]) == F), -1) if F <= DENSE_ROW_MAX else -1
+            if dense >= 0:  # a row without zeros: no column is all zero
+                zero = None
+            else:
+                zero = np.flatnonzero(~Mc.any(axis=0)) if K else np.arange(F)
+                zero = zero if zero.size else None
+            got = self._casts[dtype] = (Mc, zero)
+            if dtype == np.float64:
+                self._dense, self._zero64 = dense, zero
+        return got
+
+    def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
+        """M @ data (see the class); non-finite data raises a ValueError naming `what` (or saying `nonfinite`)."""
+        if (check_result and self._zero64 is not False and type(data) is np.ndarray and data.dtype is _F64
+                and data.ndim == 2):
+            return self.apply_f64(data, what, nonfinite)
+        if type(data) is not np.ndarray:
+            if is_torch(data):
+                return self._apply_torch(data, what, nonfinite, check_result)
+            data = np.asarray(data)
+        dt = data.dtype
+        if dt is not _F64 and dt != np.float64 and dt != np.float32:
+            if dt.kind == "O" or not np.issubdtype(dt, np.number):
+                raise ValueError(f"{what} must be a numeric array, got dtype {dt}")
+            dt = float_dtype(data)
+            data = data.astype(dt, copy=False)
+        shape = data.shape
+        flat = data if len(shape) == 2 else data.reshape(shape[0], math.prod(shape[1:]))
+        if not check_result:
+            if not all_finite(flat):
+                check_finite(flat, what, nonfinite)
+            out = (self.M if dt is _F64 else self.M.astype(dt, copy=False)) @ flat
+        else:
+            Mc, zero = self._cast(dt)
+            out = Mc @ flat
+            if not all_finite(out) or (zero is not None and not all_finite(flat[zero])):
+                check_finite(flat, what, nonfinite)  # raises unless the data is finite (the product overflowed)
+        return out if len(shape) == 2 else out.reshape((self.M.shape[0], *shape[1:]))
+
+    def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
+        """`apply(data, ..., check_result=True)` for float64 data of shape (n, m) (the caller knows it is)."""
+        zero = self._zero64
+        if zero is False:  # M's zeros not looked at yet
+            return self.apply(data, what, nonfinite, check_result=True)
+        out = self.M @ data
+        k = self._dense
+        if k >= 0:
+            row = out[k]
+            ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
+        else:
+            ok = math.isfinite(_SUM(out, None)) and (zero is None or all_finite(data[zero]))
+        if not ok:
+            check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
+        return out
+
+    def _apply_torch(self, data: Any, what: str, nonfinite: str | None, check_result: bool) -> Any:
         import torch
 
-        if not torch.all(torch.isfinite(data)):
-            check_finite(data.detach().cpu().numpy(), what, nonfinite)
         dtype = data.dtype if data.is_floating_point() else torch.get_default_dtype()
-        flat = data.reshape(data.shape[0], _row_size(data.shape)).to(dtype)
-        # a copy: M may be a code's read-only matrix, which torch.as_tensor would share and warn about
-        Mt = torch.tensor(M, dtype=dtype, device=data.device)
-        return (Mt @ flat).reshape((M.shape[0], *data.shape[1:]))
-    arr = np.asarray(data)
-    if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{what} must be a numeric array, got dtype {arr.dtype}")
-    dtype = float_dtype(arr)
-    arr = arr.astype(dtype, copy=False)
-    check_finite(arr, what, nonfinite)
-    flat = arr.reshape(arr.shape[0], _row_size(arr.shape))
-    return (M.astype(dtype, copy=False) @ flat).reshape((M.shape[0], *arr.shape[1:]))
+        key = (dtype, data.device)
+        got = self._casts.get(key)
+        if got is None:
+            # a copy: torch.as_tensor would share the read-only M and warn about it
+            Mt = torch.tensor(self.M, dtype=dtype, device=data.device)
+            zero = torch.nonzero(~(Mt != 0).any(dim=0)).flatten() if Mt.shape[0] else torch.arange(Mt.shape[1])
+            got = self._casts[key] = (Mt, zero if zero.numel() else None)
+        Mt, zero = got
+        flat = data.reshape(data.shape[0], math.prod(data.shape[1:])).to(dtype)
+
+        def finite(x: Any) -> bool:
+            x = x.detach()
+            return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
+
+        if not check_result and not finite(flat):
+            check_finite(flat.detach().cpu().numpy(), what, nonfinite)
+        out = Mt @ flat
+        if check_result and (not finite(out) or (zero is not None and not finite(flat[zero]))):
+            check_finite(flat.detach().cpu().numpy(), what, nonfinite)
+        return out.reshape((Mt.shape[0], *data.shape[1:]))
 
 
 def take_rows(Xt: Any, rows: Any) -> Any:
@@ -81,8 +194,3 @@ def take_rows(Xt: Any, rows: Any) -> Any:
 
         return torch.stack(parts)
     return np.stack(parts) if parts else np.zeros((0,))
-
-
-def _row_size(shape: tuple) -> int:
-    """Entries per row; explicit because reshape(0, -1) is ambiguous (no results returned at all)."""
-    return int(np.prod(shape[1:], dtype=np.int64))

@@ -122,11 +122,14 @@ class _Stationary(Kernel):
         self.q = 0 if null_degree is None else null_degree + 1
 
     def __call__(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
-        r = np.abs(np.asarray(s, float)[:, None] - np.asarray(t, float)[None, :]) / self.length_scale
+        r = np.subtract.outer(np.asarray(s, float).ravel(), np.asarray(t, float).ravel())
+        np.abs(r, out=r)
+        r /= self.length_scale
         return self._profile(r)
 
     @abstractmethod
-    def _profile(self, r: np.ndarray) -> np.ndarray: ...
+    def _profile(self, r: np.ndarray) -> np.ndarray:
+        """k as a function of the scaled distances r (an array of its own: profiles work in place)."""
 
     def __repr__(self) -> str:
         return f"{self.name}(length_scale={self.length_scale}, q={self.q})"
@@ -138,8 +141,13 @@ class Matern32(_Stationary):
     name = "matern32"
 
     def _profile(self, r: np.ndarray) -> np.ndarray:
-        a = np.sqrt(3.0) * r
-        return (1.0 + a) * np.exp(-a)
+        a = r
+        a *= np.sqrt(3.0)
+        e = np.negative(a)
+        np.exp(e, out=e)
+        a += 1.0
+        a *= e  # (1 + a) exp(-a), in place
+        return a
 
 
 class Matern52(_Stationary):
@@ -148,8 +156,16 @@ class Matern52(_Stationary):
     name = "matern52"
 
     def _profile(self, r: np.ndarray) -> np.ndarray:
-        a = np.sqrt(5.0) * r
-        return (1.0 + a + a**2 / 3.0) * np.exp(-a)
+        a = r
+        a *= np.sqrt(5.0)
+        e = np.negative(a)
+        np.exp(e, out=e)
+        sq = np.square(a)
+        sq /= 3.0
+        a += 1.0
+        a += sq
+        a *= e  # (1 + a + a^2 / 3) exp(-a), in place
+        return a
 
 
 class Gaussian(_Stationary):
@@ -158,7 +174,9 @@ class Gaussian(_Stationary):
     name = "gaussian"
 
     def _profile(self, r: np.ndarray) -> np.ndarray:
-        return np.exp(-0.5 * r**2)
+        np.square(r, out=r)
+        r *= -0.5
+        return np.exp(r, out=r)
 
 
 KERNELS = ("cubic", "sobolev1", "sobolev2", "sobolev3", "sobolev4", "matern32", "matern52", "gaussian")

@@ -55,13 +55,35 @@ def nested(base: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     a = np.asarray(anchors, dtype=float).ravel()
     if a.size > b.size:
         raise ValueError(f"cannot nest {a.size} anchors in {b.size} points")
-    free = np.ones(b.size, dtype=bool)
-    for x in a:
-        cand = np.flatnonzero(free)
-        j = cand[np.argmin(np.abs(b[cand] - x))]
+    vals = b.tolist()  # the free points keep these values, sorted: the nearest free one is beside x's place
+    taken = bytearray(b.size)
+    for x, p in zip(a.tolist(), np.searchsorted(b, a).tolist(), strict=True):
+        j = _nearest_free(vals, taken, x, p)
         b[j] = x
-        free[j] = False
+        taken[j] = 1
     out = np.sort(b)
     if np.unique(out).size != out.size:
         raise ValueError("nesting produced repeated points; anchors must be distinct")
     return out
+
+
+def _nearest_free(vals: list[float], taken: bytearray, x: float, p: int) -> int:
+    """The free index whose value is nearest x, the lowest index on ties (as an argmin over the free points
+    in index order would pick); `vals` sorted, p = the place of x among them (values below x lie before p)."""
+    lo = p - 1
+    while lo >= 0 and taken[lo]:
+        lo -= 1
+    if lo >= 0:  # the lowest free index holding the same value as lo
+        k = lo - 1
+        while k >= 0 and vals[k] == vals[lo]:
+            if not taken[k]:
+                lo = k
+            k -= 1
+    hi = p
+    while hi < len(vals) and taken[hi]:
+        hi += 1
+    if hi == len(vals):
+        return lo
+    if lo < 0:
+        return hi
+    return lo if abs(vals[lo] - x) <= abs(vals[hi] - x) else hi

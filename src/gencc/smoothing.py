@@ -75,20 +75,39 @@ def bordered_matrix(t: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
     return M
 
 
+#: `smoother_weights` on its dense path evaluates at more than this many times n + q points by the inverse's columns
+MANY_POINTS = 2
+
+
 def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
+    """W by the bordered solve: with the evaluation points as right-hand sides when they are few; when they are
+    many (an encoder for N workers), as [k(z, t), P(z)] @ C with C the first n columns of M^{-1} (M symmetric),
+    from one solve with n + q right-hand sides and then one product per block of points into the result."""
     n = t.size
     M = bordered_matrix(t, k, lam)
-    rhs = np.vstack([k(t, z), k.null_space(z).T])
+    if z.size <= MANY_POINTS * (n + k.q):
+        return _bordered_solve(M, np.vstack([k(t, z), k.null_space(z).T]), n)[:n].T
+    C = _bordered_solve(M, np.eye(n + k.q)[:, :n], n)
+    W = np.empty((z.size, n))
+    step = max(1, _BLOCK_ENTRIES // (n + k.q))
+    for a in range(0, z.size, step):
+        zc = z[a:a + step]
+        np.matmul(k(zc, t), C[:n], out=W[a:a + step])
+        if k.q:
+            W[a:a + step] += k.null_space(zc) @ C[n:]
+    return W
+
+
+def _bordered_solve(M: np.ndarray, rhs: np.ndarray, n: int) -> np.ndarray:
     try:
         # Gram matrices of smooth kernels are ill-conditioned by nature; the bordered solve stays accurate
         # for the fitted values (checked against scipy's splines in the tests), so the warning is noise.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", linalg.LinAlgWarning)
-            sol = linalg.solve(M, rhs, assume_a="sym")
+            return linalg.solve(M, rhs, assume_a="sym")
     except linalg.LinAlgError as err:
         raise ValueError(f"smoother system is singular for these {n} points ({err}); the points may be too "
                          "close together or too few to determine the null space") from None
-    return sol[:n].T
 
 
 def cubic_spline_weights(t: np.ndarray, z: np.ndarray, lam: float = 0.0) -> np.ndarray:
@@ -96,70 +115,149 @@ def cubic_spline_weights(t: np.ndarray, z: np.ndarray, lam: float = 0.0) -> np.n
 
     With h_i = t_{i+1} - t_i, the band matrices Q (n x n-2) and R (n-2 x n-2) give second derivatives
     gamma = A^{-1} Q^T y with A = R + alpha Q^T Q, alpha = n lam, and fitted values g = y - alpha Q gamma.
-    The value at z is a^T g + b^T gamma for sparse a, b, so its weight row is a + Q A^{-1} (b - alpha Q^T a).
+    The value at z is a^T g + b^T gamma for sparse a, b (two entries each), so its weight row is
+    a + Q A^{-1} (b - alpha Q^T a): A is factored once, and the rows are solved a block at a time straight into
+    the result, so the memory beyond the (len(z), n) result stays a few MiB whatever n is.
     """
     t = np.asarray(t, dtype=float).ravel()
     z = np.asarray(z, dtype=float).ravel()
-    order = np.argsort(t)
-    ts = t[order]
-    n = ts.size
+    n = t.size
     if n < 2:
         raise ValueError(f"a cubic spline needs at least 2 points, got {n}")
+    order = None if bool((t[1:] > t[:-1]).all()) else np.argsort(t)
+    ts = t if order is None else t[order]
     h = np.diff(ts)
     if np.any(h <= 0):
         raise ValueError("fit points must be distinct; got repeated points")
     alpha = n * _check_lam(lam)
+    cols, av, bv = _local_weights(ts, h, z)
     nz = z.size
-    a = np.zeros((nz, n))  # weights on fitted values g
-    b = np.zeros((nz, n))  # weights on second derivatives gamma at every knot (ends are 0)
-    rows = np.arange(nz)
-    i = np.clip(np.searchsorted(ts, z, side="right") - 1, 0, n - 2)
-    left, right = z < ts[0], z > ts[-1]
-    inside = ~(left | right)
-    # inside [t_i, t_{i+1}]: the cubic in Green and Silverman's eq. (2.5)
-    ri, ii = rows[inside], i[inside]
-    zi = z[inside]
-    hi = h[ii]
-    u, v = zi - ts[ii], ts[ii + 1] - zi
-    a[ri, ii] = v / hi
-    a[ri, ii + 1] = u / hi
-    b[ri, ii] = -u * v * (1.0 + v / hi) / 6.0
-    b[ri, ii + 1] = -u * v * (1.0 + u / hi) / 6.0
-    # outside: linear extension with the end slope g'(t_1) = (g_2 - g_1)/h_1 - h_1 gamma_2 / 6
-    rl, d = rows[left], z[left] - ts[0]
-    a[rl, 0] = 1.0 - d / h[0]
-    a[rl, 1] = d / h[0]
-    b[rl, 1] = -d * h[0] / 6.0
-    rr, d = rows[right], z[right] - ts[-1]
-    a[rr, n - 1] = 1.0 + d / h[-1]
-    a[rr, n - 2] = -d / h[-1]
-    b[rr, n - 2] = d * h[-1] / 6.0
-    W = a.copy()
+    W = np.zeros((nz, n)) if n == 2 else np.empty((nz, n))
     if n > 2:
-        Qt_a = _qt_apply(h, a.T)  # (n-2, nz)
-        rhs = b[:, 1:-1].T - alpha * Qt_a
-        ab = _reinsch_band(h, alpha)
-        gamma = linalg.solveh_banded(ab, rhs, lower=False)
-        W += _q_apply(h, gamma).T
+        _fill_rows(W, h, alpha, cols, av, bv)
+    rows = np.arange(nz)
+    W[rows, cols[:, 0]] += av[:, 0]
+    W[rows, cols[:, 1]] += av[:, 1]
+    if order is None:
+        return W
     out = np.empty_like(W)
     out[:, order] = W
     return out
 
 
-def _qt_apply(h: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Q^T y for y of shape (n, c): (y_{j-1} - y_j)/h_{j-1} + (y_{j+1} - y_j)/h_j at interior knots."""
-    d = np.diff(y, axis=0) / h[:, None]
-    return d[1:] - d[:-1]
+def _local_weights(ts: np.ndarray, h: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(columns (nz, 2), weights a on fitted values, weights b on second derivatives) of the spline's value at
+    each z: the cubic of Green and Silverman's eq. (2.5) inside [t_i, t_{i+1}], the linear extension with the
+    end slope g'(t_1) = (g_2 - g_1)/h_1 - h_1 gamma_2 / 6 (and its mirror) outside."""
+    n = ts.size
+    i = np.clip(np.searchsorted(ts, z, side="right") - 1, 0, n - 2)
+    cols = np.stack([i, i + 1], axis=1)
+    av = np.zeros((z.size, 2))
+    bv = np.zeros((z.size, 2))
+    left, right = z < ts[0], z > ts[-1]
+    inside = ~(left | right)
+    ii = i[inside]
+    hi = h[ii]
+    u, v = z[inside] - ts[ii], ts[ii + 1] - z[inside]
+    av[inside, 0], av[inside, 1] = v / hi, u / hi
+    bv[inside, 0] = -u * v * (1.0 + v / hi) / 6.0
+    bv[inside, 1] = -u * v * (1.0 + u / hi) / 6.0
+    d = z[left] - ts[0]  # cols (0, 1) there: i is clipped to 0
+    av[left, 0], av[left, 1] = 1.0 - d / h[0], d / h[0]
+    bv[left, 1] = -d * h[0] / 6.0
+    d = z[right] - ts[-1]  # cols (n-2, n-1)
+    av[right, 0], av[right, 1] = -d / h[-1], 1.0 + d / h[-1]
+    bv[right, 0] = d * h[-1] / 6.0
+    return cols, av, bv
 
 
-def _q_apply(h: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Q g for g of shape (n-2, c), giving (n, c)."""
-    n = h.size + 1
-    out = np.zeros((n, g.shape[1]))
-    out[:-2] += g / h[:-1, None]
-    out[1:-1] -= g * (1.0 / h[:-1] + 1.0 / h[1:])[:, None]
-    out[2:] += g / h[1:, None]
-    return out
+#: the rows solved at once by `cubic_spline_weights` hold about this many entries (two buffers of them)
+_BLOCK_ENTRIES = 1 << 18
+
+
+def _fill_rows(W: np.ndarray, h: np.ndarray, alpha: float, cols: np.ndarray, av: np.ndarray, bv: np.ndarray) -> None:
+    """W[j] = (Q A^{-1} (b_j - alpha Q^T a_j))^T for every row j, a block of rows at a time (n >= 3)."""
+    nz, n = W.shape
+    m = n - 2
+    hinv = 1.0 / h
+    R, C, V = _interior_rhs(hinv, alpha, cols, av, bv)
+    solve = _band_solver(h, alpha)
+    step = max(1, _BLOCK_ENTRIES // n)
+    rhs = np.empty((min(step, nz), m))
+    ep = np.zeros((min(step, nz), n + 1))  # e_k = (gamma_{k+1} - gamma_k) / h_k, padded with a zero each side
+    bounds = np.searchsorted(R, np.arange(0, nz + step, step))
+    for blk, r0 in enumerate(range(0, nz, step)):
+        r1 = min(r0 + step, nz)
+        c = r1 - r0
+        g = rhs[:c]
+        g.fill(0.0)
+        lo, hi = bounds[blk], bounds[blk + 1]
+        np.add.at(g, (R[lo:hi] - r0, C[lo:hi]), V[lo:hi])
+        gam = solve(g.T)  # an F-ordered view: solved in place
+        if not np.shares_memory(gam, g):
+            g[...] = gam.T
+        e = ep[:c]
+        np.multiply(g[:, 0], hinv[0], out=e[:, 1])
+        np.subtract(g[:, 1:], g[:, :-1], out=e[:, 2:n - 1])
+        e[:, 2:n - 1] *= hinv[1:m]
+        np.multiply(g[:, -1], -hinv[-1], out=e[:, n - 1])
+        np.subtract(e[:, 1:], e[:, :-1], out=W[r0:r1])  # (Q gamma)_k = e_k - e_{k-1}
+
+
+def _band_solver(h: np.ndarray, alpha: float):
+    """x -> A^{-1} x (in place where LAPACK allows) for A = R + alpha Q^T Q, factored once: by LDL^T of the
+    tridiagonal R when alpha = 0 (interpolation; about 2.5x faster than the band Cholesky), else by the band
+    Cholesky of the pentadiagonal A."""
+    ab = _reinsch_band(h, alpha)
+    if alpha == 0 and h.size > 2:  # (LAPACK's wrapper of pttrs wants an off-diagonal of length >= 1)
+        pttrf, pttrs = linalg.get_lapack_funcs(("pttrf", "pttrs"), (ab,))
+        d, e, info = pttrf(ab[2], ab[1, 1:])
+        factor = lambda x: pttrs(d, e, x, overwrite_b=1)  # noqa: E731
+    else:
+        pbtrf, pbtrs = linalg.get_lapack_funcs(("pbtrf", "pbtrs"), (ab,))
+        cb, info = pbtrf(ab, lower=0)
+        factor = lambda x: pbtrs(cb, x, lower=0, overwrite_b=1)  # noqa: E731
+    if info != 0:
+        raise ValueError(f"the cubic spline's band system is not positive definite (LAPACK info {info}); the fit "
+                         "points may be too close together")
+
+    def solve(x: np.ndarray) -> np.ndarray:
+        out, status = factor(x)
+        if status != 0:
+            raise ValueError(f"the cubic spline's band solve failed (LAPACK info {status})")
+        return out
+
+    return solve
+
+
+def _interior_rhs(hinv: np.ndarray, alpha: float, cols: np.ndarray, av: np.ndarray, bv: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sparse right-hand sides b_j - alpha Q^T a_j over the interior knots as (row, interior index, value),
+    sorted by row. Q^T a at interior knot j (index j - 1) is a_{j-1}/h_{j-1} - a_j (1/h_{j-1} + 1/h_j)
+    + a_{j+1}/h_j, so each of the two entries of a reaches at most three of them."""
+    n = hinv.size + 1
+    nz = cols.shape[0]
+    rows = np.repeat(np.arange(nz), 2)
+    c, a, b = cols.ravel(), av.ravel(), bv.ravel()
+    inner = (c >= 1) & (c <= n - 2)
+    R, C, V = [rows[inner]], [c[inner] - 1], [b[inner]]
+    if alpha:
+        for shift in (-1, 0, 1):  # entry a_c reaches interior knot j = c + shift
+            j = c + shift
+            ok = (j >= 1) & (j <= n - 2)
+            jj = j[ok]
+            if shift == 1:  # c = j - 1: a_{j-1} / h_{j-1}
+                coef = hinv[jj - 1]
+            elif shift == 0:  # c = j: -a_j (1/h_{j-1} + 1/h_j)
+                coef = -(hinv[jj - 1] + hinv[jj])
+            else:  # c = j + 1: a_{j+1} / h_j
+                coef = hinv[jj]
+            R.append(rows[ok])
+            C.append(jj - 1)
+            V.append(-alpha * coef * a[ok])
+    R, C, V = np.concatenate(R), np.concatenate(C), np.concatenate(V)
+    srt = np.argsort(R, kind="stable")
+    return R[srt], C[srt], V[srt]
 
 
 def _reinsch_band(h: np.ndarray, alpha: float) -> np.ndarray:

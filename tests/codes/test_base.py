@@ -275,3 +275,55 @@ def test_packed_encode_keeps_the_array_kind(exact_packed_parity, X8):
     np.testing.assert_allclose(Z[n].numpy(), X8[code.packed_groups()[n]], rtol=1e-6)
     with pytest.raises(ValueError, match="non-finite"):
         code.encode(np.where(np.arange(48).reshape(8, 6) == 3, np.nan, X8))
+
+
+# ----- the warm path: a cache hit skips re-validating the indices, never the checks of new input ----------------
+@CODES
+def test_a_cache_hit_still_checks_every_new_input(make):
+    code = make()
+    r = returned_set(code)
+    rng = np.random.default_rng(3)
+    Y = rng.normal(size=(r.size, 3))
+    perm = rng.permutation(r.size)
+    want = code.decoding_matrix(r, Y) @ Y
+    for _ in range(2):  # the second round runs on cache hits
+        for ret, Yr in ((r, Y), (r.tolist(), Y), (r[perm], Y[perm]), (tuple(r[perm].tolist()), Y[perm]),
+                        (r.astype(np.int32), Y)):
+            np.testing.assert_allclose(code.decode(Yr, ret), want, rtol=1e-10, atol=1e-10)
+            for row in range(r.size):  # a bad value in any worker's result, whether or not D_F uses it
+                Ybad = Yr.copy()
+                Ybad[row, 1] = (np.nan, np.inf, -np.inf)[row % 3]
+                with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains non-finite"):
+                    code.decode(Ybad, ret)
+            with pytest.raises(ValueError, match="one result per returned worker"):
+                code.decode(Yr[:-1], ret)
+    dup = r.copy()
+    dup[-1] = dup[0]
+    for bad, match in ((dup, "more than once"), (np.append(r[:-1], N), "out-of-range"),
+                       (np.append(r[:-1], -1), "out-of-range")):
+        for ret in (bad, bad.tolist()):
+            with pytest.raises(ValueError, match=match):
+                code.decode(Y, ret)
+
+
+def test_an_unused_replica_is_still_checked():
+    code = Replication(3, 9)
+    r = np.arange(9)  # every input three times: D_F reads one replica of each, and has zero columns
+    D = code.decoding_matrix(r)
+    unused = np.flatnonzero(~D.any(axis=0))
+    assert unused.size == 6
+    Y = np.ones((9, 2))
+    code.decode(Y, r)
+    Y[unused[0], 0] = np.nan
+    with pytest.raises(ValueError, match="Y contains non-finite"):
+        code.decode(Y, r)
+
+
+def test_decode_keeps_the_cached_matrix_to_itself():
+    code = GCC(K, N, kernel="cubic")
+    r = np.arange(1, N)
+    D = code.decoding_matrix(r)
+    D[:] = 0.0  # the caller's copy
+    Y = np.ones((r.size, 2))
+    np.testing.assert_allclose(code.decode(Y, r), GCC(K, N, kernel="cubic").decoding_matrix(r) @ Y, atol=1e-12)
+    assert not code._decoder(r).M.flags.writeable

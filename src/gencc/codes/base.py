@@ -8,13 +8,17 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import apply_matrix, is_torch, take_rows, to_numpy
+from .._arrays import LinearMap, apply_matrix, is_torch, take_rows, to_numpy
 from .._lru import LRU
 from .._validate import check_int
 from . import robust
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
+_I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)
+#: decode's message for non-finite results
+NONFINITE_Y = ("Y contains non-finite values (NaN or inf): treat those workers as stragglers and leave them out of "
+               "`returned`")
 
 
 class Code(ABC):
@@ -39,7 +43,11 @@ class Code(ABC):
                              "inputs into batches of at most N")
         self.K, self.N = K, N
         self._E: np.ndarray | None = None
-        self._cache: LRU[tuple, Any] = LRU(DECODER_CACHE_SIZE)
+        self._E_map: LinearMap | None = None
+        #: D_F as a LinearMap per `returned` (keyed by its indices, caller's order), and subclasses' entries
+        self._cache: LRU[Any, Any] = LRU(DECODER_CACHE_SIZE)
+        #: the last (key, D_F) decode used, compared before the cache's lookup (a job decodes one pattern often)
+        self._last: tuple[bytes | None, Any] = (None, None)
         self.alpha: np.ndarray
         self.beta: np.ndarray
 
@@ -55,10 +63,6 @@ class Code(ABC):
     @abstractmethod
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
         """D for sorted, validated `returned`; `Y` (sorted the same way, flattened) only if data-dependent."""
-
-    def _cache_key(self, returned: np.ndarray, Y: np.ndarray | None) -> tuple | None:
-        """Key of D_F in the cache; None means do not cache (a data-dependent decoder)."""
-        return tuple(returned.tolist())
 
     # ----- the public interface ----------------------------------------------------------------------
     @property
@@ -81,7 +85,10 @@ class Code(ABC):
         if len(shape) == 0 or shape[0] != self.K:
             raise ValueError(f"encode expects X with first dimension K={self.K} (one row per input), "
                              f"got shape {shape}")
-        Z = apply_matrix(self.encoding_matrix, X, "X")
+        enc = self._E_map
+        if enc is None:
+            enc = self._E_map = LinearMap(self.encoding_matrix)
+        Z = enc.apply(X, "X")
         packs = self.packed_groups()
         if not packs:
             return Z
@@ -95,42 +102,85 @@ class Code(ABC):
     def decoding_matrix(self, returned: Sequence[int], Y: Any = None) -> np.ndarray:
         """D_F of shape (K, len(returned)), columns in the order of `returned`.
 
-        `Y` is only needed by decoders that adapt to the data (lam chosen by cross-validation).
+        `Y` is only needed by decoders that adapt to the data (lam chosen by cross-validation). The matrix is
+        the caller's copy (the code keeps its own for `decode`).
         """
+        if not self.data_dependent:
+            return np.array(self._decoder(returned).M)
         order, srt, Ys = self._sorted(returned, Y)
-        return _unsort(self._cached_decoder(srt, Ys), order)
+        return _unsort(np.asarray(self._decoding_matrix(srt, Ys), dtype=float), order)
 
     def _sorted(self, returned: Sequence[int], Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(the order sorting `returned`, the validated sorted indices, Y flattened in that order or None)."""
-        idx = self.check_returned(returned)
-        order = np.argsort(idx, kind="stable")
+        idx, order, srt = self._validated(returned)
+        if order is None:
+            order = np.arange(idx.size)
         Ys = None
         if Y is not None:
             Yn = to_numpy(Y)
             Ys = Yn.reshape(Yn.shape[0], -1)[order].astype(float)
-        return order, idx[order], Ys
+        return order, srt, Ys
 
-    def _cached_decoder(self, srt: np.ndarray, Ys: np.ndarray | None) -> np.ndarray:
-        """D for sorted `srt`, from the LRU cache when the code allows it. The lock covers only the cache's
-        bookkeeping; two threads missing on one key may both compute D (the same matrix)."""
-        key = self._cache_key(srt, Ys)
-        if key is None:
-            return np.asarray(self._decoding_matrix(srt, Ys), dtype=float)
-        return self._cache.get_or_build(key, lambda: np.asarray(self._decoding_matrix(srt, Ys), dtype=float))
+    def _decoder(self, returned: Any) -> LinearMap:
+        """D_F of a data-independent decoder as a LinearMap, columns in the order of `returned`, from the code's
+        LRU cache: a hit on the caller's own indices (a list's tuple, an integer array's bytes) skips validating
+        and sorting them again (the miss did, and an equal key means equal indices); a miss validates, builds D
+        for the sorted set (shared by every order of it) and keeps the caller's order beside it. The lock covers
+        only the cache's bookkeeping; two threads missing on one key may both compute D (the same matrix)."""
+        key = _indices_key(returned)
+        if key is not None:
+            try:
+                hit = self._cache.get(key)
+            except TypeError:  # a sequence holding unhashable items: validation below decides
+                key, hit = None, None
+            if hit is not None:
+                return hit
+        idx, order, srt = self._validated(returned)
+        canon = srt.tobytes()
+        if key is None and order is not None:
+            key = idx.tobytes()
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+        dec = self._cache.get_or_build(canon, lambda: LinearMap(self._decoding_matrix(srt, None)))
+        if order is not None:
+            dec = LinearMap(_unsort(dec.M, order))
+        if key is not None and key != canon:
+            self._cache.put(key, dec)
+        return dec
 
     def decode(self, Y: Any, returned: Sequence[int]) -> Any:
         """Estimates (K, *out_shape) of f(x_1..x_K) from results Y (len(returned), *out_shape).
 
         Y[i] is the result of worker returned[i]; the order of `returned` does not matter.
         """
-        ret = np.asarray(to_numpy(returned)).ravel() if not isinstance(returned, (list, tuple)) else returned
-        shape = tuple(Y.shape) if hasattr(Y, "shape") else np.shape(Y)
-        if len(shape) == 0 or shape[0] != len(ret):
-            raise ValueError(f"decode expects one result per returned worker: Y has first dimension "
-                             f"{shape[0] if shape else 'none'} but {len(ret)} workers returned")
-        D = self.decoding_matrix(ret, Y if self.data_dependent else None)
-        return apply_matrix(D, Y, "Y", nonfinite="Y contains non-finite values (NaN or inf): treat those "
-                            "workers as stragglers and leave them out of `returned`")
+        if type(returned) is np.ndarray and returned.dtype is _I64:
+            last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
+            if (type(Y) is np.ndarray and Y.dtype is _F64 and Y.ndim == 2 and Y.shape[0] == returned.size
+                    and last[0] == returned.tobytes()):
+                return last[1].apply_f64(Y, "Y", NONFINITE_Y)
+        if type(returned) is np.ndarray and returned.dtype is _I64 and not self.data_dependent:  # the hot path
+            shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)
+            if len(shape) == 0 or shape[0] != returned.size:
+                _wrong_count(shape, returned.size)
+            key, last = returned.tobytes(), self._last
+            if last[0] == key:
+                dec = last[1]
+            else:
+                dec = self._cache.get(key) or self._decoder(returned)
+                self._last = (key, dec)  # one tuple: a thread reads either the old pair or the new one
+            return dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
+        if isinstance(returned, (list, tuple)):
+            ret, n = returned, len(returned)
+        else:
+            ret = returned if type(returned) is np.ndarray else np.asarray(to_numpy(returned))
+            n = ret.size
+        shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)
+        if len(shape) == 0 or shape[0] != n:
+            _wrong_count(shape, n)
+        if self.data_dependent:
+            return apply_matrix(self.decoding_matrix(ret, Y), Y, "Y", nonfinite=NONFINITE_Y)
+        return self._decoder(ret).apply(Y, "Y", NONFINITE_Y, check_result=True)
 
     def robust_decode(self, Y: Any, returned: Sequence[int], adversaries: int = 1, **options: Any
                       ) -> tuple[Any, np.ndarray]:
@@ -190,6 +240,11 @@ class Code(ABC):
 
     def check_returned(self, returned: Sequence[int]) -> np.ndarray:
         """Validate worker indices: integers in [0, N), no duplicates, at least `min_results` of them."""
+        return self._validated(returned)[0]
+
+    def _validated(self, returned: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """(the validated indices as int64 in the caller's order, the order sorting them or None when they are
+        sorted already, the sorted indices): `check_returned` with one sort for both uniqueness and order."""
         arr = np.asarray(to_numpy(returned) if is_torch(returned) else returned)
         if arr.ndim != 1:
             arr = arr.ravel()
@@ -201,17 +256,23 @@ class Code(ABC):
         if arr.size and (arr.min() < 0 or arr.max() >= self.N):
             bad = arr[(arr < 0) | (arr >= self.N)]
             raise ValueError(f"worker indices must lie in [0, N={self.N}); got out-of-range {bad.tolist()[:8]}")
-        if np.unique(arr).size != arr.size:
-            vals, counts = np.unique(arr, return_counts=True)
-            raise ValueError(f"returned lists worker(s) {vals[counts > 1].tolist()[:8]} more than once")
+        order, srt = None, arr
+        if arr.size > 1 and not (arr[1:] > arr[:-1]).all():
+            order = np.argsort(arr, kind="stable")
+            srt = arr[order]
+            same = srt[1:] == srt[:-1]
+            if same.any():
+                raise ValueError(f"returned lists worker(s) {np.unique(srt[1:][same]).tolist()[:8]} more than once")
         if arr.size < self.min_results:
             raise ValueError(f"too few results to decode: {self.name} needs at least {self.min_results} of "
                              f"N={self.N} workers, got {arr.size}; wait for more workers or use more workers")
-        return arr
+        return arr, order, srt
 
     def __getstate__(self) -> dict:
         """The code's state without its caches (locked LRUs do not pickle); the copy starts them empty."""
         state = {k: v for k, v in self.__dict__.items() if not isinstance(v, LRU)}
+        state["_E_map"] = None  # rebuilt on first use (it may hold torch copies of E)
+        state["_last"] = (None, None)
         state["_lru_sizes"] = {k: v.maxsize for k, v in self.__dict__.items() if isinstance(v, LRU)}
         return state
 
@@ -224,6 +285,23 @@ class Code(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"
+
+
+def _wrong_count(shape: tuple, n: int) -> None:
+    raise ValueError(f"decode expects one result per returned worker: Y has first dimension "
+                     f"{shape[0] if len(shape) else 'none'} but {n} workers returned")
+
+
+def _indices_key(returned: Any) -> bytes | tuple | None:
+    """The decoder cache's key of worker indices as the caller passed them, without validating them: an integer
+    array's int64 bytes, a list's or tuple's items; None for anything else (validated first, then keyed)."""
+    if type(returned) is np.ndarray:
+        if returned.dtype == np.int64:
+            return returned.tobytes()
+        return returned.astype(np.int64).tobytes() if returned.dtype.kind in "iu" else None
+    if isinstance(returned, (list, tuple)):
+        return tuple(returned)
+    return None
 
 
 def _unsort(D: np.ndarray, order: np.ndarray) -> np.ndarray:

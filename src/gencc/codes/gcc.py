@@ -138,9 +138,6 @@ class GCC(Code):
     def _encoding_matrix(self) -> np.ndarray:
         return smoother_weights(self.alpha, self.beta, self.kernel_for(self.K), self.lam_enc)
 
-    def _cache_key(self, returned: np.ndarray, Y: np.ndarray | None) -> tuple | None:
-        return None if self.data_dependent else tuple(returned.tolist())
-
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
         return self._fit_decoder(returned, Y)[0]
 
