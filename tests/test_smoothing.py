@@ -181,6 +181,7 @@ def test_linear_null_space_reproduced(kernel, lam):
     np.testing.assert_allclose(W.sum(axis=1), 1.0, atol=1e-8)
 
 
+
 @pytest.mark.parametrize("kernel,n", [(k, n) for k in KERNELS for n in (1, 2, 3, 6, 10) if n >= get_kernel(k).q])
 def test_lam0_interpolates_every_kernel(kernel, n):
     t = jittered(n) * 0.95 if n > 1 else np.array([0.3])
@@ -384,6 +385,7 @@ def test_dense_weights_at_many_points_equal_the_direct_solve(monkeypatch, kernel
     null space."""
     t = np.sort(np.random.default_rng(5).uniform(-1, 1, 12))
     z = np.linspace(-1, 1, 301)
+    monkeypatch.setattr(smoothing, "MANY_POINTS_MIN", 0)  # 301 points count as many
     W = smoother_weights(t, z, kernel, 1e-6, method="dense")
     monkeypatch.setattr(smoothing, "MANY_POINTS", 10**9)  # the direct solve, z as right-hand sides
     Wd = smoother_weights(t, z, kernel, 1e-6, method="dense")
@@ -392,3 +394,12 @@ def test_dense_weights_at_many_points_equal_the_direct_solve(monkeypatch, kernel
     monkeypatch.setattr(smoothing, "_BLOCK_ENTRIES", 50)  # several points per block
     np.testing.assert_allclose(smoother_weights(t, z, kernel, 1e-6, method="dense"), W, atol=1e-12)
     np.testing.assert_allclose(W.sum(axis=1), 1.0, atol=1e-8)
+
+
+def test_dense_weights_at_few_points_keep_the_direct_solve():
+    """Below MANY_POINTS_MIN evaluation points an encoder comes from the direct solve: its rows sum to one to
+    rounding (the null space holds the constants)."""
+    t = np.sort(np.random.default_rng(6).uniform(-1, 1, 10))
+    z = np.linspace(-1, 1, 640)
+    W = smoother_weights(t, z, "matern32", 0.0, method="dense")
+    np.testing.assert_allclose(W.sum(axis=1), 1.0, atol=1e-12)

@@ -75,8 +75,11 @@ def bordered_matrix(t: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
     return M
 
 
-#: `smoother_weights` on its dense path evaluates at more than this many times n + q points by the inverse's columns
+#: `smoother_weights` on its dense path evaluates at more than this many times n + q points, and at more than
+#: MANY_POINTS_MIN points, by the inverse's columns (one solve with many right-hand sides costs more there; below,
+#: the direct solve keeps its last bits: row sums of an encoder exact to 1e-15 instead of 1e-9)
 MANY_POINTS = 2
+MANY_POINTS_MIN = 4096
 
 
 def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.ndarray:
@@ -85,7 +88,7 @@ def _dense_weights(t: np.ndarray, z: np.ndarray, k: Kernel, lam: float) -> np.nd
     from one solve with n + q right-hand sides and then one product per block of points into the result."""
     n = t.size
     M = bordered_matrix(t, k, lam)
-    if z.size <= MANY_POINTS * (n + k.q):
+    if z.size <= max(MANY_POINTS * (n + k.q), MANY_POINTS_MIN):
         return _bordered_solve(M, np.vstack([k(t, z), k.null_space(z).T]), n)[:n].T
     C = _bordered_solve(M, np.eye(n + k.q)[:, :n], n)
     W = np.empty((z.size, n))
