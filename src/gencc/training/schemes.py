@@ -97,8 +97,11 @@ def partitions(X: np.ndarray, y: np.ndarray, K: int, how: str = "stratified") ->
         raise ValueError(f"{n} training samples cannot fill K={K} partitions; use fewer partitions or more data")
     flat = X.reshape(n, -1).astype(np.float64)
     centred = flat - flat.mean(axis=0)
-    _, _, vt = np.linalg.svd(centred[: min(n, 4000)], full_matrices=False)
-    order = np.lexsort((centred @ vt[0], y))
+    v = np.random.default_rng(0).normal(size=flat.shape[1])
+    for _ in range(30):  # power iteration: the first principal direction (cheaper than an SVD)
+        v = centred.T @ (centred @ v)
+        v /= np.linalg.norm(v) or 1.0
+    order = np.lexsort((centred @ v, y))
     if how == "stratified":
         return [order[k::K][:m] for k in range(K)]
     return [order[k * m:(k + 1) * m] for k in range(K)]

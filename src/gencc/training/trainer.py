@@ -24,7 +24,7 @@ from ..engine import Task, ThreadBackend, Workers
 from ..faults import ServiceTimes
 from .injection import injection
 from .schemes import Block, Plan, make_plan
-from .worker import GradientWorker, flat_params, loss_and_grad, param_dtype, step_rows
+from .worker import GradientWorker, flat_params, loss_and_grad, param_dtype, set_params, step_rows
 
 #: the optimizers `train` offers (from torch.optim)
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -247,7 +247,6 @@ def _apply(model: nn.Module, g: np.ndarray) -> None:
 def _grad_error(model: nn.Module, theta: np.ndarray, blocks: list[Block], rows: np.ndarray,
                 est: np.ndarray | None, rows_total: int) -> dict[str, float]:
     """grad_rel_err and loss_full at the step's parameters `theta` (the model is put back afterwards)."""
-    from .worker import set_params
 
     after = flat_params(model)
     set_params(model, theta)
