@@ -24,7 +24,7 @@ from ..engine import Task, ThreadBackend, Workers
 from ..faults import ServiceTimes
 from .injection import injection
 from .schemes import Block, Plan, make_plan
-from .worker import GradientWorker, flat_params, loss_and_grad, param_dtype, set_params, step_rows
+from .worker import GradientWorker, flat_params, loss_and_grad, param_device, param_dtype, set_params, step_rows
 
 #: the optimizers `train` offers (from torch.optim)
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -89,7 +89,8 @@ def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray) -> float:
     was = model.training
     model.eval()
     with torch.no_grad():
-        pred = model(torch.as_tensor(X, dtype=param_dtype(model))).argmax(dim=1).cpu().numpy()
+        Xt = torch.as_tensor(X, dtype=param_dtype(model), device=param_device(model))
+        pred = model(Xt).argmax(dim=1).cpu().numpy()
     model.train(was)
     return float(np.mean(pred == y))
 
@@ -153,7 +154,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
         Xv, yv = _data(model, eval_data, "eval_data")
     classes = int(max(y.max(), yv.max() if yv is not None else 0)) + 1
     with torch.no_grad():
-        out = model(torch.as_tensor(X[:1], dtype=param_dtype(model)))
+        out = model(torch.as_tensor(X[:1], dtype=param_dtype(model), device=param_device(model)))
     if out.ndim != 2 or out.shape[1] < classes:
         raise ValueError(f"the model must map a batch to logits (B, C) with C >= {classes} classes; got "
                          f"{tuple(out.shape)}")
@@ -240,7 +241,7 @@ def _apply(model: nn.Module, g: np.ndarray) -> None:
     i = 0
     for p in model.parameters():
         n = p.numel()
-        p.grad = torch.as_tensor(g[i:i + n], dtype=p.dtype).reshape(p.shape).clone()
+        p.grad = torch.as_tensor(g[i:i + n], dtype=p.dtype, device=p.device).reshape(p.shape).clone()
         i += n
 
 

@@ -28,6 +28,10 @@ def param_dtype(model: nn.Module) -> torch.dtype:
     return p.dtype
 
 
+def param_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
 def step_rows(m: int, batch: int | None, seed: int, step: int) -> np.ndarray:
     """The partition rows used at `step` (the same rows of every partition: coded shards stay aligned); all of
     them for full-batch training."""
@@ -39,9 +43,9 @@ def step_rows(m: int, batch: int | None, seed: int, step: int) -> np.ndarray:
 def loss_and_grad(model: nn.Module, blocks: Sequence[Block], rows: np.ndarray) -> tuple[float, np.ndarray]:
     """(sum over the blocks of coef * sum over rows of -T . log_softmax(model(X)), its gradient as float64):
     with one-hot T this is cross-entropy with summed reduction; with coded T it is linear in T, as coding needs."""
-    dtype = param_dtype(model)
-    X = torch.as_tensor(np.concatenate([b.X[rows] for b in blocks]), dtype=dtype)
-    T = torch.as_tensor(np.concatenate([b.coef * b.T[rows] for b in blocks]), dtype=dtype)
+    dtype, device = param_dtype(model), param_device(model)
+    X = torch.as_tensor(np.concatenate([b.X[rows] for b in blocks]), dtype=dtype, device=device)
+    T = torch.as_tensor(np.concatenate([b.coef * b.T[rows] for b in blocks]), dtype=dtype, device=device)
     model.zero_grad(set_to_none=False)
     loss = -(T * torch.log_softmax(model(X), dim=1)).sum()
     loss.backward()
@@ -51,7 +55,8 @@ def loss_and_grad(model: nn.Module, blocks: Sequence[Block], rows: np.ndarray) -
 
 def set_params(model: nn.Module, theta: np.ndarray) -> None:
     with torch.no_grad():
-        torch.nn.utils.vector_to_parameters(torch.as_tensor(theta, dtype=param_dtype(model)), model.parameters())
+        vec = torch.as_tensor(theta, dtype=param_dtype(model), device=param_device(model))
+        torch.nn.utils.vector_to_parameters(vec, model.parameters())
 
 
 class GradientWorker:
