@@ -123,6 +123,7 @@ _register("reproduce", "gencc.experiments.commands", "reproduce")
 _register("run", "gencc.runtime.commands", "run_command")
 _register("serve", "gencc.serving.commands", "serve_command")
 _register("loadtest", "gencc.serving.commands", "loadtest_command")
+_register("train", "gencc.training.commands", "train_command")
 
 
 def main() -> None:

@@ -327,3 +327,36 @@ def test_decode_keeps_the_cached_matrix_to_itself():
     Y = np.ones((r.size, 2))
     np.testing.assert_allclose(code.decode(Y, r), GCC(K, N, kernel="cubic").decoding_matrix(r) @ Y, atol=1e-12)
     assert not code._decoder(r).M.flags.writeable
+
+
+@CODES
+def test_decode_sum_is_the_sum_of_the_decode(make):
+    code = make()
+    r = returned_set(code, seed=3, extra=4)
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(r.size, 3, 2))
+    perm = rng.permutation(r.size)  # the order of `returned` does not matter
+    got = code.decode_sum(Y[perm], r[perm])
+    assert got.shape == (3, 2)
+    np.testing.assert_allclose(got, code.decode(Y, r).sum(0), rtol=1e-12, atol=1e-12)
+    D = code.decoding_matrix(r, Y if code.data_dependent else None)  # brute force: sum_k sum_i D[k, i] Y[i]
+    brute = np.zeros((3, 2))
+    for k in range(code.K):
+        for i in range(r.size):
+            brute += D[k, i] * Y[i]
+    np.testing.assert_allclose(got, brute, rtol=1e-12, atol=1e-12)
+
+
+def test_decode_sum_keeps_the_array_kind_and_checks_its_input():
+    torch = pytest.importorskip("torch")
+    code = GCC(K, N)
+    r = returned_set(code, extra=5)
+    Y = np.random.default_rng(2).normal(size=(r.size, 4))
+    t = code.decode_sum(torch.tensor(Y, dtype=torch.float32), r.tolist())
+    assert isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.shape == (4,)
+    np.testing.assert_allclose(t.numpy(), code.decode(Y, r).sum(0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="one result per returned worker"):
+        code.decode_sum(Y[:-1], r)
+    Y[0, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        code.decode_sum(Y, r)

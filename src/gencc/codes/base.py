@@ -286,6 +286,22 @@ class Code(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"
 
+    def decode_sum(self, Y: Any, returned: Sequence[int]) -> Any:
+        """The sum over k of the decoded outputs, 1^T D_F Y_F, computed directly as one vector-matrix product
+        (the weights 1^T D_F, then one product with Y): Y (len(returned), *out_shape) gives (*out_shape), numpy
+        in numpy out, torch in torch out. Coded training uses it: the sum of the K partitions' gradients from
+        the gradients on the returned coded shards. Equals `decode(Y, returned).sum(0)` up to rounding."""
+        ret = np.asarray(to_numpy(returned)).ravel() if not isinstance(returned, (list, tuple)) else returned
+        shape = tuple(Y.shape) if hasattr(Y, "shape") else np.shape(Y)
+        if len(shape) == 0 or shape[0] != len(ret):
+            raise ValueError(f"decode_sum expects one result per returned worker: Y has first dimension "
+                             f"{shape[0] if shape else 'none'} but {len(ret)} workers returned")
+        D = self.decoding_matrix(ret, Y if self.data_dependent else None)
+        w = D.sum(axis=0, keepdims=True)  # 1^T D_F, shape (1, |F|)
+        out = apply_matrix(w, Y, "Y", nonfinite="Y contains non-finite values (NaN or inf): treat those "
+                           "workers as stragglers and leave them out of `returned`")
+        return out[0]
+
 
 def _wrong_count(shape: tuple, n: int) -> None:
     raise ValueError(f"decode expects one result per returned worker: Y has first dimension "

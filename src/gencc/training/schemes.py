@@ -1,0 +1,163 @@
+"""Training schemes at equal N: where the data are placed (fixed at start) and how the master aggregates what
+returns. Every scheme estimates the SUM of the K partitions' gradients over the step's rows.
+
+- sync: K = N shards, one per worker; wait for all (failed workers are left out, the sum rescaled).
+- ignore: K = N shards; the fastest N - S, their sum rescaled by N / |F| (backup workers / fastest-k).
+- gc: Tandon et al.'s exact gradient code (cyclic or fractional repetition, s = S): each worker holds s + 1
+  shards and sends sum_k B[n, k] g_k; the fastest N - s, decoded with a = lstsq(B_F^T, 1).
+- agc: approximate gradient code, ErasureHead-style: FRC groups of r workers (r = `replication`, 2 by default:
+  pair-wise replication) holding the same r shards and sending their sum; stop early at the fastest N - S,
+  one message per group that arrived, rescaled by groups / groups present (biased only when a group is missing).
+- gcc / bacc: coded data placement: K partitions aligned row by row, worker n holds the coded shard
+  sum_k E[n, k] partition_k (inputs and one-hot targets alike); the fastest N - S; the master forms
+  1^T D_F G_F with `code.decode_sum`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validate import check_int
+from ..codes.base import Code
+from .gradcodes import GC_KINDS, frc_group_weights, frc_matrix, gc_matrix, gc_weights
+
+#: the schemes `train` offers
+SCHEMES = ("sync", "ignore", "gc", "agc", "gcc", "bacc")
+#: how the K partitions are formed from the training set
+PLACEMENTS = ("stratified", "by-label")
+
+
+@dataclass
+class Block:
+    """Rows a worker holds, weighted by `coef` in the loss it differentiates: inputs X (m, *in_shape) and soft
+    targets T (m, C) (one-hot for uncoded data, coded combinations of one-hot rows for coded shards)."""
+
+    X: np.ndarray
+    T: np.ndarray
+    coef: float = 1.0
+
+
+@dataclass
+class Plan:
+    """A scheme's placement and rule: `blocks[n]` what worker n holds; `parts` the K partitions (X, T) the
+    gradient estimates the sum over; `wait_for` the results the step waits for; `rows` partition rows per
+    block (the same m for every partition)."""
+
+    scheme: str
+    N: int
+    K: int
+    m: int
+    blocks: list[list[Block]]
+    parts: list[tuple[np.ndarray, np.ndarray]]
+    wait_for: int
+    tolerate: int
+    B: np.ndarray | None = None
+    code: Code | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def blocks_per_worker(self) -> int:
+        return len(self.blocks[0])
+
+    def min_results(self) -> int:
+        """The fewest results the rule can aggregate."""
+        return self.code.min_results if self.code is not None else 1
+
+    def aggregate(self, returned: list[int], G: np.ndarray) -> np.ndarray:
+        """The estimate of sum_k g_k from the messages G (len(returned), P) of the workers `returned`."""
+        if self.scheme in ("sync", "ignore"):
+            return G.sum(axis=0) * (self.N / len(returned))
+        if self.scheme == "gc":
+            return gc_weights(self.B, returned) @ G
+        if self.scheme == "agc":
+            return frc_group_weights(self.B, returned) @ G
+        return self.code.decode_sum(G, returned)
+
+
+def one_hot(y: np.ndarray, classes: int, dtype: np.dtype) -> np.ndarray:
+    T = np.zeros((len(y), classes), dtype=dtype)
+    T[np.arange(len(y)), y] = 1.0
+    return T
+
+
+def partitions(X: np.ndarray, y: np.ndarray, K: int, how: str = "stratified") -> list[np.ndarray]:
+    """K row-index arrays of equal length m = n // K (the remainder is left out), aligned row by row: the data
+    are sorted by label, then by their first principal component, so row j of every partition holds similar
+    samples (a smooth f across partitions, what coded placement needs). "stratified": partition k takes every
+    K-th sorted row (each partition a stratified sample); "by-label": contiguous blocks of the sorted data
+    (non-iid shards, as when each worker's data come from one source)."""
+    if how not in PLACEMENTS:
+        raise ValueError(f"unknown placement {how!r}; choose one of {', '.join(PLACEMENTS)}")
+    n = len(X)
+    m = n // K
+    if m < 1:
+        raise ValueError(f"{n} training samples cannot fill K={K} partitions; use fewer partitions or more data")
+    flat = X.reshape(n, -1).astype(np.float64)
+    centred = flat - flat.mean(axis=0)
+    v = np.random.default_rng(0).normal(size=flat.shape[1])
+    for _ in range(30):  # power iteration: the first principal direction (cheaper than an SVD)
+        v = centred.T @ (centred @ v)
+        v /= np.linalg.norm(v) or 1.0
+    order = np.lexsort((centred @ v, y))
+    if how == "stratified":
+        return [order[k::K][:m] for k in range(K)]
+    return [order[k * m:(k + 1) * m] for k in range(K)]
+
+
+def default_partitions(scheme: str, N: int, S: int) -> int:
+    """K for the coded-placement schemes: ceil(N / (S + 1)), so each worker computes about (S + 1) times an
+    uncoded shard's rows, as gradient coding with s = S does (equal compute); N for the others."""
+    return max(1, math.ceil(N / (S + 1))) if scheme in ("gcc", "bacc") else N
+
+
+def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S: int, *, K: int | None = None,
+              gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", seed: int = 0) -> Plan:
+    """The placement and aggregation rule of `scheme` for N workers planning for S stragglers per step."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    N = check_int("workers", N, 1)
+    S = check_int("tolerate", S, 0, N - 1, what=f"an integer in [0, N - 1 = {N - 1}]")
+    if gc_kind not in GC_KINDS:
+        raise ValueError(f"unknown gradient code {gc_kind!r}; choose one of {', '.join(GC_KINDS)}")
+    coded = scheme in ("gcc", "bacc")
+    if K is None:
+        K = default_partitions(scheme, N, S)
+    elif not coded and K != N:
+        raise ValueError(f"partitions applies to gcc and bacc only ({scheme} uses one partition per worker, K=N)")
+    K = check_int("partitions", K, 1, N, what=f"an integer in [1, N = {N}]")
+    dtype = X.dtype
+    idx = partitions(X, y, K, placement)
+    parts = [(X[i], one_hot(y[i], classes, dtype)) for i in idx]
+    m = len(idx[0])
+    wait = N if scheme == "sync" else N - S
+    info: dict = {}
+    B = code = None
+    if scheme in ("sync", "ignore"):
+        blocks = [[Block(*parts[n])] for n in range(N)]
+    elif scheme == "gc":
+        B = gc_matrix(gc_kind, N, S, seed)
+        blocks = [[Block(*parts[k], float(B[n, k])) for k in np.flatnonzero(B[n])] for n in range(N)]
+        info["gc_kind"] = gc_kind
+    elif scheme == "agc":
+        r = check_int("replication", replication, 1, N)
+        if N % r:
+            raise ValueError(f"agc groups workers by r = replication = {r}, which must divide N = {N}")
+        B = frc_matrix(N, r - 1)
+        blocks = [[Block(*parts[k]) for k in np.flatnonzero(B[n])] for n in range(N)]
+        info["replication"] = r
+    else:
+        from ..codes.berrut import BACC
+        from ..codes.gcc import GCC
+
+        code = GCC(K, N) if scheme == "gcc" else BACC(K, N)
+        E = code.encoding_matrix
+        Xs = np.stack([p[0] for p in parts])  # (K, m, *in_shape)
+        Ts = np.stack([p[1] for p in parts])  # (K, m, C)
+        Xc = np.tensordot(E, Xs, axes=(1, 0)).astype(dtype)  # coded shards: sum_k E[n, k] partition_k
+        Tc = np.tensordot(E, Ts, axes=(1, 0)).astype(dtype)
+        blocks = [[Block(Xc[n], Tc[n])] for n in range(N)]
+        wait = max(wait, code.min_results)
+    return Plan(scheme, N, K, m, blocks, parts, wait, S, B, code, info)
