@@ -10,6 +10,8 @@ injection), `gencc.runtime` (jobs), `gencc.engine` (workers), `gencc.serving` (r
 `import gencc` needs only numpy and scipy, `gencc.workloads` (torch) and `gencc.experiments`.
 """
 
+from typing import Any
+
 from . import adversaries, kernels, metrics, points, smoothing  # noqa: F401  (subpackages, as attributes)
 from ._arrays import take_rows  # noqa: F401  (kept as an attribute for existing callers; not in __all__)
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
@@ -32,6 +34,16 @@ from .stragglers import Bernoulli, Collected, FixedCount
 
 __version__ = "0.1.0"
 
+
+def train(model: Any, data: Any, **options: Any) -> Any:
+    """Straggler-resilient data-parallel training of a torch model: `gencc.training.train` (see its options).
+
+    Defined here as a thin wrapper so that `import gencc` does not import torch; the training package loads on
+    the first call."""
+    from .training import train as train_
+
+    return train_(model, data, **options)
+
 __all__ = [
     # codes
     "GCC", "BACC", "LCC", "Replication", "ParM", "SystematicGCC", "Code", "calibrate_rho",
@@ -40,6 +52,8 @@ __all__ = [
     # run / stream / simulate (and the job baselines and executors they take)
     "order_inputs", "simulate", "summarize", "run", "stream", "Uncoded", "Replicated", "Hedged",
     "LocalExecutor", "RayExecutor",
+    # training (torch, loaded on first use)
+    "train",
     # results and errors
     "RunResult", "JobFailed", "JobTimeout",
     # metrics

@@ -158,3 +158,15 @@ def test_bad_data_and_models_raise(problem, linear):
         train(linear, (X, np.where(y == 0, 11, y)), steps=1)
     with pytest.raises(ValueError, match="torch.nn.Module"):
         train(lambda x: x, (X, y), steps=1)
+
+
+def test_the_top_level_train_is_the_training_package_s(problem, tiny):
+    """`gencc.train` (a thin wrapper, so `import gencc` needs no torch) gives what `gencc.training.train` gives."""
+    import gencc
+
+    X, y, _, _ = problem
+    kw = dict(scheme="gc", workers=6, stragglers=2, steps=3, batch_size=120, lr=0.3, seed=5, delay_s=1.0,
+              track_grad_error=True)
+    a, b = gencc.train(copy.deepcopy(tiny), (X, y), **kw), train(copy.deepcopy(tiny), (X, y), **kw)
+    assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+    assert all(h["grad_rel_err"] <= 1e-10 for h in a.history)
