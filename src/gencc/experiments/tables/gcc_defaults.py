@@ -21,9 +21,10 @@ import gencc
 from gencc.kernels import Matern32, Matern52
 from gencc.points import chebyshev1, chebyshev2, equispaced, nested
 
-from ..analysis import group, read_csv, write_csv
-from ..markdown import command, table
+from ..analysis import group
+from ..markdown import table
 from .options import Option, parse_overrides
+from .output import table_section, write_table
 
 PRESET = "gcc-defaults"
 K, S = 10, 3
@@ -134,13 +135,9 @@ def reproduce(out: str | Path, overrides: Any = None, progress: bool = True) -> 
     opts = {**DEFAULTS, **parse_overrides(PRESET, overrides, OPTIONS)}
     t0 = time.perf_counter()
     rows = run_table(opts["batches"], opts["trials"], tuple(opts["N"]), log=print if progress else None)
-    path = write_csv(Path(out) / "tables" / f"{PRESET}.csv", rows)
-    return {"seconds": time.perf_counter() - t0, "rows": len(rows), "paths": [path], "points": len(rows)}
+    return write_table(out, PRESET, rows, t0)
 
 
 def section(out: str | Path) -> list[str]:
     """The preset's part of docs/results.md (empty when its table is absent)."""
-    path = Path(out) / "tables" / f"{PRESET}.csv"
-    if not path.exists():
-        return []
-    return [DESCRIPTION, "", f"Command: `{command(PRESET)}`.", "", *markdown(read_csv(path))]
+    return table_section(out, PRESET, DESCRIPTION, markdown)

@@ -27,9 +27,8 @@ from gencc.codes import calibrate_rho
 from gencc.models import apply_batch
 from gencc.ordering import order_inputs
 
-from ..analysis import read_csv, write_csv
-from ..markdown import command
 from .options import Option, parse_overrides
+from .output import table_section, write_table
 
 #: (K, N) pairs of the issue: N/K = 1.5 and 1.25
 SETTINGS = ((10, 15), (8, 10))
@@ -243,15 +242,10 @@ def reproduce(out: str | Path, overrides: Any = None, progress: bool = True) -> 
     rows = run_table(sets=sets, workloads=workloads, log=print if progress else None)
     for r in rows:
         r["sets"] = sets
-    path = write_csv(Path(out) / "tables" / f"{PRESET}.csv", rows)
-    return {"seconds": time.perf_counter() - t0, "rows": len(rows), "paths": [path], "points": len(rows)}
+    return write_table(out, PRESET, rows, t0)
 
 
 def section(out: str | Path) -> list[str]:
     """The preset's part of docs/results.md (empty when its table is absent)."""
-    path = Path(out) / "tables" / f"{PRESET}.csv"
-    if not path.exists():
-        return []
-    rows = read_csv(path)
-    return [DESCRIPTION, "", f"Command: `{command(PRESET)}`. {rows[0]['sets']} sets of test inputs per setting.", "",
-            *markdown(rows)]
+    return table_section(out, PRESET, DESCRIPTION, markdown,
+                         note=lambda rows: f"{rows[0]['sets']} sets of test inputs per setting.")

@@ -24,6 +24,7 @@ from gencc.metrics import rel_mse
 from ..analysis import read_csv, write_csv
 from ..markdown import command, table
 from .options import Option, parse_overrides
+from .output import table_path
 
 PRESET = "robust"
 K, S = 10, 2
@@ -193,14 +194,14 @@ def reproduce(out: str | Path, overrides: Any = None, progress: bool = True) -> 
     opts = {**DEFAULTS, **parse_overrides(PRESET, overrides, OPTIONS)}
     t0 = time.perf_counter()
     parts = run_table(opts["trials"], opts["honest_trials"], tuple(opts["N"]), log=print if progress else None)
-    paths = [write_csv(Path(out) / "tables" / f"{PRESET}-{p}.csv", rows) for p, rows in parts.items()]
+    paths = [write_csv(table_path(out, PRESET, p), rows) for p, rows in parts.items()]
     n = sum(len(r) for r in parts.values())
     return {"seconds": time.perf_counter() - t0, "rows": n, "paths": paths, "points": n}
 
 
 def section(out: str | Path) -> list[str]:
     """The preset's part of docs/results.md (empty when its tables are absent)."""
-    paths = {p: Path(out) / "tables" / f"{PRESET}-{p}.csv" for p in PARTS}
+    paths = {p: table_path(out, PRESET, p) for p in PARTS}
     if not all(p.exists() for p in paths.values()):
         return []
     return [DESCRIPTION, "", f"Command: `{command(PRESET)}`.", "",
