@@ -11,6 +11,24 @@ settings.register_profile("gencc", derandomize=True, deadline=None, print_blob=T
 settings.load_profile("gencc")
 
 
+def pytest_collection_modifyitems(config, items):
+    """`ray`-marked tests run only inside a loopback-only network namespace (each package's
+    test_ray_namespace.py re-executes them there, with `unshare -n` as root or `unshare -rn` as an ordinary
+    user), so Ray never binds a routable address; outside they are skipped with the reason."""
+    from gencc.testing.isolation import can_unshare, in_loopback_namespace
+
+    if in_loopback_namespace():
+        return
+    ray_items = [item for item in items if "ray" in item.keywords]
+    if not ray_items:
+        return
+    ok, how = can_unshare()
+    reason = (f"run by test_ray_namespace.py in a loopback-only namespace made with {how}" if ok else
+              f"not run: no loopback-only network namespace can be made here ({how})")
+    for item in ray_items:
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @pytest.fixture
 def run_ray_tests_in_namespace():
     """Run the `ray`-marked tests of the given files inside a loopback-only network namespace (Ray never binds a

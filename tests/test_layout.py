@@ -145,3 +145,15 @@ def test_the_top_level_is_small_and_complete() -> None:
     assert len(gencc.__all__) <= 30
     assert all(hasattr(gencc, name) for name in gencc.__all__)
     assert len(set(gencc.__all__)) == len(gencc.__all__)
+
+
+def test_test_files_outside_packages_have_unique_names() -> None:
+    """pytest imports a test file of a folder without __init__.py by its bare name: two such files with one name
+    stop the whole run at collection."""
+    tests = Path(__file__).resolve().parent
+    bare: dict[str, list[str]] = defaultdict(list)
+    for p in tests.rglob("*.py"):
+        if p.name not in ("__init__.py", "conftest.py") and not (p.parent / "__init__.py").exists():
+            bare[p.name].append(str(p.parent.relative_to(tests)))
+    clashes = {name: dirs for name, dirs in bare.items() if len(dirs) > 1}
+    assert not clashes, f"test modules sharing a name outside packages (add an __init__.py): {clashes}"

@@ -37,22 +37,3 @@ def tiny():
 def linear():
     torch.manual_seed(0)
     return nn.Linear(64, 10).double()
-
-
-
-def pytest_collection_modifyitems(config, items):
-    """Ray-marked training tests run only inside a loopback-only network namespace (test_ray_namespace.py
-    re-executes them there); outside they are skipped with the reason."""
-    from gencc.testing.isolation import can_unshare, in_loopback_namespace
-
-    if in_loopback_namespace():
-        return
-    here = str(__file__).rsplit("/", 1)[0]
-    ray_items = [i for i in items if "ray" in i.keywords and str(i.fspath).startswith(here)]
-    if not ray_items:
-        return
-    ok, how = can_unshare()
-    reason = (f"run by test_ray_namespace.py in a loopback-only namespace made with {how}" if ok else
-              f"not run: no loopback-only network namespace can be made here ({how})")
-    for item in ray_items:
-        item.add_marker(pytest.mark.skip(reason=reason))
