@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+_MISSING = object()
 
 
 class LRU(Generic[K, V]):
@@ -25,34 +26,41 @@ class LRU(Generic[K, V]):
         self._data: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
 
+    def _touch(self, key: K) -> Any:
+        """The value at `key`, marked most recently used, or _MISSING (the caller holds the lock)."""
+        value = self._data.get(key, _MISSING)
+        if value is not _MISSING:
+            self._data.move_to_end(key)
+        return value
+
+    def _store(self, key: K, value: V) -> None:
+        """Store `value` as the most recently used entry and drop the oldest beyond maxsize (lock held)."""
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.maxsize:
+            self._data.popitem(last=False)
+
     def get(self, key: K, default: V | None = None) -> V | None:
         with self._lock:
-            if key not in self._data:
-                return default
-            self._data.move_to_end(key)
-            return self._data[key]
+            value = self._touch(key)
+        return default if value is _MISSING else value
 
     def put(self, key: K, value: V) -> None:
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            self._store(key, value)
 
     def get_or_build(self, key: K, build: Callable[[], V]) -> V:
         with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        value = build()
-        with self._lock:
-            if key in self._data:  # another thread stored it meanwhile: keep one value
-                self._data.move_to_end(key)
-                return self._data[key]
-            self._data[key] = value
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            value = self._touch(key)
+        if value is not _MISSING:
             return value
+        built = build()
+        with self._lock:
+            value = self._touch(key)  # another thread stored it meanwhile: keep one value
+            if value is not _MISSING:
+                return value
+            self._store(key, built)
+            return built
 
     def pop(self, key: K, default: V | None = None) -> V | None:
         with self._lock:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import to_numpy
+from ._arrays import is_torch, to_numpy
 
 
 def apply_batch(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:
@@ -31,4 +31,5 @@ def apply_batch(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:
 
 def apply_one(f: Callable, x: Any, batched: bool | None = None) -> np.ndarray:
     """f applied to one input (a batch of one for a batched f), as a float64 numpy array."""
-    return apply_batch(f, np.asarray(to_numpy(x))[None] if not hasattr(x, "detach") else x[None], batched)[0]
+    x = x if is_torch(x) else np.asarray(x)
+    return apply_batch(f, x[None], batched)[0]
