@@ -66,3 +66,11 @@ def test_build_options_split_into_configuration_and_slowdown():
         _split(None, Slowdown(), service_ms=1.0)
     with pytest.raises(ValueError, match="unknown service option"):  # before any workload is loaded
         Service.build("digits-cnn", "gcc", slowness=2)
+
+
+def test_checked_and_baseline_schemes_follow_the_table():
+    from gencc.serving.config import BASELINES, CHECKED_SCHEMES, SCHEME_TABLE
+
+    assert set(CHECKED_SCHEMES) == {"gcc", "bacc", "sgcc", "sgcc-parity"}
+    assert set(BASELINES) == {"uncoded", "replication", "hedged"}
+    assert all(SCHEME_TABLE[n].dispatcher == "coded" and SCHEME_TABLE[n].mode == "eager" for n in CHECKED_SCHEMES)

@@ -13,8 +13,8 @@ import typer
 
 from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
 from .._cli_options import seed as check_seed
+from .config import BASELINES, CHECKED_SCHEMES, CHECKS, SCHEMES
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
-from .service import CHECKS, SCHEMES
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +96,6 @@ def serve_command(
     log.info("stopped serving at %s", url)
 
 
-#: the schemes that code groups of --K requests (with -hedge forms too); a wrong-result check (--check-results on /
-#: strict) covers their eager forms
-CHECKED_SCHEMES = ("gcc", "bacc", "sgcc", "sgcc-parity")
-
-
 def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_ms: float | None,  # noqa: N803
                        slow_fraction: float, slow_factor: float | None) -> None:
     """Refuse an option given for a scheme that would ignore it."""
@@ -116,10 +111,6 @@ def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_
     if slow_factor is not None and slow_fraction == 0:
         raise refuse("--slow-factor", "--slow-factor applies with --slow-fraction > 0 (without it no worker is "
                                       "ever slow)")
-
-
-#: the schemes that send each request on its own (no coding group)
-BASELINES = ("uncoded", "replication", "hedged")
 
 
 def _check_serve_options(workload: str, scheme: str, workers: int, K: int, backend: str,  # noqa: N803

@@ -35,6 +35,11 @@ class Scheme:
         if self.code is not None and self.code not in CODES:
             raise ValueError(f"scheme {self.name!r} names code {self.code!r}, not in gencc.codes.registry")
 
+    @property
+    def checkable(self) -> bool:
+        """Whether a wrong-result check covers it: an eager coded scheme whose groups are K requests (not ParM)."""
+        return self.dispatcher == "coded" and self.mode == "eager" and self.code != "parm"
+
 
 def _coded(name: str, code: str, parity: bool = False) -> tuple[Scheme, Scheme]:
     return Scheme(name, "coded", code, parity), Scheme(f"{name}-hedge", "coded", code, parity, "hedge")
@@ -49,6 +54,10 @@ SCHEME_TABLE: dict[str, Scheme] = {s.name: s for s in (
                                 "sgcc-parity-hedge", "parm-hedge")),
 )}
 SCHEMES = tuple(SCHEME_TABLE)
+#: the schemes a wrong-result check covers (bacc, gcc, sgcc, sgcc-parity); they also code groups of K requests
+CHECKED_SCHEMES = tuple(n for n, s in SCHEME_TABLE.items() if s.checkable)
+#: the schemes that send each request on its own (no coding group)
+BASELINES = tuple(n for n, s in SCHEME_TABLE.items() if s.dispatcher != "coded")
 
 
 def scheme(name: str) -> Scheme:

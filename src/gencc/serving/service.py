@@ -22,7 +22,7 @@ from ..engine import ThreadBackend, Workers
 from ..faults import Faults, WrongResults
 from .checked_dispatcher import CheckedDispatcher, ResultCheck
 from .coded_dispatcher import CodedDispatcher
-from .config import CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
+from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
 from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
@@ -49,8 +49,8 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)
-    if check != "off" and (sch.dispatcher != "coded" or sch.mode != "eager" or sch.code == "parm"):
-        raise ValueError(f"wrong-result checks apply to the eager coded schemes gcc, bacc, sgcc and sgcc-parity, "
+    if check != "off" and not sch.checkable:
+        raise ValueError(f"wrong-result checks apply to the eager coded schemes {', '.join(CHECKED_SCHEMES)}, "
                          f"not {scheme!r}")
     if check != "off" and check_data is None:
         raise ValueError("a wrong-result check needs check_data=(f, training inputs) to calibrate on")
