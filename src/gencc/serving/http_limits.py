@@ -5,7 +5,9 @@
 prediction routes it refuses a Content-Type other than UTF-8 JSON (415), a declared Content-Length over the
 limit (413, nothing read), and reads the body itself: counted as it arrives, so a chunked body is cut off at the
 limit (413), within `read_timeout_s` of the headers (408 for a slow or half-sent body). A refusal carries
-`Connection: close`, so the server drops the connection instead of keeping a half-read one open.
+`Connection: close`, so the server drops the connection instead of keeping a half-read one open; before it
+closes, what the client is still sending is read and dropped for up to a second (bounded), so the client reads
+the refusal instead of a connection reset.
 
 `uvicorn_options` adds what an ASGI middleware cannot see: a deadline for request headers (`HeaderDeadline`,
 a connection whose headers have not arrived within `read_timeout_s` is closed), a header size cap and the
@@ -50,14 +52,35 @@ class Limits:
 
 
 async def reply(send: Send, status: int, detail: str, close: bool = True,
-                extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
-    """Send a JSON {"detail": ...} answer straight from the middleware."""
+                extra: tuple[tuple[bytes, bytes], ...] = (), drain: Receive | None = None,
+                drain_s: float = 1.0, drain_bytes: int = 64 * 2 ** 20) -> None:
+    """Send a JSON {"detail": ...} answer straight from the middleware. With `drain` (the request's receive),
+    the answer goes out first, then up to `drain_bytes` of the unread body are read and dropped for up to
+    `drain_s` before the answer ends and the connection closes: a client still sending sees the answer, not a
+    reset (closing a socket with unread input resets it)."""
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     if close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    if drain is None:
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+    async def discard() -> None:
+        n = 0
+        while n < drain_bytes:
+            msg = await drain()
+            n += len(msg.get("body", b""))
+            if msg["type"] != "http.request" or not msg.get("more_body", False):
+                return
+
+    try:
+        await asyncio.wait_for(discard(), drain_s)
+    except asyncio.TimeoutError:
+        pass
+    await send({"type": "http.response.body", "body": b""})
 
 
 def authorized(headers: dict[bytes, bytes], key: bytes) -> bool:
@@ -97,13 +120,13 @@ class DoorGuard:
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
         if self.key is not None and not authorized(headers, self.key):
             await reply(send, 401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
-                        extra=((b"www-authenticate", b"Bearer"),))
+                        extra=((b"www-authenticate", b"Bearer"),), drain=receive)
             return
         if scope["method"] != "POST" or scope["path"] not in self.body_paths:
             await self.app(scope, receive, send)
             return
         if not _json_content_type(headers.get(b"content-type", b"")):
-            await reply(send, 415, "Content-Type must be application/json (UTF-8)")
+            await reply(send, 415, "Content-Type must be application/json (UTF-8)", drain=receive)
             return
         declared = headers.get(b"content-length")
         if declared is not None:
@@ -112,7 +135,7 @@ class DoorGuard:
                 return
             if int(declared) > self.max_body:
                 await reply(send, 413, f"body of {int(declared)} bytes is over this server's limit of "
-                                       f"{self.max_body} bytes")
+                                       f"{self.max_body} bytes", drain=receive)
                 return
         try:
             body = await asyncio.wait_for(self._read(receive), self.limits.read_timeout_s)
@@ -120,7 +143,7 @@ class DoorGuard:
             await reply(send, 408, f"the body did not arrive within {self.limits.read_timeout_s:g} s")
             return
         except _TooLarge:
-            await reply(send, 413, f"body is over this server's limit of {self.max_body} bytes")
+            await reply(send, 413, f"body is over this server's limit of {self.max_body} bytes", drain=receive)
             return
         except _Disconnected:
             return

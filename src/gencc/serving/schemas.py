@@ -102,6 +102,9 @@ def explain(err: ValidationError, schemas: RequestSchemas, key: str) -> str:
         return f"missing '{key}': send {example}, inputs of shape {shape}"
     if kind == "extra_forbidden":
         return f"unknown key {_where(tuple(e['loc']))}: the body takes only '{key}'{more}"
+    if kind == "float_type" and isinstance(e.get("input"), (list, dict)):
+        return (f"{where} nests deeper than inputs of shape {shape} (rank {len(shape)}): a number belongs there, "
+                f"found {_show(e.get('input'))}{more}")
     if kind in ("float_type", "float_parsing"):
         return (f"{where} is the non-numeric value {_show(e.get('input'))}: send JSON numbers (not booleans, "
                 f"strings or null){more}")
@@ -148,5 +151,5 @@ def parse_batch(body: bytes, schemas: RequestSchemas) -> np.ndarray:
 
 def body_bytes_bound(in_shape: tuple[int, ...], max_batch: int, per_number: int = 32) -> int:
     """A body size that any batch of `max_batch` inputs of `in_shape` fits in when each number is written in at
-    most `per_number` characters (separators included), plus 4 KiB for keys and whitespace."""
-    return max_batch * math.prod(in_shape) * per_number + 4096
+    most `per_number` characters (separators included), plus 4 KiB for keys and whitespace; at least 64 KiB."""
+    return max(max_batch * math.prod(in_shape) * per_number + 4096, 64 * 1024)
