@@ -18,7 +18,7 @@ from serving_helpers import start_server  # noqa: E402
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
 from gencc.serving import Service  # noqa: E402
 from gencc.serving.app import create_app  # noqa: E402
-from gencc.serving.http_client import ConnectionPool  # noqa: E402
+from gencc.serving.http_client import HttpClient  # noqa: E402
 from gencc.serving.http_limits import Limits  # noqa: E402
 from gencc.serving.service import make_dispatcher  # noqa: E402
 
@@ -194,7 +194,7 @@ def test_poison_value_fails_only_its_own_request(door):
     rng = np.random.default_rng(0)
 
     async def rounds():
-        pool = ConnectionPool("127.0.0.1", port, max_connections=8)
+        pool = HttpClient("127.0.0.1", port, max_connections=8, timeout=10)
         hdr = {"Content-Type": "application/json"}
         out = []
         for _ in range(30):
@@ -204,12 +204,12 @@ def test_poison_value_fails_only_its_own_request(door):
 
             async def timed(raw):
                 t = time.perf_counter()
-                status, body = await pool.request(raw, timeout=10)
+                status, body = await pool.request(raw)
                 return status, json.loads(body), time.perf_counter() - t
 
             res = await asyncio.gather(timed(raws[0]), timed(poison), timed(raws[1]))
             out.append((xs, res))
-        await pool.close()
+        pool.close()
         return out
 
     for xs, ((s0, b0, t0), (sp, bp, _), (s1, b1, t1)) in asyncio.run(rounds()):

@@ -1,10 +1,12 @@
-"""A small HTTP/1.1 keep-alive client on raw asyncio streams, for the load generator (`gencc.serving.load`).
+"""A small HTTP/1.1 keep-alive client on asyncio protocols, for the load generator (`gencc.serving.load`).
 
 Why not httpx: at 84 req/s its per-request cost on a shared core made the client, not the server, the
-bottleneck (p50 of seconds where the server's own histogram had every answer under 1 s). Here a request is
-one pre-encoded bytes write and a header block read; connections are reused (an idle one is dropped before
-the server's keep-alive timeout would close it under a request), and a request that found its reused
-connection closed before any answer byte is retried once on a fresh one.
+bottleneck (p50 of seconds where the server's own histogram had every answer under 1 s). Here a request is one
+pre-encoded bytes write on an idle connection, done synchronously by whoever sends it, and its answer is parsed
+in the connection's `data_received` callback: no task, no stream reader, two event-loop wake-ups per request.
+Connections are reused (an idle one is dropped before the server's keep-alive timeout would close it under a
+request); a request that found its reused connection closed before any answer byte is retried once on a fresh
+one. Answers need a Content-Length (uvicorn's always have one; chunked answers are refused as a protocol error).
 
 `FixedServer` is the trivial server (one canned answer) the client's own cost is measured against.
 """
@@ -14,35 +16,126 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 
 class ClientError(Exception):
-    """A request that got no HTTP answer; `kind` names how (ConnectError, ReadError, WriteError,
-    RemoteProtocolError, ReadTimeout), as the CSV's error column shows it."""
+    """A request that got no HTTP answer; `kind` names how (ConnectError, ReadError, RemoteProtocolError,
+    ReadTimeout), as the CSV's error column shows it."""
 
     def __init__(self, kind: str, detail: str):
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
 
 
-class _Conn:
-    __slots__ = ("reader", "writer", "idle_since", "uses")
+class Pending:
+    """One request in the client: its bytes, when it was sent (loop time) and what to call with the outcome,
+    `done(status, body, error)` (status 0 and a ClientError when no answer came)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self.reader, self.writer, self.idle_since, self.uses = reader, writer, 0.0, 0
+    __slots__ = ("raw", "done", "sent", "retried", "conn")
+
+    def __init__(self, raw: bytes, done: Callable[[int, bytes, ClientError | None], None]):
+        self.raw, self.done, self.sent, self.retried, self.conn = raw, done, 0.0, False, None
 
 
-class ConnectionPool:
-    """Up to `max_connections` keep-alive connections to host:port; `request` sends one pre-encoded request
-    (bytes from `encode`) and returns (status, body)."""
+class _Conn(asyncio.Protocol):
+    def __init__(self, client: HttpClient):
+        self.client = client
+        self.transport: Any = None
+        self.buf = bytearray()
+        self.current: Pending | None = None
+        self.used = 0
+        self.idle_since = 0.0
 
-    def __init__(self, host: str, port: int, max_connections: int = 512, idle_s: float = 2.0):
-        self.host, self.port, self.idle_s = host, int(port), float(idle_s)
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def write(self, p: Pending) -> None:
+        self.current, p.conn = p, self
+        p.sent = self.client.loop.time()
+        self.used += 1
+        self.transport.write(p.raw)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        p = self.current
+        if p is None:
+            return
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.buf) > 65536:
+                self._fail(ClientError("RemoteProtocolError", "answer headers over 64 KiB"))
+            return
+        lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        length, close = 0, parts[0] != "HTTP/1.1"
+        try:
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+                raise ValueError(f"bad status line {lines[0][:60]!r}")
+            for ln in lines[1:]:
+                k, _, v = ln.partition(":")
+                k = k.strip().lower()
+                if k == "content-length":
+                    length = int(v)
+                elif k == "connection":
+                    close = close or v.strip().lower() == "close"
+                elif k == "transfer-encoding":
+                    raise ValueError("chunked answers are not supported")
+        except ValueError as e:
+            self._fail(ClientError("RemoteProtocolError", str(e)))
+            return
+        if len(self.buf) < end + 4 + length:
+            return
+        body = bytes(self.buf[end + 4:end + 4 + length])
+        del self.buf[:end + 4 + length]
+        self.current = None
+        if close:
+            self.transport.close()
+        else:
+            self.client._release(self)
+        p.done(int(parts[1]), body, None)
+
+    def _fail(self, err: ClientError) -> None:
+        p, self.current = self.current, None
+        self.transport.abort()
+        if p is not None:
+            p.done(0, b"", err)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.client._lost(self)
+        p, self.current = self.current, None
+        if p is None:
+            return
+        if not self.buf and self.used > 1 and not p.retried:
+            p.retried = True  # the server closed an idle connection as it was reused: once more, afresh
+            self.client.send(p)
+            return
+        where = "inside the answer" if self.buf else "before answering"
+        p.done(0, b"", ClientError("ReadError", f"server closed the connection {where}"))
+
+
+class HttpClient:
+    """Up to `max_connections` keep-alive connections to host:port on the running loop. `send(Pending)` sends
+    at once on an idle connection (or a new one; past the maximum it waits for one to free up);
+    `request(raw, timeout)` awaits (status, body). A request unanswered `timeout` s after it was sent fails
+    with ReadTimeout and its connection is closed."""
+
+    def __init__(self, host: str, port: int, max_connections: int = 512, timeout: float = 30.0,
+                 idle_s: float = 2.0):
+        self.host, self.port, self.timeout, self.idle_s = host, int(port), float(timeout), float(idle_s)
+        self.max_connections = int(max_connections)
+        self.loop = asyncio.get_running_loop()
         self._idle: list[_Conn] = []
-        self._slots = asyncio.Semaphore(max_connections)
+        self._open: set[_Conn] = set()
+        self._connecting = 0
+        self._waiting: deque[Pending] = deque()
         self.opened = 0
+        self._sweeper = self.loop.call_later(min(0.1, self.timeout), self._sweep)
 
     def encode(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> bytes:
         """The bytes of one request (sent as is, so encode once, send many times)."""
@@ -50,124 +143,88 @@ class ConnectionPool:
         head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
         return head.encode("latin-1") + body
 
-    async def _connect(self) -> _Conn:
-        try:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-        except OSError as e:
-            raise ClientError("ConnectError", str(e) or type(e).__name__) from None
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.opened += 1
-        return _Conn(reader, writer)
-
-    def _take(self, now: float) -> _Conn | None:
+    def send(self, p: Pending) -> None:
+        now = self.loop.time()
         while self._idle:
             c = self._idle.pop()
-            if now - c.idle_since < self.idle_s and not c.writer.is_closing():
-                return c
-            c.writer.close()
-        return None
+            if now - c.idle_since < self.idle_s and not c.transport.is_closing():
+                c.write(p)
+                return
+            c.transport.close()
+        if len(self._open) + self._connecting < self.max_connections:
+            self._connecting += 1
+            self.loop.create_task(self._connect(p))
+        else:
+            self._waiting.append(p)
 
-    async def request(self, raw: bytes, timeout: float) -> tuple[int, bytes]:
-        """Send `raw`; (status, body) of the answer, or ClientError (no answer within `timeout` s included)."""
-        async with self._slots:
-            try:
-                return await asyncio.wait_for(self._request(raw), timeout)
-            except asyncio.TimeoutError:
-                raise ClientError("ReadTimeout", f"no answer within {timeout:g} s") from None
+    async def request(self, raw: bytes) -> tuple[int, bytes]:
+        """Send `raw`; (status, body) of the answer, or ClientError."""
+        fut = self.loop.create_future()
 
-    async def _request(self, raw: bytes) -> tuple[int, bytes]:
-        loop = asyncio.get_running_loop()
-        c = self._take(loop.time())
-        for attempt in (0, 1):
-            reused = c is not None
-            if c is None:
-                c = await self._connect()
-            try:
-                status, body, keep = await self._exchange(c, raw)
-            except _Stale:
-                c.writer.close()
-                c = None
-                if reused and attempt == 0:
-                    continue  # the server closed an idle connection just as it was reused: once more, afresh
-                raise ClientError("ReadError", "server closed the connection before answering") from None
-            except BaseException:
-                c.writer.close()
-                raise
-            if keep:
-                c.idle_since = loop.time()
-                self._idle.append(c)
+        def done(status: int, body: bytes, err: ClientError | None) -> None:
+            if fut.done():
+                return
+            if err is not None:
+                fut.set_exception(err)
             else:
-                c.writer.close()
-            return status, body
-        raise AssertionError("unreachable")
+                fut.set_result((status, body))
 
-    async def _exchange(self, c: _Conn, raw: bytes) -> tuple[int, bytes, bool]:
+        self.send(Pending(raw, done))
+        return await fut
+
+    async def _connect(self, p: Pending) -> None:
         try:
-            c.writer.write(raw)
-            head = await c.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as e:
-            if not e.partial:
-                raise _Stale from None
-            raise ClientError("ReadError", "connection closed inside the answer's headers") from None
-        except (ConnectionResetError, BrokenPipeError):
-            raise _Stale from None
-        except asyncio.LimitOverrunError:
-            raise ClientError("RemoteProtocolError", "answer headers over 64 KiB") from None
+            _, c = await self.loop.create_connection(lambda: _Conn(self), self.host, self.port)
         except OSError as e:
-            raise ClientError("ReadError", str(e) or type(e).__name__) from None
-        c.uses += 1
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise ClientError("RemoteProtocolError", f"bad status line {lines[0][:60]!r}")
-        headers = {}
-        for ln in lines[1:]:
-            k, sep, v = ln.partition(":")
-            if sep:
-                headers[k.strip().lower()] = v.strip()
-        try:
-            if headers.get("transfer-encoding", "").lower() == "chunked":
-                body = await self._chunked(c.reader)
-            else:
-                body = await c.reader.readexactly(int(headers.get("content-length", "0")))
-        except (asyncio.IncompleteReadError, OSError) as e:
-            raise ClientError("ReadError", f"connection lost inside the answer's body ({type(e).__name__})") from None
-        except ValueError:
-            raise ClientError("RemoteProtocolError", "bad Content-Length or chunk size") from None
-        keep = headers.get("connection", "").lower() != "close" and parts[0] == "HTTP/1.1"
-        return int(parts[1]), body, keep
+            self._connecting -= 1
+            p.done(0, b"", ClientError("ConnectError", str(e) or type(e).__name__))
+            self._next()
+            return
+        self._connecting -= 1
+        self.opened += 1
+        self._open.add(c)
+        c.write(p)
 
-    @staticmethod
-    async def _chunked(reader: asyncio.StreamReader) -> bytes:
-        out = []
-        while True:
-            n = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if n == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                    pass
-                return b"".join(out)
-            out.append(await reader.readexactly(n))
-            await reader.readexactly(2)
+    def _release(self, c: _Conn) -> None:
+        if self._waiting:
+            c.write(self._waiting.popleft())
+        else:
+            c.idle_since = self.loop.time()
+            self._idle.append(c)
 
-    async def close(self) -> None:
-        for c in self._idle:
-            c.writer.close()
+    def _lost(self, c: _Conn) -> None:
+        self._open.discard(c)
+        self._next()
+
+    def _next(self) -> None:
+        if self._waiting and len(self._open) + self._connecting < self.max_connections:
+            self._connecting += 1
+            self.loop.create_task(self._connect(self._waiting.popleft()))
+
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        for c in list(self._open):
+            if c.current is not None and now - c.current.sent > self.timeout:
+                c._fail(ClientError("ReadTimeout", f"no answer within {self.timeout:g} s"))
+        self._sweeper = self.loop.call_later(min(0.1, self.timeout), self._sweep)
+
+    def close(self) -> None:
+        self._sweeper.cancel()
+        for c in list(self._open):
+            c.transport.close()
         self._idle.clear()
-
-
-class _Stale(Exception):
-    pass
 
 
 class FixedServer:
     """A trivial HTTP/1.1 keep-alive server on 127.0.0.1 (a free port) in a daemon thread, answering every
-    request with `body` at once: what the client's own cost is measured against. Use as a context manager."""
+    request with `body` at once (after `delay_s`; closing each connection after `per_connection` answers, as
+    a server's keep-alive timeout would): what the client's own cost is measured against. A context manager."""
 
-    def __init__(self, body: bytes = b'{"output": [0.0], "scheme": "fixed", "degraded": false}'):
+    def __init__(self, body: bytes = b'{"output": [0.0], "scheme": "fixed", "degraded": false}',
+                 delay_s: float = 0.0, per_connection: int | None = None):
         self.answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                        + str(len(body)).encode() + b"\r\n\r\n" + body)
+        self.delay_s, self.per_connection = delay_s, per_connection
         self.port = 0
         self.requests = 0
         self._ready = threading.Event()
@@ -182,33 +239,44 @@ class FixedServer:
 
     def __exit__(self, *exc: Any) -> None:
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop)
         self._thread.join(5)
 
+    async def _stop(self) -> None:
+        self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        asyncio.get_running_loop().stop()
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered = 0
         try:
-            while True:
+            while self.per_connection is None or answered < self.per_connection:
                 head = await reader.readuntil(b"\r\n\r\n")
                 n = 0
                 for ln in head.split(b"\r\n"):
                     if ln[:15].lower() == b"content-length:":
                         n = int(ln[15:])
                 await reader.readexactly(n)
+                if self.delay_s:
+                    await asyncio.sleep(self.delay_s)
                 self.requests += 1
+                answered += 1
                 writer.write(self.answer)
-        except (asyncio.IncompleteReadError, ConnectionError):
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
 
     def _run(self) -> None:
         loop = self._loop = asyncio.new_event_loop()
-        server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
+        self._server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
             loop.run_forever()
         finally:
-            server.close()
-            time.sleep(0)
             loop.close()

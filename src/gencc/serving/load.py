@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import functools
 import json
 import logging
 import math
@@ -18,7 +19,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .http_client import ClientError, ConnectionPool, FixedServer
+from .http_client import ClientError, FixedServer, HttpClient, Pending
 from .sim import poisson_arrivals
 
 log = logging.getLogger(__name__)
@@ -54,48 +55,55 @@ async def _http(url: str, rate: float, duration: float, inputs: Sequence[Any], s
     u = urlparse(url)
     times = poisson_arrivals(rate, duration, np.random.default_rng(seed))
     rows: list[dict[str, Any]] = [{} for _ in times]
-    pool = ConnectionPool(u.hostname or "127.0.0.1", u.port or 80, max_connections)
+    loop = asyncio.get_running_loop()
+    client = HttpClient(u.hostname or "127.0.0.1", u.port or 80, max_connections, timeout)
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     path = (u.path.rstrip("/") or "") + "/predict"
-    raws = [pool.encode("POST", path, json.dumps({"input": x}).encode(), headers)
+    raws = [client.encode("POST", path, json.dumps({"input": x}).encode(), headers)
             for x in inputs[:max(1, min(len(inputs), len(times)))]]
-    loop = asyncio.get_running_loop()
     lags = np.zeros(len(times))
+    left = [len(times)]
+    finished = loop.create_future()
 
-    async def one(i: int, due: float) -> None:
-        sent = loop.time()
-        lags[i] = sent - due
-        scheme, status, degraded, err = "", 0, 0, ""
-        try:
-            status, raw = await pool.request(raws[i % len(raws)], timeout)
-            body = json.loads(raw) if raw else {}
+    def record(i: int, due: float, p: Pending, status: int, raw: bytes, error: ClientError | None) -> None:
+        scheme, degraded, err = "", 0, "" if error is None else str(error)[:120]
+        sent = p.sent or due
+        if error is None:
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError as e:
+                body, err = {}, f"RemoteProtocolError: answer is not JSON ({e})"[:120]
             if isinstance(body, dict):
                 scheme = str(body.get("scheme", ""))
                 degraded = int(bool(body.get("degraded", False)))
-                err = "" if status == 200 else str(body.get("detail", ""))[:120]
-        except ClientError as e:
-            err = str(e)[:120]
-        except ValueError as e:
-            err = f"RemoteProtocolError: answer is not JSON ({e})"[:120]
+                if status != 200:
+                    err = str(body.get("detail", ""))[:120]
+        lags[i] = sent - due
         rows[i] = {"id": i, "scheme": scheme, "rate": rate, "send_s": round(sent - t0, 6),
                    "lag_ms": round((sent - due) * 1000, 3), "latency_ms": round((loop.time() - sent) * 1000, 3),
                    "status": status, "degraded": degraded, "error": err}
+        left[0] -= 1
+        if not left[0] and not finished.done():
+            finished.set_result(None)
 
     cpu0 = time.thread_time()
     t0 = loop.time()
-    tasks = []
     for i, t in enumerate(times):
         due = t0 + float(t)
         delay = due - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(loop.create_task(one(i, due)))
-    await asyncio.gather(*tasks)
-    await pool.close()
-    report = schedule_report(lags * 1000, time.thread_time() - cpu0)
-    report["connections"] = pool.opened
+        p = Pending(raws[i % len(raws)], lambda *a: None)
+        p.done = functools.partial(record, i, due, p)
+        client.send(p)
+    if left[0]:
+        await finished
+    cpu = time.thread_time() - cpu0
+    client.close()
+    report = schedule_report(lags * 1000, cpu)
+    report["connections"] = client.opened
     return rows, report
 
 
