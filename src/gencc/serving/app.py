@@ -161,7 +161,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
                 "alive": int((~pool.dead).sum()), "in_flight": service.pending,
                 "quarantined": list(getattr(service.dispatcher, "quarantined_view", ()))}
 
-    @app.get("/metrics")
+    @app.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics() -> Response:
         fails = dict(service.dispatcher.failures)
         slow = service.pool.slow_tasks - seen["n"]

@@ -145,7 +145,7 @@ class HttpClient:
 
     def send(self, p: Pending) -> None:
         now = self.loop.time()
-        while self._idle:
+        while self._idle and not p.retried:  # a retry goes on a fresh connection
             c = self._idle.pop()
             if now - c.idle_since < self.idle_s and not c.transport.is_closing():
                 c.write(p)
@@ -217,8 +217,9 @@ class HttpClient:
 
 class FixedServer:
     """A trivial HTTP/1.1 keep-alive server on 127.0.0.1 (a free port) in a daemon thread, answering every
-    request with `body` at once (after `delay_s`; closing each connection after `per_connection` answers, as
-    a server's keep-alive timeout would): what the client's own cost is measured against. A context manager."""
+    request with `body` at once (after `delay_s`; with `per_connection`, a connection that already gave that
+    many answers is closed on its next request, unanswered, as when a server's keep-alive timeout races a
+    reuse): what the client's own cost is measured against. A context manager."""
 
     def __init__(self, body: bytes = b'{"output": [0.0], "scheme": "fixed", "degraded": false}',
                  delay_s: float = 0.0, per_connection: int | None = None):
@@ -253,19 +254,20 @@ class FixedServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         answered = 0
         try:
-            while self.per_connection is None or answered < self.per_connection:
+            while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 n = 0
                 for ln in head.split(b"\r\n"):
                     if ln[:15].lower() == b"content-length:":
                         n = int(ln[15:])
                 await reader.readexactly(n)
+                if self.per_connection is not None and answered >= self.per_connection:
+                    break  # closed under a request it will not answer, as a keep-alive timeout can
                 if self.delay_s:
                     await asyncio.sleep(self.delay_s)
                 self.requests += 1
                 answered += 1
                 writer.write(self.answer)
-            await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
