@@ -144,6 +144,10 @@ def test_a_50_mb_body_is_refused_declared_or_chunked_without_memory_growth(door)
     got, answer, elapsed = exchange(port, "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                           f"Content-Length: {50 * 2 ** 20}")  # declared: nothing read
     assert got == 413 and elapsed < 1.0 and b"limit" in answer
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # waiting for 100 Continue: no 100
+        s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (50 * 2 ** 20))
+        assert s.recv(65536).startswith(b"HTTP/1.1 413")
     chunk = b"%x\r\n%s\r\n" % (2 ** 20, b"[" * 2 ** 20)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         t = time.perf_counter()

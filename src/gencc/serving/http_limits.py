@@ -118,15 +118,17 @@ class DoorGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
+        # a client waiting for "100 Continue" has not sent its body: nothing to drain (and no 100 after a refusal)
+        drain = None if headers.get(b"expect", b"").lower() == b"100-continue" else receive
         if self.key is not None and not authorized(headers, self.key):
             await reply(send, 401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
-                        extra=((b"www-authenticate", b"Bearer"),), drain=receive)
+                        extra=((b"www-authenticate", b"Bearer"),), drain=drain)
             return
         if scope["method"] != "POST" or scope["path"] not in self.body_paths:
             await self.app(scope, receive, send)
             return
         if not _json_content_type(headers.get(b"content-type", b"")):
-            await reply(send, 415, "Content-Type must be application/json (UTF-8)", drain=receive)
+            await reply(send, 415, "Content-Type must be application/json (UTF-8)", drain=drain)
             return
         declared = headers.get(b"content-length")
         if declared is not None:
@@ -135,7 +137,7 @@ class DoorGuard:
                 return
             if int(declared) > self.max_body:
                 await reply(send, 413, f"body of {int(declared)} bytes is over this server's limit of "
-                                       f"{self.max_body} bytes", drain=receive)
+                                       f"{self.max_body} bytes", drain=drain)
                 return
         try:
             body = await asyncio.wait_for(self._read(receive), self.limits.read_timeout_s)
