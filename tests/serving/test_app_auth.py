@@ -104,3 +104,22 @@ def test_serve_off_loopback_needs_a_key_then_warns(monkeypatch, caplog):
     r = runner.invoke(cli, ["serve", "--port", port])  # loopback, no key: open, no warning
     assert isinstance(r.exception, RuntimeError)
     assert not [rec for rec in caplog.records if rec.levelno == logging.WARNING]  # (the ERROR is our stop)
+
+
+def test_the_load_generator_sends_the_key():
+    from serving_helpers import start_server
+
+    from gencc.serving.load import run_http
+
+    server, th, port = start_server(create_app(service(), limits=Limits(api_key=KEY), in_shape=(3,)))
+    try:
+        url = f"http://127.0.0.1:{port}"
+        inputs = [[1.0, 2.0, 3.0]]
+        with_key = run_http(url, rate=40, duration=0.3, inputs=inputs, api_key=KEY)
+        without = run_http(url, rate=40, duration=0.3, inputs=inputs)
+    finally:
+        server.should_exit = True
+        th.join(20)
+    assert with_key and {r["status"] for r in with_key} == {200}
+    assert without and {r["status"] for r in without} == {401}
+    assert all("API key" in r["error"] for r in without)
