@@ -121,6 +121,8 @@ def test_each_bad_body_is_a_fast_4xx_naming_the_problem(door, name, body, ctype,
 
 def test_batch_limits_are_refused_before_parsing(door):
     port, app = door
+    counted = app.state.metrics.requests
+    n413, n422 = counted.labels("413")._value.get(), counted.labels("422")._value.get()
     one = json.loads(x_json())
     got, answer, _ = post(port, json.dumps({"inputs": [one] * 9}), path="/predict/batch")
     assert got == 422 and "1 to 8 inputs, got 9" in json.loads(answer)["detail"]
@@ -131,6 +133,8 @@ def test_batch_limits_are_refused_before_parsing(door):
     got, answer, _ = post(port, json.dumps({"inputs": [one] * 3}), path="/predict/batch")
     assert got == 200 and [r["status"] for r in json.loads(answer)["results"]] == [200] * 3
     assert healthy(port)
+    # refusals at the door are counted in /metrics' requests by status
+    assert (counted.labels("413")._value.get(), counted.labels("422")._value.get()) == (n413 + 1, n422 + 1)
 
 
 def rss_mb() -> float:

@@ -33,7 +33,8 @@ class Metrics:
 
     def __init__(self, scheme: str):
         self.registry = CollectorRegistry()
-        self.requests = Counter("gencc_requests", "requests answered, by HTTP status", ["status"],
+        self.requests = Counter("gencc_requests", "requests answered, by HTTP status (4xx: refused at the door)",
+                                ["status"],
                                 registry=self.registry)
         self.degraded = Counter("gencc_degraded_answers", "answers decoded from coded results",
                                 registry=self.registry)
@@ -112,7 +113,8 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         log.info("shut down: %s service closed", service.scheme)
 
     app = FastAPI(title="gencc serving", lifespan=lifespan)
-    app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body)
+    app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body,
+                       on_refuse=lambda status: m.requests.labels(str(status)).inc())
     app.state.service, app.state.metrics, app.state.limits = service, m, limits
     app.state.max_body_bytes = max_body
 
@@ -140,6 +142,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         try:
             x = await parse(request, parse_one)
         except BadRequest as e:
+            m.requests.labels(str(e.status)).inc()
             return JSONResponse({"detail": e.detail}, status_code=e.status)
         status, body = await answer_one(x)
         return JSONResponse(body, status_code=status)
@@ -150,6 +153,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         try:
             arrs = await parse(request, parse_batch)
         except BadRequest as e:
+            m.requests.labels(str(e.status)).inc()
             return JSONResponse({"detail": e.detail}, status_code=e.status)
         res = await asyncio.gather(*(answer_one(a) for a in arrs))
         return JSONResponse({"results": [dict(b, status=s) for s, b in res], "scheme": service.scheme})

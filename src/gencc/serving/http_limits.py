@@ -108,8 +108,10 @@ class DoorGuard:
     every path."""
 
     def __init__(self, app: Callable, limits: Limits, max_body_bytes: int,
-                 body_paths: tuple[str, ...] = ("/predict", "/predict/batch")):
+                 body_paths: tuple[str, ...] = ("/predict", "/predict/batch"),
+                 on_refuse: Callable[[int], None] | None = None):
         self.app, self.limits, self.max_body = app, limits, int(max_body_bytes)
+        self.on_refuse = on_refuse
         self.key = limits.api_key.encode() if limits.api_key else None
         self.body_paths = frozenset(body_paths)
 
@@ -117,35 +119,45 @@ class DoorGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+
+        async def refuse(status: int, detail: str, **kw: Any) -> None:
+            if self.on_refuse is not None:
+                self.on_refuse(status)
+            await reply(send, status, detail, **kw)
+
+        await self._guard(scope, receive, send, refuse)
+
+    async def _guard(self, scope: Scope, receive: Receive, send: Send, refuse: Callable[..., Awaitable[None]]
+                     ) -> None:
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
         # a client waiting for "100 Continue" has not sent its body: nothing to drain (and no 100 after a refusal)
         drain = None if headers.get(b"expect", b"").lower() == b"100-continue" else receive
         if self.key is not None and not authorized(headers, self.key):
-            await reply(send, 401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
-                        extra=((b"www-authenticate", b"Bearer"),), drain=drain)
+            await refuse(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
+                         extra=((b"www-authenticate", b"Bearer"),), drain=drain)
             return
         if scope["method"] != "POST" or scope["path"] not in self.body_paths:
             await self.app(scope, receive, send)
             return
         if not _json_content_type(headers.get(b"content-type", b"")):
-            await reply(send, 415, "Content-Type must be application/json (UTF-8)", drain=drain)
+            await refuse(415, "Content-Type must be application/json (UTF-8)", drain=drain)
             return
         declared = headers.get(b"content-length")
         if declared is not None:
             if not declared.isdigit():
-                await reply(send, 400, "Content-Length must be a whole number of bytes")
+                await refuse(400, "Content-Length must be a whole number of bytes")
                 return
             if int(declared) > self.max_body:
-                await reply(send, 413, f"body of {int(declared)} bytes is over this server's limit of "
-                                       f"{self.max_body} bytes", drain=drain)
+                await refuse(413, f"body of {int(declared)} bytes is over this server's limit of "
+                                  f"{self.max_body} bytes", drain=drain)
                 return
         try:
             body = await asyncio.wait_for(self._read(receive), self.limits.read_timeout_s)
         except asyncio.TimeoutError:
-            await reply(send, 408, f"the body did not arrive within {self.limits.read_timeout_s:g} s")
+            await refuse(408, f"the body did not arrive within {self.limits.read_timeout_s:g} s")
             return
         except _TooLarge:
-            await reply(send, 413, f"body is over this server's limit of {self.max_body} bytes", drain=receive)
+            await refuse(413, f"body is over this server's limit of {self.max_body} bytes", drain=receive)
             return
         except _Disconnected:
             return
