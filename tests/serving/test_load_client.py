@@ -94,3 +94,34 @@ def test_histogram_quantiles_interpolate_inside_buckets():
     assert q["p25"] == pytest.approx(5.0)
     empty = histogram_quantiles(after, after)
     assert empty["count"] == 0 and np.isnan(empty["p50"])
+
+
+@pytest.mark.slow  # loads the digits inputs (torch)
+def test_loadtest_prints_the_servers_histogram_beside_its_own_figures(tmp_path):
+    pytest.importorskip("fastapi")
+    from serving_helpers import start_server
+    from typer.testing import CliRunner
+
+    from gencc.cli import app as cli
+    from gencc.engine import ThreadBackend, Workers
+    from gencc.serving import Service
+    from gencc.serving.app import create_app
+    from gencc.serving.service import make_dispatcher
+
+    def mean(x):  # a model gencc never saw, on the digits inputs' shape
+        return np.asarray(x, dtype=np.float64).reshape(len(x), -1).mean(axis=1, keepdims=True)
+
+    mean.batched = True
+    svc = Service(Workers(4, ThreadBackend({"f": mean}, dtype=np.float32)), lambda env: make_dispatcher("uncoded", env))
+    server, th, port = start_server(create_app(svc, in_shape=(1, 8, 8)))
+    try:
+        r = CliRunner().invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration",
+                                     "0.5", "--out", str(tmp_path / "load.csv")])
+    finally:
+        server.should_exit = True
+        th.join(20)
+    assert r.exit_code == 0, r.output
+    n = int(r.output.split("sent ")[1].split()[0])
+    assert f"answered {n} +" in r.output and f"server histogram (/metrics, arrival to answer): {n} answers" in r.output
+    assert "client: lag p50" in r.output and "ms CPU per request" in r.output
+    assert "lag_ms" in (tmp_path / "load.csv").read_text().splitlines()[0]
