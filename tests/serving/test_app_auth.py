@@ -123,3 +123,12 @@ def test_the_load_generator_sends_the_key():
     assert with_key and {r["status"] for r in with_key} == {200}
     assert without and {r["status"] for r in without} == {401}
     assert all("API key" in r["error"] for r in without)
+
+
+def test_an_app_needs_the_input_shape_of_a_bare_service():
+    svc = service()
+    try:
+        with pytest.raises(ValueError, match="in_shape"):
+            create_app(svc)
+    finally:
+        svc.close()

@@ -79,10 +79,16 @@ def _body(r: Any, scheme: str) -> tuple[int, dict[str, Any]]:
 def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None = None,
                in_shape: tuple[int, ...] | None = None) -> FastAPI:
     """The app serving `service` (closed, after answering what is in flight, when the app shuts down), refusing
-    what `limits` (default `Limits()`) refuses; inputs of `in_shape` (default: the service's workload's)."""
+    what `limits` (default `Limits()`) refuses; inputs of `in_shape` (default: the service's workload's or
+    model's)."""
     m = Metrics(service.scheme)
     limits = limits or Limits()
-    in_shape = tuple(service.workload.in_shape if in_shape is None else in_shape)
+    if in_shape is None:  # the service's model's (a workload, or a model given to Service.build)
+        src = getattr(service, "workload", None) or getattr(service, "model", None)
+        if src is None:
+            raise ValueError("create_app needs in_shape= for a service built without a workload or model")
+        in_shape = src.in_shape
+    in_shape = tuple(in_shape)
     schemas = request_schemas(in_shape, limits.max_batch)
     max_body = limits.max_body_bytes or body_bytes_bound(in_shape, limits.max_batch)
 
