@@ -48,8 +48,10 @@ def test_predict_answers_f_and_validates_input(workload):
         for payload, word in bad:
             r = c.post("/predict", json=payload)
             assert r.status_code == 422 and word in r.json()["detail"], (payload, r.text)
-        r = c.post("/predict", content=b"{not json")
-        assert r.status_code == 422
+        r = c.post("/predict", content=b"{not json", headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "UTF-8 JSON" in r.json()["detail"]
+        r = c.post("/predict", content=b"{not json")  # no Content-Type: refused before parsing
+        assert r.status_code == 415
         r = c.post("/predict/batch", json={"inputs": workload.X_test[:5].tolist()})
         assert r.status_code == 200 and [x["status"] for x in r.json()["results"]] == [200] * 5
         assert c.get("/healthz").json()["alive"] == 6

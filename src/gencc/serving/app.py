@@ -1,14 +1,15 @@
 """The HTTP front door (FastAPI): POST /predict, POST /predict/batch, GET /healthz, GET /metrics.
 
-Overload -> 503 (bounded in-flight requests), bad input -> 422 naming the problem, shutdown answers what is in
-flight (the lifespan closes the service after uvicorn stops taking connections).
+Overload -> 503 (bounded in-flight requests), bad input -> 4xx naming the problem before it reaches a worker
+(`gencc.serving.http_limits`: API key, Content-Type, body size, read deadline; `gencc.serving.schemas`: strict
+JSON numbers of the model's input shape, finite in float32), shutdown answers what is in flight (the lifespan
+closes the service after uvicorn stops taking connections).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -19,11 +20,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
+from .http_limits import DoorGuard, Limits, uvicorn_options
+from .schemas import BadRequest, body_bytes_bound, parse_batch, parse_one, request_schemas
 from .service import Service
 
 log = logging.getLogger(__name__)
-#: most inputs one batch request may carry
-MAX_BATCH = 64
 BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -32,7 +33,8 @@ class Metrics:
 
     def __init__(self, scheme: str):
         self.registry = CollectorRegistry()
-        self.requests = Counter("gencc_requests", "requests answered, by HTTP status", ["status"],
+        self.requests = Counter("gencc_requests", "requests answered, by HTTP status (4xx: refused at the door)",
+                                ["status"],
                                 registry=self.registry)
         self.degraded = Counter("gencc_degraded_answers", "answers decoded from coded results",
                                 registry=self.registry)
@@ -47,27 +49,24 @@ class Metrics:
         self.scheme = scheme
 
 
+#: the answers the prediction routes may give, for the OpenAPI schema
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or wrong API key (servers started with --api-key)"},
+    408: {"description": "the body did not arrive within the read timeout"},
+    413: {"description": "body over the size limit"},
+    415: {"description": "Content-Type is not application/json (UTF-8)"},
+    422: {"description": "the body is not the declared schema: JSON numbers, the model's input shape, finite "
+                         "in float32"},
+    503: {"description": "overloaded or shutting down; retry later"},
+    504: {"description": "no answer within the request timeout"},
+}
+
+
 def _catch_up(counter: Any, total: float) -> None:
     """Advance a prometheus Counter to `total` (the dispatcher keeps plain counts; a Counter only increments)."""
     n = total - counter._value.get()
     if n > 0:
         counter.inc(n)
-
-
-def parse_input(x: Any, in_shape: tuple[int, ...], label: str = "input") -> np.ndarray:
-    """A float32 array of `in_shape` from JSON, or ValueError naming what is wrong."""
-    if x is None:
-        raise ValueError(f"missing '{label}': send {{\"{label}\": <nested list of shape {list(in_shape)}>}}")
-    try:
-        a = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"'{label}' must be a nested list of numbers of shape {list(in_shape)} "
-                         "(found a non-numeric or ragged value)") from None
-    if a.size > 4 * math.prod(in_shape) or a.shape != tuple(in_shape):
-        raise ValueError(f"'{label}' has shape {list(a.shape)}; this workload expects {list(in_shape)}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"'{label}' contains NaN or infinity; send finite numbers")
-    return a.astype(np.float32)
 
 
 def _body(r: Any, scheme: str) -> tuple[int, dict[str, Any]]:
@@ -77,10 +76,21 @@ def _body(r: Any, scheme: str) -> tuple[int, dict[str, Any]]:
     return r.status, {"detail": r.error, "scheme": scheme, "id": r.id}
 
 
-def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
-    """The app serving `service` (closed, after answering what is in flight, when the app shuts down)."""
+def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None = None,
+               in_shape: tuple[int, ...] | None = None) -> FastAPI:
+    """The app serving `service` (closed, after answering what is in flight, when the app shuts down), refusing
+    what `limits` (default `Limits()`) refuses; inputs of `in_shape` (default: the service's workload's or
+    model's)."""
     m = Metrics(service.scheme)
-    in_shape = tuple(service.workload.in_shape)
+    limits = limits or Limits()
+    if in_shape is None:  # the service's model's (a workload, or a model given to Service.build)
+        src = getattr(service, "workload", None) or getattr(service, "model", None)
+        if src is None:
+            raise ValueError("create_app needs in_shape= for a service built without a workload or model")
+        in_shape = src.in_shape
+    in_shape = tuple(in_shape)
+    schemas = request_schemas(in_shape, limits.max_batch)
+    max_body = limits.max_body_bytes or body_bytes_bound(in_shape, limits.max_batch)
 
     def observe(r: Any) -> None:
         m.requests.labels(str(r.status)).inc()
@@ -109,7 +119,10 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
         log.info("shut down: %s service closed", service.scheme)
 
     app = FastAPI(title="gencc serving", lifespan=lifespan)
-    app.state.service, app.state.metrics = service, m
+    app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body,
+                       on_refuse=lambda status: m.requests.labels(str(status)).inc())
+    app.state.service, app.state.metrics, app.state.limits = service, m, limits
+    app.state.max_body_bytes = max_body
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, err: Exception) -> JSONResponse:
@@ -123,34 +136,31 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
             m.requests.labels("503").inc()
         return _body(r, service.scheme)
 
-    @app.post("/predict")
+    async def parse(request: Request, parser: Any) -> Any:
+        body = await request.body()  # read by DoorGuard within the size limit and the deadline
+        if len(body) > limits.parse_inline_bytes:
+            return await asyncio.to_thread(parser, body, schemas)  # off the event loop: /healthz stays live
+        return parser(body, schemas)
+
+    @app.post("/predict", openapi_extra=schemas.openapi(schemas.one), responses=RESPONSES)
     async def predict(request: Request) -> JSONResponse:
+        """Answer one input: {"input": <nested list of the model's input shape>}."""
         try:
-            payload = await request.json()
-        except ValueError:
-            return JSONResponse({"detail": "body must be JSON: {\"input\": [...]}"}, status_code=422)
-        if not isinstance(payload, dict):
-            return JSONResponse({"detail": "body must be a JSON object with key 'input'"}, status_code=422)
-        try:
-            x = parse_input(payload.get("input"), in_shape)
-        except ValueError as e:
-            return JSONResponse({"detail": str(e)}, status_code=422)
+            x = await parse(request, parse_one)
+        except BadRequest as e:
+            m.requests.labels(str(e.status)).inc()
+            return JSONResponse({"detail": e.detail}, status_code=e.status)
         status, body = await answer_one(x)
         return JSONResponse(body, status_code=status)
 
-    @app.post("/predict/batch")
+    @app.post("/predict/batch", openapi_extra=schemas.openapi(schemas.batch), responses=RESPONSES)
     async def predict_batch(request: Request) -> JSONResponse:
+        """Answer 1 to max_batch inputs: {"inputs": [<input>, ...]}; one status per input."""
         try:
-            payload = await request.json()
-        except ValueError:
-            return JSONResponse({"detail": "body must be JSON: {\"inputs\": [...]}"}, status_code=422)
-        xs = payload.get("inputs") if isinstance(payload, dict) else None
-        if not isinstance(xs, list) or not 1 <= len(xs) <= MAX_BATCH:
-            return JSONResponse({"detail": f"'inputs' must be a list of 1 to {MAX_BATCH} inputs"}, status_code=422)
-        try:
-            arrs = [parse_input(x, in_shape, f"inputs[{i}]") for i, x in enumerate(xs)]
-        except ValueError as e:
-            return JSONResponse({"detail": str(e)}, status_code=422)
+            arrs = await parse(request, parse_batch)
+        except BadRequest as e:
+            m.requests.labels(str(e.status)).inc()
+            return JSONResponse({"detail": e.detail}, status_code=e.status)
         res = await asyncio.gather(*(answer_one(a) for a in arrs))
         return JSONResponse({"results": [dict(b, status=s) for s, b in res], "scheme": service.scheme})
 
@@ -161,7 +171,7 @@ def create_app(service: Service, drain_s: float = 30.0) -> FastAPI:
                 "alive": int((~pool.dead).sum()), "in_flight": service.pending,
                 "quarantined": list(getattr(service.dispatcher, "quarantined_view", ()))}
 
-    @app.get("/metrics")
+    @app.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics() -> Response:
         fails = dict(service.dispatcher.failures)
         slow = service.pool.slow_tasks - seen["n"]
@@ -183,7 +193,9 @@ def start_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, wait_s
     listens. Stop it with `server.should_exit = True` and join the thread: in-flight requests are answered."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    limits = getattr(app.state, "limits", None) or Limits()
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           **uvicorn_options(limits)))
     th = threading.Thread(target=server.run, daemon=True, name="gencc-http")
     th.start()
     t_end = time.monotonic() + wait_s

@@ -6,7 +6,7 @@ import importlib.util
 import ipaddress
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlparse
 
 import typer
@@ -15,6 +15,9 @@ from .._cli_options import check_out_dir, check_out_file, check_ray_address, num
 from .._cli_options import seed as check_seed
 from .config import BASELINES, CHECKED_SCHEMES, CHECKS, SCHEMES
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
+
+if TYPE_CHECKING:
+    from .http_limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,12 @@ def serve_command(
     max_pending: Annotated[int, typer.Option(min=1, help="requests in flight before answering 503")] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="port to bind")] = 8000,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="GENCC_API_KEY", show_default=False,
+        help="key every request must carry (header 'Authorization: Bearer KEY' or 'X-API-Key: KEY'); required "
+             "with a --host other than loopback")] = None,
+    read_timeout: Annotated[float, typer.Option(help="seconds a request's headers and body may take to arrive",
+                                                callback=number(above=0))] = 10.0,
 ) -> None:
     """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn)."""
     _check_not_ignored(scheme, K, parm_k, max_wait_ms, slow_fraction, slow_factor)
@@ -61,9 +70,11 @@ def serve_command(
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
     _check_bindable(host, port)
+    limits = _check_access(host, api_key, read_timeout)
     import uvicorn
 
     from .app import create_app
+    from .http_limits import uvicorn_options
     from .service import Service, freeze_heap
 
     log.info("starting: loading %s for %s on %d %s workers", workload, scheme, workers, backend)
@@ -84,8 +95,9 @@ def serve_command(
              svc.scheme, workers, backend, K, max_pending)
     level = logging.getLevelName(logging.getLogger("gencc").getEffectiveLevel()).lower()
     try:
-        uvicorn.run(create_app(svc), host=host, port=port, access_log=False,
-                    log_level=level if level in ("debug", "info", "warning", "error") else "warning")
+        uvicorn.run(create_app(svc, limits=limits), host=host, port=port, access_log=False,
+                    log_level=level if level in ("debug", "info", "warning", "error") else "warning",
+                    **uvicorn_options(limits))
     except SystemExit as e:  # uvicorn exits 1 when it cannot start
         if e.code:
             log.error("uvicorn could not serve at %s (exit status %s)", url, e.code)
@@ -179,6 +191,37 @@ def _check_bindable(host: str, port: int) -> None:
                                  "address of this machine for --host") from None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only loopback addresses (127.0.0.0/8, ::1; a name: every address it resolves to)."""
+    import socket
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        addrs = {a[4][0] for a in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except socket.gaierror:
+        return False
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+def _check_access(host: str, api_key: str | None, read_timeout: float) -> Limits:
+    """The door's limits for `gencc serve`: a --host other than loopback needs an API key (and is warned about);
+    loopback without a key stays open."""
+    from .http_limits import Limits
+
+    if api_key is not None and len(api_key) < 8:
+        raise refuse("--api-key", "an API key must have at least 8 characters")
+    if not is_loopback(host):
+        if not api_key:
+            raise refuse("--api-key", f"--host {host} is reachable from other machines: give --api-key KEY (or set "
+                                      "GENCC_API_KEY) so that every request must carry it")
+        log.warning("serving on %s, not loopback: every request must carry the API key (plain HTTP: the key "
+                    "and data travel unencrypted; put TLS in front on untrusted networks)", host)
+    return Limits(api_key=api_key or None, read_timeout_s=read_timeout)
+
+
 def loadtest_command(
     url: Annotated[str, typer.Option(help="the server, e.g. http://127.0.0.1:8000")],
     rate: Annotated[float, typer.Option(help="requests per second (Poisson, open loop)", callback=number(above=0))],
@@ -189,8 +232,11 @@ def loadtest_command(
     timeout: Annotated[float, typer.Option(help="seconds before a request counts as unanswered",
                                            callback=number(above=0))] = 30.0,
     seed: Annotated[int, typer.Option(help="seeds the arrival times", callback=check_seed)] = 0,
+    api_key: Annotated[str | None, typer.Option(envvar="GENCC_API_KEY", show_default=False,
+                                                help="the server's API key (sent as a Bearer token)")] = None,
 ) -> None:
-    """Send open-loop Poisson load to URL/predict; write one CSV row per request and print percentiles."""
+    """Send open-loop Poisson load to URL/predict; write one CSV row per request and print percentiles, the
+    generator's lag against its schedule and its own cost, and the server's own histogram over the run."""
     import numpy as np
 
     from ..workloads import WORKLOADS
@@ -208,10 +254,13 @@ def loadtest_command(
         pass
     _check_reachable(url, min(timeout, 5.0))
     from ..workloads import load
-    from .load import accounting, plot, run_http, summary, write_csv
+    from .load import accounting, histogram_quantiles, plot, run_http, summary, write_csv
 
     inputs = load(workload, progress=False).X_test.tolist()
-    rows = run_http(url, rate, duration, inputs, seed=seed, timeout=timeout)
+    before = _scrape(url, api_key)
+    rep: dict = {}
+    rows = run_http(url, rate, duration, inputs, seed=seed, timeout=timeout, api_key=api_key, report=rep)
+    after = _scrape(url, api_key)
     check_out_file("--out", out)  # again: the folder may have gone while the load ran
     write_csv(rows, out)
     lat = np.array([r["latency_ms"] for r in rows if r["status"] == 200])
@@ -223,12 +272,33 @@ def loadtest_command(
     if lat.size:
         s = summary(lat)
         typer.echo(f"p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, p99.9 {s['p999']:.1f} ms -> {out}")
+    if before is not None and after is not None:
+        h = histogram_quantiles(before, after)
+        if h["count"]:
+            typer.echo(f"server histogram (/metrics, arrival to answer): {h['count']} answers, p50 {h['p50']:.1f} "
+                       f"ms, p99 {h['p99']:.1f} ms")
+    late = " (BEHIND SCHEDULE)" if rep["behind"] else ""
+    typer.echo(f"client: lag p50 {rep['lag_p50_ms']:.2f} ms, p99 {rep['lag_p99_ms']:.2f} ms, max "
+               f"{rep['lag_max_ms']:.1f} ms, {rep['late']} late{late}; "
+               f"{rep['client_cpu_ms_per_request']:.3f} ms CPU per request")
     if acc["lost"]:
         typer.echo(f"{acc['lost']} requests got no HTTP answer (connection refused or timed out)", err=True)
     if plots is not None and lat.size:
         check_out_dir("--plots", plots)
         for p in plot(rows, plots):
             typer.echo(f"wrote {p}")
+
+
+def _scrape(url: str, api_key: str | None) -> str | None:
+    """The server's /metrics text (None when it has none or refuses)."""
+    import httpx
+
+    try:
+        r = httpx.get(url.rstrip("/") + "/metrics", timeout=5.0,
+                      headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
+    except httpx.HTTPError:
+        return None
+    return r.text if r.status_code == 200 else None
 
 
 def _check_url(url: str) -> str:
@@ -255,7 +325,7 @@ def _check_reachable(url: str, timeout: float) -> None:
     import httpx
 
     try:
-        httpx.get(url.rstrip("/") + "/healthz", timeout=timeout)
+        httpx.get(url.rstrip("/") + "/healthz", timeout=timeout)  # any answer (401 included) is reachable
     except httpx.TransportError as e:
         why = "connection refused" if isinstance(e, httpx.ConnectError) and "refused" in str(e).lower() else \
             f"{type(e).__name__}: {e}"

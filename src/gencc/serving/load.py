@@ -1,20 +1,29 @@
-"""Open-loop load: Poisson arrivals independent of answers, over HTTP (httpx async) or in process; tidy CSV rows;
-figures (p50 / p99 / p99.9 against offered load per scheme, latency CDFs at one load)."""
+"""Open-loop load: Poisson arrivals independent of answers, over HTTP (`gencc.serving.http_client`, raw asyncio
+keep-alive) or in process; the generator's lag against its schedule and its own cost; the server's histogram
+quantiles between two /metrics scrapes; tidy CSV rows; figures (p50 / p99 / p99.9 against offered load per
+scheme, latency CDFs at one load)."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
+import functools
+import json
+import logging
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import numpy as np
 
+from .http_client import ClientError, FixedServer, HttpClient, Pending
 from .sim import poisson_arrivals
 
-FIELDS = ("id", "scheme", "rate", "send_s", "latency_ms", "status", "degraded", "error")
+log = logging.getLogger(__name__)
+FIELDS = ("id", "scheme", "rate", "send_s", "lag_ms", "latency_ms", "status", "degraded", "error")
 
 
 def run_inprocess(service: Any, rate: float, duration: float, inputs: np.ndarray, seed: int = 0,
@@ -37,43 +46,136 @@ def run_inprocess(service: Any, rate: float, duration: float, inputs: np.ndarray
     return rows
 
 
-async def _http(url: str, rate: float, duration: float, inputs: Sequence[Any], seed: int, timeout: float,
-                max_connections: int) -> list[dict[str, Any]]:
-    import httpx
+#: a request sent this much later than its scheduled time counts as late (the generator fell behind)
+LATE_MS = 5.0
 
+
+async def _http(url: str, rate: float, duration: float, inputs: Sequence[Any], seed: int, timeout: float,
+                max_connections: int, api_key: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    u = urlparse(url)
     times = poisson_arrivals(rate, duration, np.random.default_rng(seed))
     rows: list[dict[str, Any]] = [{} for _ in times]
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    endpoint = url.rstrip("/") + "/predict"
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+    loop = asyncio.get_running_loop()
+    client = HttpClient(u.hostname or "127.0.0.1", u.port or 80, max_connections, timeout)
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    path = (u.path.rstrip("/") or "") + "/predict"
+    raws = [client.encode("POST", path, json.dumps({"input": x}).encode(), headers)
+            for x in inputs[:max(1, min(len(inputs), len(times)))]]
+    lags = np.zeros(len(times))
+    left = [len(times)]
+    finished = loop.create_future()
 
-        async def one(i: int, t: float) -> None:
-            await asyncio.sleep(max(t - (loop.time() - t0), 0.0))
-            sent = loop.time()
-            scheme, status, degraded, err = "", 0, 0, ""
+    def record(i: int, due: float, p: Pending, status: int, raw: bytes, error: ClientError | None) -> None:
+        scheme, degraded, err = "", 0, "" if error is None else str(error)[:120]
+        sent = p.sent or due
+        if error is None:
             try:
-                resp = await client.post(endpoint, json={"input": inputs[i % len(inputs)]})
-                status = resp.status_code
-                body = resp.json()
-                scheme = body.get("scheme", "")
+                body = json.loads(raw) if raw else {}
+            except ValueError as e:
+                body, err = {}, f"RemoteProtocolError: answer is not JSON ({e})"[:120]
+            if isinstance(body, dict):
+                scheme = str(body.get("scheme", ""))
                 degraded = int(bool(body.get("degraded", False)))
-                err = "" if status == 200 else str(body.get("detail", ""))[:120]
-            except (httpx.HTTPError, ValueError) as e:
-                err = f"{type(e).__name__}: {e}"[:120]
-            rows[i] = {"id": i, "scheme": scheme, "rate": rate, "send_s": round(sent - t0, 6),
-                       "latency_ms": round((loop.time() - sent) * 1000, 3), "status": status,
-                       "degraded": degraded, "error": err}
+                if status != 200:
+                    err = str(body.get("detail", ""))[:120]
+        lags[i] = sent - due
+        rows[i] = {"id": i, "scheme": scheme, "rate": rate, "send_s": round(sent - t0, 6),
+                   "lag_ms": round((sent - due) * 1000, 3), "latency_ms": round((loop.time() - sent) * 1000, 3),
+                   "status": status, "degraded": degraded, "error": err}
+        left[0] -= 1
+        if not left[0] and not finished.done():
+            finished.set_result(None)
 
-        await asyncio.gather(*(one(i, float(t)) for i, t in enumerate(times)))
-    return rows
+    cpu0 = time.thread_time()
+    t0 = loop.time()
+    for i, t in enumerate(times):
+        due = t0 + float(t)
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        p = Pending(raws[i % len(raws)], lambda *a: None)
+        p.done = functools.partial(record, i, due, p)
+        client.send(p)
+    if left[0]:
+        await finished
+    cpu = time.thread_time() - cpu0
+    client.close()
+    report = schedule_report(lags * 1000, cpu)
+    report["connections"] = client.opened
+    return rows, report
+
+
+def schedule_report(lag_ms: np.ndarray, cpu_s: float) -> dict[str, Any]:
+    """How well the generator kept its schedule: lag percentiles (ms, send time minus scheduled time), the
+    number of late requests (over LATE_MS), `behind` (more than 1% late), and its own CPU per request (ms)."""
+    n = max(int(lag_ms.size), 1)
+    p50, p99 = np.percentile(lag_ms, [50, 99]) if lag_ms.size else (0.0, 0.0)
+    late = int((lag_ms > LATE_MS).sum())
+    return {"requests": int(lag_ms.size), "lag_p50_ms": float(p50), "lag_p99_ms": float(p99),
+            "lag_max_ms": float(lag_ms.max()) if lag_ms.size else 0.0, "late": late,
+            "behind": late > 0.01 * n, "client_cpu_ms_per_request": 1000 * cpu_s / n}
 
 
 def run_http(url: str, rate: float, duration: float, inputs: Sequence[Any], seed: int = 0, timeout: float = 30.0,
-             max_connections: int = 512) -> list[dict[str, Any]]:
-    """Open-loop Poisson load on `url`/predict; one row per request (status 0: no HTTP answer)."""
-    return asyncio.run(_http(url, rate, duration, inputs, seed, timeout, max_connections))
+             max_connections: int = 512, api_key: str | None = None, report: dict[str, Any] | None = None
+             ) -> list[dict[str, Any]]:
+    """Open-loop Poisson load on `url`/predict (a raw asyncio HTTP/1.1 keep-alive client); one row per request
+    (status 0: no HTTP answer; lag_ms: how late it left against its schedule). `report`, if given, receives
+    `schedule_report`'s fields and a warning is logged when the generator fell behind its schedule."""
+    rows, rep = asyncio.run(_http(url, rate, duration, inputs, seed, timeout, max_connections, api_key))
+    if rep["behind"]:
+        log.warning("the load generator fell behind its schedule: %d of %d requests left over %g ms late "
+                    "(p99 lag %.1f ms, max %.1f ms); latencies are counted from the actual send", rep["late"],
+                    rep["requests"], LATE_MS, rep["lag_p99_ms"], rep["lag_max_ms"])
+    if report is not None:
+        report.update(rep)
+    return rows
+
+
+def client_cost(rate: float = 2000.0, duration: float = 2.0, inputs: Sequence[Any] = ((0.0,) * 64,)
+                ) -> dict[str, Any]:
+    """The generator's own cost: `schedule_report` of a run against `FixedServer` (answers at once), with
+    `client_cpu_ms_per_request` its CPU time per request (thread CPU time of the client's event loop)."""
+    rep: dict[str, Any] = {}
+    with FixedServer() as srv:
+        rows = run_http(f"http://127.0.0.1:{srv.port}", rate, duration, [list(x) for x in inputs], report=rep)
+    rep["answered"] = sum(r["status"] == 200 for r in rows)
+    rep["latency_p50_ms"] = float(np.median([r["latency_ms"] for r in rows]))
+    return rep
+
+
+def histogram_quantiles(before: str, after: str, qs: Sequence[float] = (0.5, 0.99),
+                        name: str = "gencc_request_latency_seconds") -> dict[str, Any]:
+    """Quantiles (ms) of the answers the server counted between two /metrics scrapes, interpolated inside its
+    histogram's buckets (as Prometheus' histogram_quantile does): {"count": n, "p50": ms, ...}."""
+    def buckets(text: str) -> dict[float, float]:
+        out = {}
+        for ln in text.splitlines():
+            if ln.startswith(name + "_bucket{"):
+                le = ln.split('le="', 1)[1].split('"', 1)[0]
+                out[float(le)] = float(ln.rsplit(" ", 1)[1])
+        return out
+
+    b0, b1 = buckets(before), buckets(after)
+    edges = sorted(b1)
+    cum = np.array([b1[e] - b0.get(e, 0.0) for e in edges])
+    res: dict[str, Any] = {"count": int(cum[-1]) if cum.size else 0}
+    for q in qs:
+        key = f"p{q * 100:g}".replace(".", "")
+        if not res["count"]:
+            res[key] = float("nan")
+            continue
+        rank = q * cum[-1]
+        j = int(np.searchsorted(cum, rank))
+        lo, hi = (0.0 if j == 0 else edges[j - 1]), edges[j]
+        below = 0.0 if j == 0 else cum[j - 1]
+        if math.isinf(hi):
+            res[key] = lo * 1000  # beyond the last finite bucket: its lower edge (a lower bound)
+        else:
+            res[key] = 1000 * (lo + (hi - lo) * (rank - below) / max(cum[j] - below, 1e-12))
+    return res
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:

@@ -1,0 +1,227 @@
+"""Hostile input against a real `gencc serve` (digits-cnn, gcc) on loopback: each case's status, time to the
+answer, /healthz after it, and the server's RSS growth; then the poison pattern (two valid requests and one
+1e39 request per group, 30 rounds) and 300 half-sent bodies and headers against the read timeout.
+
+    python benchmarks/hostile_input.py
+    python benchmarks/hostile_input.py --out docs/generated/hostile-input.md
+
+The server runs in its own process (started here on a free 127.0.0.1 port, stopped at the end); RSS is read
+from /proc/<pid>/status before and after each case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import numpy as np  # noqa: E402
+
+from gencc.serving.http_client import HttpClient  # noqa: E402
+
+MB = 2 ** 20
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(ln.split()[1]) for ln in fh if ln.startswith("VmRSS")) / 1024
+
+
+def exchange(port: int, head: bytes, body: bytes = b"", timeout: float = 30.0) -> tuple[int, float]:
+    """Send head + body (body from a thread, so an early answer is seen while it is still being sent); the
+    status and the seconds to it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        t = time.perf_counter()
+        s.sendall(head)
+
+        def push() -> None:
+            try:
+                s.sendall(body)
+            except OSError:
+                pass
+
+        th = threading.Thread(target=push, daemon=True)
+        th.start()
+        data = b""
+        try:
+            while b"\r\n" not in data and (chunk := s.recv(65536)):
+                data += chunk
+        except OSError:
+            pass
+        elapsed = time.perf_counter() - t
+        th.join(timeout)
+    return (int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1") else 0), elapsed
+
+
+def post(port: int, body: bytes, ctype: str = "application/json", path: str = "/predict") -> tuple[int, float]:
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return exchange(port, head, body)
+
+
+def chunked(port: int, total: int) -> tuple[int, float]:
+    head = b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    piece = b"%x\r\n%s\r\n" % (MB, b"[0.5," * (MB // 5) + b"0" * (MB % 5))
+    return exchange(port, head, piece * (total // MB) + b"0\r\n\r\n")
+
+
+def healthz(port: int) -> tuple[int, float]:
+    return exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+
+
+def x_body(value: str, shape: tuple[int, ...] = (1, 8, 8)) -> bytes:
+    a = np.full(shape, 0.25).tolist()
+    return json.dumps({"input": a}).replace("0.25", value, 1).encode()
+
+
+def cases(x: list) -> list[tuple[str, object]]:
+    huge = b'{"input": [' + b"0.123456789," * (50 * MB // 12) + b"0]}"
+    return [
+        ("depth 10,000", lambda p: post(p, b'{"input": ' + b"[" * 10_000 + b"]" * 10_000 + b"}")),
+        ("10**400", lambda p: post(p, x_body("1" + "0" * 400))),
+        ("1e39 (inf in float32)", lambda p: post(p, x_body("1e39"))),
+        ("NaN literal", lambda p: post(p, x_body("NaN"))),
+        ("booleans", lambda p: post(p, json.dumps({"input": np.full((1, 8, 8), True).tolist()}).encode())),
+        ('numeric strings "0.5"', lambda p: post(p, x_body('"0.5"'))),
+        ("UTF-16 body", lambda p: post(p, json.dumps({"input": x}).encode("utf-16"))),
+        ("text/plain", lambda p: post(p, json.dumps({"input": x}).encode(), ctype="text/plain")),
+        ("100,000-item batch", lambda p: post(p, json.dumps({"inputs": [x] * 100_000}).encode(),
+                                              path="/predict/batch")),
+        ("50 MB body (Content-Length)", lambda p: post(p, huge)),
+        ("50 MB body (chunked)", lambda p: chunked(p, 50 * MB)),
+    ]
+
+
+def half_sent(port: int, n: int, read_timeout: float, headers_only: bool) -> tuple[int, float]:
+    """Open n connections that send half a request; how many are still open read_timeout + 1 s later."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Le" if headers_only else
+                  b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000"
+                  b"\r\n\r\n{\"input\": [[")
+        socks.append(s)
+    t = time.perf_counter()
+    time.sleep(read_timeout + 1.0)
+    still = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break  # closed by the server
+        except BlockingIOError:
+            still += 1  # nothing more to read and not closed: still held open
+        except OSError:
+            pass
+        s.close()
+    return still, time.perf_counter() - t
+
+
+def poison(port: int, X: np.ndarray, rounds: int = 30) -> dict:
+    async def run() -> dict:
+        c = HttpClient("127.0.0.1", port, max_connections=8, timeout=30)
+        hdr = {"Content-Type": "application/json"}
+        bad = c.encode("POST", "/predict", x_body("1e39"), hdr)
+        valid, poisoned, worst = [], [], 0.0
+        for r in range(rounds):
+            raws = [c.encode("POST", "/predict", json.dumps({"input": X[(2 * r + j) % len(X)].tolist()}).encode(),
+                             hdr) for j in range(2)]
+
+            async def timed(raw: bytes) -> tuple[int, float]:
+                t = time.perf_counter()
+                status, _ = await c.request(raw)
+                return status, time.perf_counter() - t
+
+            (s0, t0), (sp, _), (s1, t1) = await asyncio.gather(timed(raws[0]), timed(bad), timed(raws[1]))
+            valid += [s0, s1]
+            poisoned.append(sp)
+            worst = max(worst, t0, t1)
+        c.close()
+        return {"valid_200": valid.count(200), "valid": len(valid), "poison_422": poisoned.count(422),
+                "poison": len(poisoned), "worst_valid_s": worst}
+
+    return asyncio.run(run())
+
+
+def machine() -> str:
+    """The machine the figures come from (they move with its load)."""
+    return (f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} when written (on a shared machine these "
+            "figures move with the load).")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--read-timeout", type=float, default=2.0, help="the server's --read-timeout, s (default 2)")
+    ap.add_argument("--half-sent", type=int, default=300, help="half-sent connections (default 300)")
+    ap.add_argument("--out", type=Path, help="also write the tables to this markdown file")
+    args = ap.parse_args()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    cmd = [sys.executable, "-m", "gencc.cli", "serve", "--workload", "digits-cnn", "--scheme", "gcc",
+           "--port", str(port), "--read-timeout", str(args.read_timeout)]
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines = []
+    try:
+        t_end = time.monotonic() + 120
+        while not (_listening(port) and healthz(port)[0] == 200):
+            if server.poll() is not None or time.monotonic() > t_end:
+                raise SystemExit(f"gencc serve did not start: {server.stderr.read().decode()[-2000:]}")
+            time.sleep(0.3)
+        from gencc.workloads import load
+
+        X = load("digits-cnn", progress=False).X_test
+        x = X[0].tolist()
+        lines += ["| case | status | answer ms | /healthz after | RSS growth MB |", "|---|---|---|---|---|"]
+        for name, fn in cases(x):
+            r0 = rss_mb(server.pid)
+            status, secs = fn(port)
+            h, hs = healthz(port)
+            lines.append(f"| {name} | {status} | {secs * 1000:.1f} | {h} in {hs * 1000:.1f} ms | "
+                         f"{rss_mb(server.pid) - r0:+.1f} |")
+            print(lines[-1], flush=True)
+        lines += ["", "| half-sent connections | still open after read timeout + 1 s | /healthz after |",
+                  "|---|---|---|"]
+        for kind, headers_only in (("bodies", False), ("headers", True)):
+            still, _ = half_sent(port, args.half_sent, args.read_timeout, headers_only)
+            h, hs = healthz(port)
+            lines.append(f"| {args.half_sent} half-sent {kind} | {still} | {h} in {hs * 1000:.1f} ms |")
+            print(lines[-1], flush=True)
+        p = poison(port, X)
+        lines += ["", "| poison pattern (2 valid + one 1e39 per group, 30 rounds) | valid 200 | poison 422 | "
+                      "slowest valid s |", "|---|---|---|---|",
+                  f"| gcc, K = 8, W = 12 | {p['valid_200']} of {p['valid']} | {p['poison_422']} of {p['poison']} | "
+                  f"{p['worst_valid_s']:.3f} |"]
+        print(lines[-1], flush=True)
+    finally:
+        server.terminate()
+        server.wait(30)
+    if args.out:
+        args.out.write_text(f"Generated by `python benchmarks/hostile_input.py --out {args.out}`\n\n{machine()}\n\n"
+                            + "\n".join(lines) + "\n")
+        print(f"wrote {args.out}")
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""Limits at the HTTP door, before any parsing: API key, Content-Type, body size and a read deadline.
+
+`DoorGuard` is an ASGI middleware. On every request it checks the API key when one is set (header
+`Authorization: Bearer KEY` or `X-API-Key: KEY`, compared in constant time; 401 otherwise). On POST to the
+prediction routes it refuses a Content-Type other than UTF-8 JSON (415), a declared Content-Length over the
+limit (413, nothing read), and reads the body itself: counted as it arrives, so a chunked body is cut off at the
+limit (413), within `read_timeout_s` of the headers (408 for a slow or half-sent body). A refusal carries
+`Connection: close`, so the server drops the connection instead of keeping a half-read one open; before it
+closes, what the client is still sending is read and dropped for up to a second (bounded), so the client reads
+the refusal instead of a connection reset.
+
+`uvicorn_options` adds what an ASGI middleware cannot see: a deadline for request headers (`HeaderDeadline`,
+a connection whose headers have not arrived within `read_timeout_s` is closed), a header size cap and the
+keep-alive timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the door accepts. `max_body_bytes` None: derived from the model's input shape and `max_batch`
+    (`gencc.serving.schemas.body_bytes_bound`); `api_key` None: no authentication (loopback only)."""
+
+    max_batch: int = 64
+    max_body_bytes: int | None = None
+    read_timeout_s: float = 10.0
+    api_key: str | None = field(default=None, repr=False)
+    #: bodies larger than this are parsed in a thread, off the event loop
+    parse_inline_bytes: int = 64 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {self.max_batch}")
+        if self.max_body_bytes is not None and self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        if not self.read_timeout_s > 0:
+            raise ValueError(f"read_timeout_s must be positive, got {self.read_timeout_s}")
+        if self.api_key is not None and len(self.api_key) < 8:
+            raise ValueError("an API key must have at least 8 characters")
+
+
+async def reply(send: Send, status: int, detail: str, close: bool = True,
+                extra: tuple[tuple[bytes, bytes], ...] = (), drain: Receive | None = None,
+                drain_s: float = 1.0, drain_bytes: int = 64 * 2 ** 20) -> None:
+    """Send a JSON {"detail": ...} answer straight from the middleware. With `drain` (the request's receive),
+    the answer goes out first, then up to `drain_bytes` of the unread body are read and dropped for up to
+    `drain_s` before the answer ends and the connection closes: a client still sending sees the answer, not a
+    reset (closing a socket with unread input resets it)."""
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    if drain is None:
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+    async def discard() -> None:
+        n = 0
+        while n < drain_bytes:
+            msg = await drain()
+            n += len(msg.get("body", b""))
+            if msg["type"] != "http.request" or not msg.get("more_body", False):
+                return
+
+    try:
+        await asyncio.wait_for(discard(), drain_s)
+    except asyncio.TimeoutError:
+        pass
+    await send({"type": "http.response.body", "body": b""})
+
+
+def authorized(headers: dict[bytes, bytes], key: bytes) -> bool:
+    """Whether the request carries `key` (Bearer token or X-API-Key), compared in constant time."""
+    given = headers.get(b"x-api-key", b"")
+    auth = headers.get(b"authorization", b"")
+    if auth[:7].lower() == b"bearer ":
+        given = auth[7:].strip()
+    return hmac.compare_digest(given, key)
+
+
+def _json_content_type(value: bytes) -> bool:
+    kind, *params = value.decode("latin-1").split(";")
+    if kind.strip().lower() != "application/json":
+        return False
+    for p in params:
+        name, _, v = p.partition("=")
+        if name.strip().lower() == "charset" and v.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
+class DoorGuard:
+    """ASGI middleware applying `Limits` (see the module docstring) to `body_paths` (POST) and, for the key, to
+    every path."""
+
+    def __init__(self, app: Callable, limits: Limits, max_body_bytes: int,
+                 body_paths: tuple[str, ...] = ("/predict", "/predict/batch"),
+                 on_refuse: Callable[[int], None] | None = None):
+        self.app, self.limits, self.max_body = app, limits, int(max_body_bytes)
+        self.on_refuse = on_refuse
+        self.key = limits.api_key.encode() if limits.api_key else None
+        self.body_paths = frozenset(body_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def refuse(status: int, detail: str, **kw: Any) -> None:
+            if self.on_refuse is not None:
+                self.on_refuse(status)
+            await reply(send, status, detail, **kw)
+
+        await self._guard(scope, receive, send, refuse)
+
+    async def _guard(self, scope: Scope, receive: Receive, send: Send, refuse: Callable[..., Awaitable[None]]
+                     ) -> None:
+        headers = {k.lower(): v for k, v in scope.get("headers", ())}
+        # a client waiting for "100 Continue" has not sent its body: nothing to drain (and no 100 after a refusal)
+        drain = None if headers.get(b"expect", b"").lower() == b"100-continue" else receive
+        if self.key is not None and not authorized(headers, self.key):
+            await refuse(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
+                         extra=((b"www-authenticate", b"Bearer"),), drain=drain)
+            return
+        if scope["method"] != "POST" or scope["path"] not in self.body_paths:
+            await self.app(scope, receive, send)
+            return
+        if not _json_content_type(headers.get(b"content-type", b"")):
+            await refuse(415, "Content-Type must be application/json (UTF-8)", drain=drain)
+            return
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                await refuse(400, "Content-Length must be a whole number of bytes")
+                return
+            if int(declared) > self.max_body:
+                await refuse(413, f"body of {int(declared)} bytes is over this server's limit of "
+                                  f"{self.max_body} bytes", drain=drain)
+                return
+        try:
+            body = await asyncio.wait_for(self._read(receive), self.limits.read_timeout_s)
+        except asyncio.TimeoutError:
+            await refuse(408, f"the body did not arrive within {self.limits.read_timeout_s:g} s")
+            return
+        except _TooLarge:
+            await refuse(413, f"body is over this server's limit of {self.max_body} bytes", drain=receive)
+            return
+        except _Disconnected:
+            return
+        sent = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _read(self, receive: Receive) -> bytes:
+        parts, n = [], 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = msg.get("body", b"")
+            n += len(chunk)
+            if n > self.max_body:
+                raise _TooLarge
+            parts.append(chunk)
+            if not msg.get("more_body", False):
+                return b"".join(parts)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Disconnected(Exception):
+    pass
+
+
+def header_deadline_protocol(read_timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a deadline for request headers: a connection whose next request's headers
+    have not all arrived `read_timeout_s` after it opened (or after its last answer) is closed."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._answers = 0
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            self._answers += 1
+            super().on_response_complete()
+            self._arm()
+
+        def _arm(self) -> None:
+            self.loop.call_later(read_timeout_s, self._deadline, self._answers)
+
+        def _deadline(self, answers: int) -> None:
+            busy = self.cycle is not None and not self.cycle.response_complete
+            if answers == self._answers and not busy and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderDeadline
+
+
+def uvicorn_options(limits: Limits) -> dict[str, Any]:
+    """uvicorn.Config / uvicorn.run keywords applying `limits` below the ASGI app (h11 only)."""
+    return {"http": header_deadline_protocol(limits.read_timeout_s), "h11_max_incomplete_event_size": 16 * 1024,
+            "timeout_keep_alive": 5}
