@@ -43,10 +43,11 @@ def make():
 
 def test_each_worker_runs_its_queue_in_order_and_reports_on_the_control_thread(make):
     w = make(2)
-    done, threads = [], set()
+    done, threads, tasks = [], set(), []
 
     def on_done(t):
         done.append((t.worker, t.slot))
+        tasks.append(t)
         threads.add(threading.current_thread().name)
 
     for i in range(6):
@@ -54,7 +55,8 @@ def test_each_worker_runs_its_queue_in_order_and_reports_on_the_control_thread(m
     wait_for(lambda: len(done) == 6)
     assert [s for wk, s in done if wk == 0] == [0, 2, 4] and [s for wk, s in done if wk == 1] == [1, 3, 5]
     assert threads == {"gencc-worker-control"}
-    assert all(t.ok and np.array_equal(t.output, 2 * t.x) for t in w.executed)
+    assert all(t.ok and np.array_equal(t.output, 2 * t.x) for t in tasks)
+    assert len(w.executed) == 6 and all(r.ok and r.fn == "f" for r in w.executed) and w.counts["ok"] == 6
 
 
 def test_a_cancelled_queued_task_is_dropped_before_it_starts(make):
