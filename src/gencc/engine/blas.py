@@ -1,10 +1,12 @@
-"""BLAS and OpenMP threads under the engine's worker threads (threadpoolctl).
+"""BLAS threads under the engine's worker threads (threadpoolctl).
 
 numpy and scipy each bring an OpenBLAS with one thread per core, and every worker thread that calls into it
 starts all of them: W worker threads on C cores run W x C BLAS threads, and a matmul that takes 2 ms alone can
-take a second under load. `limit(n)` caps them while a pool of workers runs: OpenBLAS's limit is process-wide,
-so the pools share one cap (the smallest asked), applied when the first pool starts and lifted (the original
-limits restored) when the last one closes; OpenMP's is per thread, so each worker thread applies it again.
+take a second under load. `acquire(n)` caps them while a pool of workers runs: OpenBLAS's limit is
+process-wide, so the pools share one cap (the smallest asked), applied when the first pool starts and lifted
+(the original limits restored) when the last one closes. OpenMP (torch's intra-op threads) is left alone: its
+limit is per thread, and capping it in the worker threads only made torch calls in the other threads (the
+caller's) several times slower here (libgomp).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ _ORIGINAL: Any = None  # threadpoolctl's handle on the limits before the first p
 
 
 def resolve(blas_threads: int | str | None, threads: int) -> int | None:
-    """The BLAS threads per worker thread: `"auto"` is 1 when several worker threads run (else untouched), None
-    leaves the libraries as they are, an integer is that many."""
+    """The BLAS threads of a pool of `threads` worker threads: `"auto"` is 1 when several run (else untouched),
+    None leaves the libraries as they are, an integer is that many."""
     if blas_threads == "auto":
         return 1 if threads > 1 else None
     if blas_threads is None:
@@ -38,9 +40,9 @@ def acquire(n: int | None) -> None:
 
     with _LOCK:
         if not _HELD:
-            _ORIGINAL = threadpool_limits(limits=n)
+            _ORIGINAL = threadpool_limits(limits=n, user_api="blas")
         elif n < min(_HELD):
-            threadpool_limits(limits=n)
+            threadpool_limits(limits=n, user_api="blas")
         _HELD.append(n)
 
 
@@ -58,15 +60,7 @@ def release(n: int | None) -> None:
             _ORIGINAL.restore_original_limits()
             _ORIGINAL = None
         elif _HELD:
-            threadpool_limits(limits=min(_HELD))
-
-
-def in_thread(n: int | None) -> None:
-    """In a fresh worker thread: its own OpenMP limit (per-thread state; BLAS's is already set)."""
-    if n is not None:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=n, user_api="openmp")
+            threadpool_limits(limits=min(_HELD), user_api="blas")
 
 
 def current() -> dict[str, int]:

@@ -13,7 +13,6 @@ import threading
 from typing import Any
 
 from ..faults import Cancelled, InjectedFault
-from . import blas
 from .batch import Item
 from .task import Task, describe_error
 
@@ -127,7 +126,6 @@ class WorkerThreads:
 
     # ----- worker threads ----------------------------------------------------------------------------
     def _work(self, s: int, gen: int) -> None:
-        blas.in_thread(self._blas)
         cv = self._cv[s]
         while True:
             done: list[Task] = []

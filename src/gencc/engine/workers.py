@@ -57,7 +57,7 @@ class Workers(WorkerThreads):
     """The engine on the wall clock (see the module docstring). `post(fn)` runs fn on the control thread;
     `send`, `call_later`, `loads`, `now` are for the front end, called from the control thread.
 
-    threads: worker threads (None: one per worker). blas_threads: BLAS/OpenMP threads per worker thread
+    threads: worker threads (None: one per worker). blas_threads: BLAS threads (process-wide) while the pool runs
     (`gencc.engine.blas`; "auto": 1 when several threads run, None: untouched). keep: tasks in `executed`."""
 
     def __init__(self, n_workers: int, backend: Any, service: ServiceTimes | None = None,

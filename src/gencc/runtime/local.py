@@ -3,8 +3,10 @@ hand f's call to a process pool (a GIL-holding f).
 
 Worker n of every job runs on engine worker n (its FIFO queue holds the tasks of the jobs in flight): it
 computes f, then waits the task's injected delay, then delivers. A cancelled task is dropped if it has not
-started; a running one stops at its delay and its thread is replaced at once (the old thread ends after its
-current call of f). With `processes`, f is built once per process from a factory (or f itself, pickled); the
+started; one waiting out its delay stops at once; one still in its call of f is left to it, and its thread
+is replaced if the call outlasts a short grace (the old thread ends after the call). With `max_threads` below
+the number of workers, a thread serves several workers and runs their ready tasks as one batched call of f.
+With `processes`, f is built once per process from a factory (or f itself, pickled); the
 delay and the cancellation stay on the master side.
 """
 
@@ -30,7 +32,7 @@ class LocalExecutor(Executor):
     injected latency, faults and queue: `max_threads=os.cpu_count()` makes a job on N workers a few calls of f
     instead of N. A batch shares what f does to all of it: an input that hangs f delays its batch-mates, and an
     f that returns the wrong shape for one input returns it for the batch.
-    blas_threads: BLAS/OpenMP threads per worker thread ("auto": 1 when several threads run; None: untouched;
+    blas_threads: BLAS threads while the workers run ("auto": 1 when several threads run; None: untouched;
     `gencc.engine.blas`). task_timeout: seconds after which a call of f that has not returned is abandoned (its
     tasks fail, a fresh thread serves its workers; None: never).
     faults: injected per-task faults (`gencc.faults.Faults`: raise, NaN, hang, crash), drawn per worker from
