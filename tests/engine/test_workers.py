@@ -232,7 +232,9 @@ def test_a_hung_call_is_abandoned_after_task_timeout_and_the_worker_serves_on(ma
     w.send(1, second)  # past max_abandoned: its worker is marked dead, no third thread is spent on it
     wait_for(lambda: second in done, timeout=10)
     assert second.reason == "hang" and w.dead.tolist() == [False, True] and len(w.abandoned) == 2
-    hung.set()
+    hung.set()  # the abandoned threads end: worker 1 is served again
+    wait_for(lambda: not w.dead.any(), timeout=10)
+    assert w.restarts.tolist() == [0, 1]
 
 
 def test_executed_is_a_short_record_without_inputs_or_outputs(make):

@@ -70,6 +70,7 @@ class WorkerThreads:
                 self.dead[w] = True
                 self._lose_queue(w, out)
             self._thread[s] = None
+            self._starved.append(s)
         else:
             log.log(logging.DEBUG if why is None else logging.WARNING, "%s: thread %s abandoned (%s); %d "
                     "abandoned threads alive", self.name, old.name if old else "?",
@@ -78,6 +79,18 @@ class WorkerThreads:
         if old is not None:
             self.abandoned.append(old)
         return out
+
+    def _unstarve(self) -> None:
+        """Serve the slots left without a thread (past `max_abandoned`) again once abandoned threads ended."""
+        self.abandoned = [t for t in self.abandoned if t.is_alive()]
+        while self._starved and len(self.abandoned) < self.max_abandoned:
+            s = self._starved.pop(0)
+            for w in self._members[s]:
+                if self.dead[w]:
+                    self.dead[w] = False
+                    self.restarts[w] += 1
+            self._start_thread(s)
+            log.info("%s: workers %s served again by a fresh thread", self.name, self._members[s])
 
     def _revive(self, w: int) -> None:
         with self._lock:

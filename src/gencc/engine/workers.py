@@ -16,7 +16,7 @@ With `preempt`, cancelling a running task frees its worker: a held task is dropp
 a call whose tasks were all cancelled `CANCEL_GRACE_S` ago is abandoned (it ends after its current call; its
 results are dropped) and a fresh one serves its workers. With `task_timeout`, a call running longer is
 abandoned the same way and its tasks fail ("hang"). At most `max_abandoned` abandoned threads live at once;
-past that, the workers of a hung thread are marked dead (logged), never served by more threads. A crashed
+past that, the workers of a hung thread are marked dead (logged) until an abandoned thread ends. A crashed
 worker (a "crash" fault, a lost backend) fails its task; with `mark_dead` it is dead, its queued tasks fail,
 it gets no work, and after `restart_s` seconds it is re-created (a fresh thread; `restarts` counts them);
 without, only the task fails and the worker is re-created at once (a backend that restarts its workers, Ray
@@ -114,6 +114,7 @@ class Workers(WorkerThreads):
         self._thread: list[threading.Thread | None] = []
         self.threads: list[threading.Thread] = []  # the threads started (those that ended may be forgotten)
         self.abandoned: list[threading.Thread] = []  # abandoned threads (hung or preempted) still alive
+        self._starved: list[int] = []  # slots without a thread, past max_abandoned (served again later)
         self._control = threading.Thread(target=self._loop, daemon=True, name=f"{name}-control")
         self._control.start()
         self.grow(n_workers)
@@ -298,6 +299,8 @@ class Workers(WorkerThreads):
                     limit = self.task_timeout + (0.0 if self._batching else max(t.delay for t in batch))
                     if now - self._t_call[s] > limit:
                         out += self._abandon(s, f"hung: no result after {limit:g} s, its thread abandoned")
+            if self._starved:
+                self._unstarve()
         self._emit(out)
 
     def close(self, timeout: float = 5.0) -> None:
