@@ -132,8 +132,9 @@ def execute(executor: Executor, f: Callable | None, tasks: list[Task], policy: P
     out, used, missing = policy.assemble(valid)
     t_dec = time.perf_counter() - t1
     stragglers.update(getattr(policy, "excluded", {}))  # results a robust decode flagged and left out
+    used_set = set(used.tolist())
     for w in valid:
-        if w not in set(used.tolist()):
+        if w not in used_set:
             stragglers.setdefault(w, "unused: another replica answered first")
     timings = {"encode": t_encode, "dispatch": t_dispatch, "first_result": first, "decode": t_dec,
                "total": time.perf_counter() - t_start}
