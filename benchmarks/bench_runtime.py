@@ -4,15 +4,16 @@ BLAS settings alternate in rounds (OpenBLAS's thread count is process-wide, so t
 once), each round with fresh executors.
 
 - per-job latency and CPU per job (process time, every thread), no injected latency, K = 8: uncoded
-  (Replication(K, K)) and GCC on N = 12 with the first 10, vs f(X) called directly; on two executors, a thread
-  per worker (`LocalExecutor()`) and one thread per core running its workers' tasks as one batched call
-  (`LocalExecutor(max_threads=cores)`), each with single-threaded (`blas_threads=1`) and default-threaded
-  (`blas_threads=None`) BLAS. f is a small numpy MLP (`--f mlp`, default) or the digits CNN (`--f digits-cnn`).
+  (Replication(K, K)) and GCC on N = 12 with the first 10, vs f(X) called directly; on three executors, a
+  thread per worker (`LocalExecutor()`), one thread running every worker's ready tasks as one batched call
+  (`max_threads=1`) and one thread per core doing so for its workers (`max_threads=cores`), each with
+  single-threaded (`blas_threads=1`) and default-threaded (`blas_threads=None`) BLAS. f is a small numpy MLP
+  (`--f mlp`, default) or the digits CNN (`--f digits-cnn`).
 - digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
-  coded inputs, on the same four executors;
+  coded inputs, on the same executors;
 - BLAS under load: a cold dense D_F build (GCC K = 30, N = 150, Matern 3/2 kernel, 10 stragglers, a new pattern
-  each) in the master thread while a thread-per-worker executor runs matmul jobs, default-threaded BLAS vs
-  single-threaded: median and worst build;
+  each) in the master thread while a thread-per-worker executor runs matmul jobs (each input a 64 x 256
+  matrix), default-threaded BLAS vs single-threaded: median and worst build;
 - tail latency: p99 per job with injected bimodal latency (each task slow x10 with probability 0.05 over a
   healthy `--base-ms`), GCC and replication at N = 2K vs uncoded on K workers (the floor: what users run today).
 """
@@ -69,8 +70,11 @@ def _cnn():
 
 def _executors(blas: int | None) -> dict[str, LocalExecutor]:
     cores = os.cpu_count() or 1
-    return {"a thread per worker": LocalExecutor(blas_threads=blas),
-            f"{cores} threads, batched": LocalExecutor(max_threads=cores, blas_threads=blas)}
+    exs = {"a thread per worker": LocalExecutor(blas_threads=blas),
+           "1 thread, batched": LocalExecutor(max_threads=1, blas_threads=blas)}
+    if cores > 1:
+        exs[f"{cores} threads, batched"] = LocalExecutor(max_threads=cores, blas_threads=blas)
+    return exs
 
 
 def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[dict, dict, dict, dict]:
@@ -138,11 +142,11 @@ def blas_under_load(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(4)
     Wm = rng.normal(size=(256, 256)) / 16
 
-    def heavy(X: np.ndarray) -> np.ndarray:
-        Z = np.asarray(X).reshape(len(X), -1)
-        for _ in range(4):
+    def heavy(X: np.ndarray) -> np.ndarray:  # each input a (64, 256) matrix: a matmul big enough for BLAS threads
+        Z = np.asarray(X).reshape(-1, 256)
+        for _ in range(2):
             Z = np.tanh(Z @ Wm)
-        return Z[:, :4]
+        return Z.reshape(len(X), -1)[:, :4]
 
     heavy.batched = True  # type: ignore[attr-defined]
     builds: dict[str, list[float]] = defaultdict(list)
@@ -150,7 +154,7 @@ def blas_under_load(args: argparse.Namespace) -> list[Figure]:
         for bname, blas in BLAS:
             stop = threading.Event()
             ex = LocalExecutor(blas_threads=blas)
-            Xl = rng.normal(size=(K, 256))
+            Xl = rng.normal(size=(K, 64, 256))
 
             def load(ex=ex, stop=stop, Xl=Xl) -> None:
                 while not stop.is_set():
