@@ -12,8 +12,8 @@ once), each round with fresh executors.
 - digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
   coded inputs, on the same executors;
 - BLAS under load: a cold dense D_F build (GCC K = 30, N = 150, Matern 3/2 kernel, 10 stragglers, a new pattern
-  each) in the master thread while a thread-per-worker executor runs matmul jobs (each input a 64 x 256
-  matrix), default-threaded BLAS vs single-threaded: median and worst build;
+  each) in the master thread while a thread-per-worker executor runs a matmul job every 50 ms (each input a
+  16 x 256 matrix), default-threaded BLAS vs single-threaded: median and worst build;
 - tail latency: p99 per job with injected bimodal latency (each task slow x10 with probability 0.05 over a
   healthy `--base-ms`), GCC and replication at N = 2K vs uncoded on K workers (the floor: what users run today).
 """
@@ -36,6 +36,7 @@ SUITE = "runtime"
 K, N, WAIT_FOR = 8, 12, 10  # per-job figures
 TAIL_N, TAIL_WAIT = 16, 12  # tail figures
 ROUNDS = 4  # BLAS settings alternate this many times
+LOAD_PERIOD_S = 0.05  # one matmul job this often in the background of the D_F builds
 BLAS = (("BLAS 1 thread", 1), ("BLAS default threads", None))
 
 
@@ -142,7 +143,7 @@ def blas_under_load(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(4)
     Wm = rng.normal(size=(256, 256)) / 16
 
-    def heavy(X: np.ndarray) -> np.ndarray:  # each input a (64, 256) matrix: a matmul big enough for BLAS threads
+    def heavy(X: np.ndarray) -> np.ndarray:  # each input a (16, 256) matrix: a matmul big enough for BLAS threads
         Z = np.asarray(X).reshape(-1, 256)
         for _ in range(2):
             Z = np.tanh(Z @ Wm)
@@ -154,11 +155,14 @@ def blas_under_load(args: argparse.Namespace) -> list[Figure]:
         for bname, blas in BLAS:
             stop = threading.Event()
             ex = LocalExecutor(blas_threads=blas)
-            Xl = rng.normal(size=(K, 64, 256))
+            Xl = rng.normal(size=(K, 16, 256))
 
-            def load(ex=ex, stop=stop, Xl=Xl) -> None:
+            def load(ex=ex, stop=stop, Xl=Xl) -> None:  # paced: the same work per second for both settings
+                code, t = gencc.GCC(K, N), time.perf_counter()
                 while not stop.is_set():
-                    gencc.run(heavy, Xl, gencc.GCC(K, N), ex, order=False)
+                    gencc.run(heavy, Xl, code, ex, order=False)
+                    t += LOAD_PERIOD_S
+                    stop.wait(max(t - time.perf_counter(), 0.0))
 
             loader = threading.Thread(target=load, daemon=True)
             loader.start()
