@@ -1,17 +1,30 @@
-"""Runtime: what a job through `gencc.run` costs on top of calling f, and the tail it buys under stragglers.
+"""Runtime: what a job through `gencc.run` costs on top of calling f, what batching and BLAS threads buy, and the
+tail it buys under stragglers. Every figure is measured side by side with its floor, alternated job by job; the
+BLAS settings alternate in rounds (OpenBLAS's thread count is process-wide, so two settings cannot be live at
+once), each round with fresh executors.
 
-- per-job overhead: `gencc.run` on the thread backend with no injected latency (uncoded on K workers, GCC on N
-  with the first `wait_for`), median latency per job, vs calling f directly on the job's K inputs;
+- per-job latency and CPU per job (process time, every thread), no injected latency, K = 8: uncoded
+  (Replication(K, K)) and GCC on N = 12 with the first 10, vs f(X) called directly; on three executors, a
+  thread per worker (`LocalExecutor()`), one thread running every worker's ready tasks as one batched call
+  (`max_threads=1`) and one thread per core doing so for its workers (`max_threads=cores`), each with
+  single-threaded (`blas_threads=1`) and default-threaded (`blas_threads=None`) BLAS. f is a small numpy MLP
+  (`--f mlp`, default) or the digits CNN (`--f digits-cnn`).
+- digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
+  coded inputs, on the same executors;
+- BLAS under load: a cold dense D_F build (GCC K = 30, N = 150, Matern 3/2 kernel, 10 stragglers, a new pattern
+  each) in the master thread while a thread-per-worker executor runs a matmul job every 50 ms (each input a
+  16 x 256 matrix), default-threaded BLAS vs single-threaded: median and worst build;
 - tail latency: p99 per job with injected bimodal latency (each task slow x10 with probability 0.05 over a
   healthy `--base-ms`), GCC and replication at N = 2K vs uncoded on K workers (the floor: what users run today).
-
-f is a small numpy MLP (`--f mlp`, default) or the digits CNN (`--f digits-cnn`, needs torch; trained once).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import threading
 import time
+from collections import defaultdict
 
 import numpy as np
 from measure import Figure, median
@@ -20,22 +33,20 @@ import gencc
 from gencc.runtime import LocalExecutor
 
 SUITE = "runtime"
-K, N, WAIT_FOR = 8, 16, 12
+K, N, WAIT_FOR = 8, 12, 10  # per-job figures
+TAIL_N, TAIL_WAIT = 16, 12  # tail figures
+ROUNDS = 4  # BLAS settings alternate this many times
+LOAD_PERIOD_S = 0.05  # one matmul job this often in the background of the D_F builds
+BLAS = (("BLAS 1 thread", 1), ("BLAS default threads", None))
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--jobs", type=int, default=100, help="jobs per scheme (default 100)")
-    ap.add_argument("--f", choices=("mlp", "digits-cnn"), default="mlp", help="the function computed (default mlp)")
+    ap.add_argument("--jobs", type=int, default=100, help="jobs per scheme and executor (default 100)")
+    ap.add_argument("--f", choices=("mlp", "digits-cnn"), default="mlp", help="f of the per-job figures (default mlp)")
     ap.add_argument("--base-ms", type=float, default=5.0, help="injected delay of a healthy task, ms (default 5)")
 
 
-def _function(name: str):
-    """(f, inputs sampler) for `name`."""
-    if name == "digits-cnn":
-        from gencc.workloads import load
-
-        w = load("digits-cnn", progress=False)
-        return w.f, lambda rng: w.sample(K, rng)[0]
+def _mlp():
     rng = np.random.default_rng(0)
     W1, W2 = rng.normal(size=(64, 256)) / 8, rng.normal(size=(256, 10)) / 16
 
@@ -46,41 +57,154 @@ def _function(name: str):
     return mlp, lambda rng: rng.normal(size=(K, 64))
 
 
-def _latencies(f, jobs: list[np.ndarray], code: gencc.Code, executor: LocalExecutor, wait_for: int | None,
-               latency: gencc.LatencyModel | None, seed: int) -> list[float]:
-    out = []
-    for j, X in enumerate(jobs):
-        r = gencc.run(f, X, code, executor, wait_for=wait_for, latency=latency, seed=np.random.default_rng([seed, j]))
-        out.append(r.latency)
-    return out
+def _cnn():
+    """(f, sampler) of the digits CNN, or None when torch or the workload is not available."""
+    try:
+        from gencc.workloads import load
+
+        w = load("digits-cnn", progress=False)
+    except Exception as e:  # noqa: BLE001 - the suite runs without torch; say why the figures are missing
+        print(f"(digits-cnn figures skipped: {type(e).__name__}: {e})", flush=True)
+        return None
+    return w.f, lambda rng: w.sample(K, rng)[0]
+
+
+def _executors(blas: int | None) -> dict[str, LocalExecutor]:
+    cores = os.cpu_count() or 1
+    exs = {"a thread per worker": LocalExecutor(blas_threads=blas),
+           "1 thread, batched": LocalExecutor(max_threads=1, blas_threads=blas)}
+    if cores > 1:
+        exs[f"{cores} threads, batched"] = LocalExecutor(max_threads=cores, blas_threads=blas)
+    return exs
+
+
+def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[dict, dict, dict, dict]:
+    """Latency and CPU per job for every (scheme, executor, BLAS) and of the floor, alternated job by job."""
+    lat, cpu, flat, fcpu = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
+    for r in range(ROUNDS):
+        for bname, blas in BLAS:
+            exs = _executors(blas)
+            try:
+                for ex in exs.values():  # warm-up: threads started, D_F cached, first model calls done
+                    for _, code, wf in schemes:
+                        for X in jobs[:3]:
+                            gencc.run(f, X, code, ex, wait_for=wf)
+                for X in jobs[r::ROUNDS]:
+                    for sname, code, wf in schemes:
+                        for ename, ex in exs.items():
+                            c, t = time.process_time(), time.perf_counter()
+                            gencc.run(f, X, code, ex, wait_for=wf)
+                            lat[sname, ename, bname].append(time.perf_counter() - t)
+                            cpu[sname, ename, bname].append(time.process_time() - c)
+                        Z = floor_of(code, X)
+                        c, t = time.process_time(), time.perf_counter()
+                        f(Z)
+                        flat[sname, bname].append(time.perf_counter() - t)
+                        fcpu[sname, bname].append(time.process_time() - c)
+            finally:
+                for ex in exs.values():
+                    ex.close()
+    return lat, cpu, flat, fcpu
+
+
+def per_job(args: argparse.Namespace) -> list[Figure]:
+    f, sample = _mlp() if args.f == "mlp" else (_cnn() or _mlp())
+    rng = np.random.default_rng(1)
+    jobs = [sample(rng) for _ in range(args.jobs)]
+    schemes = [("uncoded", gencc.Replication(K, K), None), (f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
+    lat, cpu, flat, fcpu = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
+    figs = []
+    for (sname, ename, bname), v in lat.items():
+        figs.append(Figure(SUITE, f"per-job latency, {sname} ({args.f}, K={K}), {ename}, {bname}", 1e3 * median(v),
+                           1e3 * median(flat[sname, bname]), "f(X) called directly"))
+    for (sname, ename, bname), v in cpu.items():
+        figs.append(Figure(SUITE, f"CPU per job, {sname} ({args.f}, K={K}), {ename}, {bname}", 1e3 * median(v),
+                           1e3 * median(fcpu[sname, bname]), "f(X) called directly, CPU"))
+    return figs
+
+
+def cnn_batching(args: argparse.Namespace) -> list[Figure]:
+    got = _cnn()
+    if got is None:
+        return []
+    f, sample = got
+    rng = np.random.default_rng(2)
+    jobs = [sample(rng) for _ in range(args.jobs)]
+    schemes = [(f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
+    lat, _, flat, _ = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
+    return [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}", 1e3 * median(v),
+                   1e3 * median(flat[sname, bname]), f"f on the {N} coded inputs, one batched call")
+            for (sname, ename, bname), v in lat.items()]
+
+
+def blas_under_load(args: argparse.Namespace) -> list[Figure]:
+    """Cold dense D_F builds in the master while worker threads run matmul jobs, per BLAS setting."""
+    Kd, Nd, S = 30, 150, 10
+    rng = np.random.default_rng(4)
+    Wm = rng.normal(size=(256, 256)) / 16
+
+    def heavy(X: np.ndarray) -> np.ndarray:  # each input a (16, 256) matrix: a matmul big enough for BLAS threads
+        Z = np.asarray(X).reshape(-1, 256)
+        for _ in range(2):
+            Z = np.tanh(Z @ Wm)
+        return Z.reshape(len(X), -1)[:, :4]
+
+    heavy.batched = True  # type: ignore[attr-defined]
+    builds: dict[str, list[float]] = defaultdict(list)
+    for _ in range(2):
+        for bname, blas in BLAS:
+            stop = threading.Event()
+            ex = LocalExecutor(blas_threads=blas)
+            Xl = rng.normal(size=(K, 16, 256))
+
+            def load(ex=ex, stop=stop, Xl=Xl) -> None:  # paced: the same work per second for both settings
+                code, t = gencc.GCC(K, N), time.perf_counter()
+                while not stop.is_set():
+                    gencc.run(heavy, Xl, code, ex, order=False)
+                    t += LOAD_PERIOD_S
+                    stop.wait(max(t - time.perf_counter(), 0.0))
+
+            loader = threading.Thread(target=load, daemon=True)
+            loader.start()
+            try:
+                time.sleep(0.2)
+                for _ in range(20):
+                    returned = np.sort(rng.choice(Nd, Nd - S, replace=False))
+                    t = time.perf_counter()
+                    gencc.GCC(Kd, Nd, kernel="matern32").decoding_matrix(returned)
+                    builds[bname].append(time.perf_counter() - t)
+            finally:
+                stop.set()
+                loader.join(30)
+                ex.close()
+    one, default = builds[BLAS[0][0]], builds[BLAS[1][0]]
+    what = f"cold dense D_F under load, GCC K={Kd}, N={Nd}, S={S}, matern32, default-threaded BLAS"
+    return [Figure(SUITE, f"{what}, median", 1e3 * median(default), 1e3 * median(one), "single-threaded BLAS, median"),
+            Figure(SUITE, f"{what}, worst of {len(default)}", 1e3 * max(default), 1e3 * max(one),
+                   f"single-threaded BLAS, worst of {len(one)}")]
+
+
+def tails(args: argparse.Namespace) -> list[Figure]:
+    f, sample = _mlp()
+    rng = np.random.default_rng(1)
+    jobs = [sample(rng) for _ in range(args.jobs)]
+    uncoded, gcc, rep = gencc.Replication(K, K), gencc.GCC(K, TAIL_N), gencc.Replication(K, TAIL_N)
+    model = gencc.Bimodal(p=0.05, factor=10.0, base=args.base_ms / 1e3)
+    p99 = {}
+    with LocalExecutor() as ex:
+        for X in jobs[:5]:
+            gencc.run(f, X, gcc, ex, wait_for=TAIL_WAIT)
+        for label, code, wf in (("uncoded", uncoded, None), ("GCC", gcc, TAIL_WAIT), ("replication", rep, None)):
+            lat = [gencc.run(f, X, code, ex, wait_for=wf, latency=model, seed=np.random.default_rng([7, j])).latency
+                   for j, X in enumerate(jobs)]
+            p99[label] = 1e3 * float(np.percentile(lat, 99))
+    figs = []
+    for label in ("GCC", "replication"):
+        what = f"N={TAIL_N}, first {TAIL_WAIT}" if label == "GCC" else f"N={TAIL_N}, first copy of each input"
+        figs.append(Figure(SUITE, f"p99 per job, bimodal latency (5% x10, base {args.base_ms:g} ms), {label} "
+                                  f"({what})", p99[label], p99["uncoded"], f"uncoded on K={K} workers"))
+    return figs
 
 
 def run(args: argparse.Namespace) -> list[Figure]:
-    f, sample = _function(args.f)
-    rng = np.random.default_rng(1)
-    jobs = [sample(rng) for _ in range(args.jobs)]
-    uncoded, gcc, rep = gencc.Replication(K, K), gencc.GCC(K, N), gencc.Replication(K, N)
-    figs = []
-    ex = LocalExecutor()
-    try:
-        _latencies(f, jobs[:5], gcc, ex, WAIT_FOR, None, 0)  # warm-up: threads started, D_F cached
-        for label, code, wf in (("uncoded", uncoded, None), (f"GCC, N={N}, first {WAIT_FOR}", gcc, WAIT_FOR)):
-            lat, direct = [], []
-            for j, X in enumerate(jobs):  # interleaved with the direct call, job by job
-                lat += _latencies(f, [X], code, ex, wf, None, j)
-                t = time.perf_counter()
-                f(X)
-                direct.append(time.perf_counter() - t)
-            figs.append(Figure(SUITE, f"per-job latency, no injected delay, {label} ({args.f}, K={K})",
-                               1e3 * median(lat), 1e3 * median(direct), "f(X) called directly"))
-        model = gencc.Bimodal(p=0.05, factor=10.0, base=args.base_ms / 1e3)
-        p99 = {}
-        for label, code, wf in (("uncoded", uncoded, None), ("GCC", gcc, WAIT_FOR), ("replication", rep, None)):
-            p99[label] = 1e3 * float(np.percentile(_latencies(f, jobs, code, ex, wf, model, 7), 99))
-        for label in ("GCC", "replication"):
-            what = f"N={N}, first {WAIT_FOR}" if label == "GCC" else f"N={N}, first copy of each input"
-            figs.append(Figure(SUITE, f"p99 per job, bimodal latency (5% x10, base {args.base_ms:g} ms), {label} "
-                                      f"({what})", p99[label], p99["uncoded"], f"uncoded on K={K} workers"))
-    finally:
-        ex.close()
-    return figs
+    return per_job(args) + cnn_batching(args) + blas_under_load(args) + tails(args)

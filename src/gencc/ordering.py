@@ -55,24 +55,25 @@ def order_inputs(X: Any, method: Literal["chain", "spectral", "pca", "identity"]
 def _chain(D: np.ndarray) -> np.ndarray:
     K = D.shape[0]
     start = int(np.argmax(D.sum(axis=1)))
+    d = D.tolist()  # plain floats: the loops below index one entry at a time
     path = [start]
     left = set(range(K)) - {start}
     while left:
-        cur = path[-1]
-        nxt = min(left, key=lambda j: (D[cur, j], j))
+        row = d[path[-1]]
+        nxt = min(left, key=lambda j: (row[j], j))
         path.append(nxt)
         left.remove(nxt)
-    p = np.array(path)
+    p = path
     # 2-opt on an open path: reverse p[i:j+1] when that shortens it
     for _ in range(50):
         improved = False
         for i in range(K - 1):
             for j in range(i + 1, K):
-                before = (D[p[i - 1], p[i]] if i else 0.0) + (D[p[j], p[j + 1]] if j + 1 < K else 0.0)
-                after = (D[p[i - 1], p[j]] if i else 0.0) + (D[p[i], p[j + 1]] if j + 1 < K else 0.0)
+                before = (d[p[i - 1]][p[i]] if i else 0.0) + (d[p[j]][p[j + 1]] if j + 1 < K else 0.0)
+                after = (d[p[i - 1]][p[j]] if i else 0.0) + (d[p[i]][p[j + 1]] if j + 1 < K else 0.0)
                 if after < before - 1e-12:
-                    p[i : j + 1] = p[i : j + 1][::-1].copy()
+                    p[i : j + 1] = p[i : j + 1][::-1]
                     improved = True
         if not improved:
             break
-    return p
+    return np.array(p)

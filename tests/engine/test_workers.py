@@ -43,10 +43,11 @@ def make():
 
 def test_each_worker_runs_its_queue_in_order_and_reports_on_the_control_thread(make):
     w = make(2)
-    done, threads = [], set()
+    done, threads, tasks = [], set(), []
 
     def on_done(t):
         done.append((t.worker, t.slot))
+        tasks.append(t)
         threads.add(threading.current_thread().name)
 
     for i in range(6):
@@ -54,7 +55,8 @@ def test_each_worker_runs_its_queue_in_order_and_reports_on_the_control_thread(m
     wait_for(lambda: len(done) == 6)
     assert [s for wk, s in done if wk == 0] == [0, 2, 4] and [s for wk, s in done if wk == 1] == [1, 3, 5]
     assert threads == {"gencc-worker-control"}
-    assert all(t.ok and np.array_equal(t.output, 2 * t.x) for t in w.executed)
+    assert all(t.ok and np.array_equal(t.output, 2 * t.x) for t in tasks)
+    assert len(w.executed) == 6 and all(r.ok and r.fn == "f" for r in w.executed) and w.counts["ok"] == 6
 
 
 def test_a_cancelled_queued_task_is_dropped_before_it_starts(make):
@@ -142,3 +144,118 @@ def test_grow_adds_idle_workers_and_closed_workers_refuse_work(make):
         w.send(0, Task(x=np.ones(1)))
     with pytest.raises(ValueError, match="at least one worker"):
         Workers(0, ThreadBackend())
+
+
+class Counting:
+    """A batched f that counts its calls and the rows of each; rows below zero make the whole batch raise."""
+
+    batched = True
+
+    def __init__(self):
+        self.sizes = []
+
+    def __call__(self, X):
+        X = np.asarray(X, dtype=float)
+        self.sizes.append(len(X))
+        if np.any(X < 0):
+            raise ValueError("negative input")
+        return 2 * X
+
+
+def test_a_thread_serving_several_workers_runs_their_ready_tasks_as_one_call(make):
+    f = Counting()
+    w = make(4, {"f": f}, threads=1)
+    done = []
+    w.send_many([(k, Task(x=np.full(3, k), fn="f", on_done=done.append)) for k in range(4)])
+    wait_for(lambda: len(done) == 4)
+    assert f.sizes == [4] and sorted(t.worker for t in done) == [0, 1, 2, 3]
+    assert all(t.ok and np.array_equal(t.output, np.full(3, 2.0 * t.worker)) for t in done)
+    assert w.counts["ok"] == 4 and w.running == 0 and w.loads().tolist() == [0.0] * 4
+
+
+def test_a_failing_batch_is_retried_task_by_task_so_only_the_bad_input_fails(make):
+    f = Counting()
+    w = make(3, {"f": f}, threads=1)
+    done = []
+    w.send_many([(k, Task(x=np.full(2, -1.0 if k == 1 else k), fn="f", on_done=done.append)) for k in range(3)])
+    wait_for(lambda: len(done) == 3)
+    by = {t.worker: t for t in done}
+    assert f.sizes == [3, 1, 1, 1] and by[0].ok and by[2].ok and np.array_equal(by[2].output, [4.0, 4.0])
+    assert (by[1].ok, by[1].reason, by[1].error) == (False, "raise", "ValueError: negative input")
+
+
+def test_workers_sharing_a_thread_keep_their_own_delays(make):
+    w = make(2, threads=1)
+    done = []
+    t0 = w.now()
+    slow = Task(x=np.ones(1), fn="f", on_done=done.append, delay=0.4)
+    w.send(0, slow)
+    fast = Task(x=np.ones(1), fn="f", on_done=done.append)
+    w.send(1, fast)
+    nxt = Task(x=np.ones(1), fn="f", on_done=done.append)
+    w.send(0, nxt)  # worker 0 is busy until its delay has passed; worker 1 is not held by it
+    wait_for(lambda: len(done) == 3)
+    assert done[0] is fast and fast.t_end - t0 < 0.3
+    assert slow.t_end - t0 >= 0.4 - 1e-3 and nxt.t_start >= slow.t_end - 1e-3
+
+
+def test_a_crashed_worker_is_re_created_after_restart_s(make):
+    def lost(X):
+        raise ConnectionError("backend lost")
+
+    w = make(2, {"f": double, "lost": lost}, restart_s=0.2)
+    done = []
+    w.send(0, Task(x=np.ones(1), fn="lost", on_done=done.append))
+    wait_for(lambda: done)
+    assert done[0].reason == "crash" and w.dead[0] and not w.dead[1] and w.restarts.tolist() == [0, 0]
+    wait_for(lambda: not w.dead[0], timeout=10)
+    assert w.restarts.tolist() == [1, 0]
+    again = Task(x=np.ones(1), fn="f", on_done=done.append)
+    w.send(0, again)
+    wait_for(lambda: again in done)
+    assert again.ok and sum(t.is_alive() for t in w.threads) == 2  # the crashed thread ended, a fresh one serves
+
+
+def test_a_hung_call_is_abandoned_after_task_timeout_and_the_worker_serves_on(make):
+    hung = threading.Event()
+    w = make(2, {"f": double, "hang": lambda X: hung.wait(30) and X}, task_timeout=0.2, max_abandoned=1)
+    done = []
+    stuck = Task(x=np.ones(1), fn="hang", on_done=done.append)
+    w.send(0, stuck)
+    wait_for(lambda: stuck in done, timeout=10)
+    assert (stuck.ok, stuck.reason) == (False, "hang") and "abandoned" in stuck.error and len(w.abandoned) == 1
+    after = Task(x=np.ones(1), fn="f", on_done=done.append)
+    w.send(0, after)
+    wait_for(lambda: after in done)
+    assert after.ok and not w.dead.any()
+    second = Task(x=np.ones(1), fn="hang", on_done=done.append)
+    w.send(1, second)  # past max_abandoned: its worker is marked dead, no third thread is spent on it
+    wait_for(lambda: second in done, timeout=10)
+    assert second.reason == "hang" and w.dead.tolist() == [False, True] and len(w.abandoned) == 2
+    hung.set()  # the abandoned threads end: worker 1 is served again
+    wait_for(lambda: not w.dead.any(), timeout=10)
+    assert w.restarts.tolist() == [0, 1]
+
+
+def test_executed_is_a_short_record_without_inputs_or_outputs(make):
+    w = make(1, keep=5)
+    done = []
+    for i in range(20):
+        w.send(0, Task(x=np.full(1000, i), fn="f", on_done=done.append))
+    wait_for(lambda: len(done) == 20)
+    assert len(w.executed) == 5 and w.counts["ok"] == 20
+    assert all(not hasattr(r, "x") and not hasattr(r, "output") and r.ok and r.t_end >= r.t_start
+               for r in w.executed)
+
+
+def test_blas_threads_are_capped_while_the_workers_run_and_restored_after():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    w = Workers(2, ThreadBackend({"f": double}), blas_threads=1)
+    try:
+        assert all(i["num_threads"] == 1 for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
+    finally:
+        w.close(timeout=2)
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == before
+    with pytest.raises(ValueError, match="blas_threads"):
+        Workers(1, ThreadBackend(), blas_threads=0)

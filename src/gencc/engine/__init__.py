@@ -1,8 +1,11 @@
 """The engine: W long-lived workers, each with a FIFO queue, under both front ends (jobs and request streams).
 
-- `Task`: one unit of work on one worker (the only task class in gencc).
+- `Task`: one unit of work on one worker (the only task class in gencc); `TaskRecord`, what the workers keep
+  of a finished one (no input or output).
 - `Workers`: the wall-clock engine (worker threads plus a control thread that runs every callback); a queued
-  task no longer needed is dropped before it starts; with `preempt`, a running one is cancelled cooperatively.
+  task no longer needed is dropped before it starts; with `preempt`, a running one is cancelled cooperatively;
+  a thread may serve several workers, running their ready tasks as one batched call (`gencc.engine.batch`);
+  crashed workers are re-created, hung calls abandoned; BLAS threads capped while it runs (`gencc.engine.blas`).
 - Backends, where a task runs: `ThreadBackend` (default, in the worker thread), `ProcessBackend` (a process
   pool), `gencc.engine._ray.RayBackend` (one Ray actor per worker; the one module that touches Ray).
 - `VirtualWorkers`: the same interface in virtual time, for simulation (the front ends run unchanged on it).
@@ -10,9 +13,9 @@ Injection (latency, slowness, faults, wrong results) comes from `gencc.faults`. 
 """
 
 from .backends import Constant, FunctionTable, ProcessBackend, ThreadBackend
-from .task import Task, WorkerError, describe_error
+from .task import Task, TaskRecord, WorkerError, describe_error
 from .virtual import VirtualWorkers
 from .workers import LAGS, Workers
 
-__all__ = ["LAGS", "Constant", "FunctionTable", "ProcessBackend", "Task", "ThreadBackend", "VirtualWorkers",
-           "WorkerError", "Workers", "describe_error"]
+__all__ = ["LAGS", "Constant", "FunctionTable", "ProcessBackend", "Task", "TaskRecord", "ThreadBackend",
+           "VirtualWorkers", "WorkerError", "Workers", "describe_error"]

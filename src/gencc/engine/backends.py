@@ -20,6 +20,7 @@ import numpy as np
 
 from ..faults import Cancelled, run_injected
 from ..models import apply_one
+from .batch import Item, run_items
 from .task import Task, describe_error
 
 
@@ -64,8 +65,9 @@ class FunctionTable:
 
 class ThreadBackend:
     """Runs tasks in the worker thread itself: `functions` maps names ("f", "parity") to models held in this
-    process, called on a batch of one; a task may carry its own callable instead, called as
-    `gencc.models.apply_one` does (a batch of one when `fn.batched`). `dtype`: inputs are cast to it first."""
+    process, called on batches; a task may carry its own callable instead, called as `gencc.models.apply_batch`
+    does (batches when `fn.batched`, else one input at a time). The tasks a worker thread takes together are one
+    call per function (`run_items`). `dtype`: inputs are cast to it first."""
 
     def __init__(self, functions: dict[str, Callable] | None = None, dtype: Any = None):
         self.functions = dict(functions or {})
@@ -79,6 +81,11 @@ class ThreadBackend:
         if fn not in self.functions:
             raise ValueError(f"no function {fn!r} on this backend (it holds {', '.join(self.functions) or 'none'})")
         return self.functions[fn], True
+
+    def run_items(self, items: list[Item]) -> None:
+        """The tasks of several workers in as few calls as their functions allow (`gencc.engine.batch`): the
+        workers use this instead of `run`, and hold each task's injected time themselves."""
+        run_items(self.resolve, items, self.dtype)
 
     def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
             stop: threading.Event) -> np.ndarray:

@@ -6,7 +6,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(eq=False)
@@ -44,6 +44,13 @@ class Task:
     on_cancel: Callable[[Task], None] | None = field(default=None, repr=False)
     stop: threading.Event | None = field(default=None, repr=False)  # set when a running task is cancelled
     key: Any = field(default=None, repr=False)  # the backend's handle of the running task (Ray: a cancel key)
+    state: str = ""  # the workers' view: "running" (in a call), "held" (waiting out injected time), "done"
+
+    def record(self) -> TaskRecord:
+        """What the workers keep of this task once it is done: no input, no output (see `TaskRecord`)."""
+        fn = self.fn if isinstance(self.fn, str) or self.fn is None else type(self.fn).__name__
+        return TaskRecord(self.worker, "f" if fn is None else fn, self.kind, self.ok, self.reason, self.t_start,
+                          self.t_end, self.busy, self.slow, self.wrong)
 
     def cancel(self) -> None:
         """Mark as no longer needed: a worker drops it if it has not started it yet (the workers' `on_cancel`
@@ -57,6 +64,23 @@ class Task:
     def function(self) -> str | Callable:
         """`fn`, with None read as "f"."""
         return "f" if self.fn is None else self.fn
+
+
+class TaskRecord(NamedTuple):
+    """A finished task as the workers remember it (`Workers.executed`): who ran what, when, and how it ended;
+    never its input, output or owner, so a long run's memory does not grow with what requests carried.
+    `fn` is the function's name ("f", "parity") or, for a task's own callable, its type's name."""
+
+    worker: int
+    fn: str
+    kind: str
+    ok: bool
+    reason: str
+    t_start: float
+    t_end: float
+    busy: int
+    slow: bool
+    wrong: bool
 
 
 class WorkerError(Exception):

@@ -1,19 +1,31 @@
-"""W long-lived workers on the wall clock, each with a FIFO queue, plus a control thread that runs every
-callback (so the front end above, a job's collector or a serving dispatcher, stays single-threaded).
+"""W long-lived workers on the wall clock, each with a FIFO queue, served by worker threads, plus a control
+thread that runs every callback (so the front end above, a job's collector or a serving dispatcher, stays
+single-threaded; with `inline` the callbacks run in the worker threads, for a front end whose callbacks are
+thread-safe).
 
-Each worker runs one task at a time from its own queue and drops a task cancelled before it starts. A task
-costs its backend's real compute plus injected time (`gencc.faults`): `ServiceTimes` x the worker's
-persistent-straggler multiplier (compute is slowed by the same factor); `Faults` make it fail, `WrongResults`
-corrupt its output; its `delay` (a job's injected latency) then passes on the worker before the outcome is
-delivered (on the actor, for Ray: an actor lost meanwhile makes the task lost).
-With `preempt`, cancelling a running task stops its injected waits at once and hands the worker's queue to a
-fresh thread (the old one ends after its current call of f; its result is dropped): a hung f costs a thread,
-never a worker. A worker whose backend is lost (a crash) is dead: its queued tasks fail, it gets no more work
-(with `mark_dead` False only the task fails: a backend that restarts its workers, Ray with restarts).
+Each worker runs one task at a time from its own queue and drops a task cancelled before it starts. A thread
+serves one worker (default) or, with `threads=T`, workers w with w % T equal: it takes the head task of each
+of its idle workers and runs those that share a function as one batched call (`gencc.engine.batch`; a failing
+batch is retried task by task). A task costs its backend's real compute plus injected time (`gencc.faults`):
+`ServiceTimes` x the worker's persistent-straggler multiplier (compute is slowed by the same factor); `Faults`
+make it fail, `WrongResults` corrupt its output; its `delay` (a job's injected latency) then passes before the
+outcome is delivered. The injected time is a hold the thread waits out for all its workers at once, the
+worker busy meanwhile (with the thread backend; other backends hold it inside their `run`, Ray on the actor).
 
-The workers also record their own delays (`lags`, seconds; the simulator can replay them): "post", a callback
-waiting for the control thread; "timer", a timer firing late; "pickup", a worker starting a task later than it
-could have (woken late).
+With `preempt`, cancelling a running task frees its worker: a held task is dropped at once; a thread still in
+a call whose tasks were all cancelled `CANCEL_GRACE_S` ago is abandoned (it ends after its current call; its
+results are dropped) and a fresh one serves its workers. With `task_timeout`, a call running longer is
+abandoned the same way and its tasks fail ("hang"). At most `max_abandoned` abandoned threads live at once;
+past that, the workers of a hung thread are marked dead (logged) until an abandoned thread ends. A crashed
+worker (a "crash" fault, a lost backend) fails its task; with `mark_dead` it is dead, its queued tasks fail,
+it gets no work, and after `restart_s` seconds it is re-created (a fresh thread; `restarts` counts them);
+without, only the task fails and the worker is re-created at once (a backend that restarts its workers, Ray
+with restarts).
+
+The workers keep counters (`counts`, by outcome), a short record of the latest tasks (`executed`,
+`gencc.engine.TaskRecord`s: no inputs or outputs) and their own delays (`lags`, seconds; the simulator can
+replay them): "post", a callback waiting for the control thread; "timer", a timer firing late; "pickup", a
+worker starting a task later than it could have (woken late).
 """
 
 from __future__ import annotations
@@ -24,31 +36,49 @@ import math
 import queue
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from ..faults import Cancelled, Faults, InjectedFault, PersistentStragglers, ServiceTimes, WrongResults
-from .task import Task, describe_error
+from ..faults import Faults, PersistentStragglers, ServiceTimes, WrongResults
+from . import blas
+from .task import Task, TaskRecord
+from .threads import WorkerThreads
 
 #: the workers' own delays they record (see the module docstring)
 LAGS = ("post", "timer", "pickup")
+#: seconds a thread may stay in a call whose tasks were all cancelled before it is abandoned (with `preempt`)
+CANCEL_GRACE_S = 0.02
 
 
-class Workers:
+class Workers(WorkerThreads):
     """The engine on the wall clock (see the module docstring). `post(fn)` runs fn on the control thread;
-    `send`, `call_later`, `loads`, `now` are for the front end, called from the control thread."""
+    `send`, `call_later`, `loads`, `now` are for the front end, called from the control thread.
+
+    threads: worker threads (None: one per worker). blas_threads: BLAS threads (process-wide) while the pool runs
+    (`gencc.engine.blas`; "auto": 1 when several threads run, None: untouched). keep: tasks in `executed`."""
 
     def __init__(self, n_workers: int, backend: Any, service: ServiceTimes | None = None,
                  stragglers: PersistentStragglers | None = None, faults: Faults | None = None, seed: int = 0,
                  wrong: WrongResults | None = None, *, preempt: bool = False, mark_dead: bool = True,
-                 name: str = "gencc-worker"):
+                 name: str = "gencc-worker", threads: int | None = None, inline: bool = False,
+                 restart_s: float | None = 0.5, task_timeout: float | None = None, max_abandoned: int = 32,
+                 blas_threads: int | str | None = "auto", keep: int = 1000):
         if n_workers < 1:
             raise ValueError(f"need at least one worker, got {n_workers}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be None (one per worker) or a positive integer, got {threads!r}")
+        for what, v in (("restart_s", restart_s), ("task_timeout", task_timeout)):
+            if v is not None and not v > 0:
+                raise ValueError(f"{what} must be None or a positive number of seconds, got {v!r}")
         self.backend, self.wrong, self.preempt, self.name = backend, wrong, bool(preempt), name
-        self.mark_dead = bool(mark_dead)
+        self.mark_dead, self.inline, self.n_threads = bool(mark_dead), bool(inline), threads
+        self.restart_s, self.task_timeout, self.max_abandoned = restart_s, task_timeout, int(max_abandoned)
+        self._batching = hasattr(backend, "run_items")
+        self._blas = blas.resolve(blas_threads, 2 if threads is None else threads)
+        self._blas_held = False
         self.service = service or ServiceTimes(0.0)
         self.stragglers, self.faults, self.seed = stragglers, faults, seed
         self._t0 = time.perf_counter()
@@ -60,18 +90,31 @@ class Workers:
         self._stop = threading.Event()
         self.dropped = 0
         self.running = 0  # workers running a task right now
-        self.executed: deque[Task] = deque(maxlen=100_000)  # the latest tasks run (calibration, tests)
+        self.executed: deque[TaskRecord] = deque(maxlen=keep)  # the latest tasks run (calibration, tests)
+        self.counts: Counter[str] = Counter()  # finished tasks by outcome: "ok" or the failure's reason
         self.slow_tasks = 0
-        self.errors: list[BaseException] = []
+        self.errors: list[BaseException] = []  # front-end callbacks that raised (the latest 100)
         self.n_workers = 0
         self._rngs: list[np.random.Generator] = []
-        self._cv: list[threading.Condition] = []
         self._queues: list[deque[Task]] = []
         self._current: list[Task | None] = []
-        self._gen: list[int] = []  # a worker's thread generation (a preempted thread sees it change and exits)
+        self._free_since: list[float] = []
+        self._slot: list[int] = []  # worker -> the thread slot serving it
         self._loads = np.zeros(0)
         self.dead = np.zeros(0, dtype=bool)
+        self.restarts = np.zeros(0, dtype=np.int64)  # workers re-created after a crash
+        # per thread slot
+        self._cv: list[threading.Condition] = []
+        self._gen: list[int] = []  # the slot's thread generation (an abandoned thread sees it change and exits)
+        self._members: list[list[int]] = []
+        self._holds: list[list[tuple[float, int, Task]]] = []
+        self._batch: list[list[Task]] = []  # the tasks in the slot's current call
+        self._t_call: list[float] = []  # when that call started (nan: none)
+        self._t_cancel: list[float] = []  # when its last task was cancelled (inf: not all are)
+        self._thread: list[threading.Thread | None] = []
         self.threads: list[threading.Thread] = []  # the threads started (those that ended may be forgotten)
+        self.abandoned: list[threading.Thread] = []  # abandoned threads (hung or preempted) still alive
+        self._starved: list[int] = []  # slots without a thread, past max_abandoned (served again later)
         self._control = threading.Thread(target=self._loop, daemon=True, name=f"{name}-control")
         self._control.start()
         self.grow(n_workers)
@@ -81,22 +124,42 @@ class Workers:
         with self._lock:
             if self._stop.is_set():
                 raise RuntimeError("these workers are closed")
+            if n_workers <= self.n_workers:
+                return
+            k = n_workers - self.n_workers
+            self._loads = np.concatenate([self._loads, np.zeros(k)])
+            self.dead = np.concatenate([self.dead, np.zeros(k, dtype=bool)])
+            self.restarts = np.concatenate([self.restarts, np.zeros(k, dtype=np.int64)])
             for w in range(self.n_workers, n_workers):
                 self._rngs.append(np.random.default_rng([self.seed, 3, w]))
-                self._cv.append(threading.Condition(self._lock))
                 self._queues.append(deque())
                 self._current.append(None)
-                self._gen.append(0)
-                self._start_thread(w)
-            if n_workers > self.n_workers:
-                self._loads = np.concatenate([self._loads, np.zeros(n_workers - self.n_workers)])
-                self.dead = np.concatenate([self.dead, np.zeros(n_workers - self.n_workers, dtype=bool)])
-                self.n_workers = n_workers
+                self._free_since.append(0.0)
+                s = w if self.n_threads is None else w % self.n_threads
+                self._slot.append(s)
+                if s == len(self._cv):
+                    self._cv.append(threading.Condition(self._lock))
+                    self._gen.append(0)
+                    self._members.append([])
+                    self._holds.append([])
+                    self._batch.append([])
+                    self._t_call.append(math.nan)
+                    self._t_cancel.append(math.inf)
+                    self._thread.append(None)
+                    self._members[s].append(w)
+                    self._start_thread(s)
+                else:
+                    self._members[s].append(w)
+            self.n_workers = n_workers
+            if len(self._cv) > 1 and not self._blas_held:
+                blas.acquire(self._blas)
+                self._blas_held = True
 
-    def _start_thread(self, w: int) -> None:
-        if len(self.threads) > 2 * self.n_workers + 64:  # forget the threads that ended (preempted ones)
+    def _start_thread(self, s: int) -> None:
+        if len(self.threads) > 2 * len(self._cv) + 64:  # forget the threads that ended
             self.threads = [t for t in self.threads if t.is_alive()]
-        t = threading.Thread(target=self._work, args=(w, self._gen[w]), daemon=True, name=f"{self.name}-{w}")
+        t = threading.Thread(target=self._work, args=(s, self._gen[s]), daemon=True, name=f"{self.name}-{s}")
+        self._thread[s] = t
         self.threads.append(t)
         t.start()
 
@@ -114,39 +177,53 @@ class Workers:
 
     def send(self, worker: int, task: Task) -> None:
         """Append `task` to `worker`'s queue (thread-safe)."""
-        task.worker = worker
+        self.send_many(((worker, task),))
+
+    def send_many(self, pairs: Iterable[tuple[int, Task]]) -> None:
+        """Append each task to its worker's queue, under one lock (thread-safe)."""
+        lost = []
         with self._lock:
             if self._stop.is_set():
                 raise RuntimeError("these workers are closed")
-            if self.dead[worker]:
-                task.ok, task.reason, task.error, task.t_end = False, "crash", "worker lost", self.now()
-                self.post(lambda: self._deliver(task))
-                return
-            self._loads[worker] += 1
-            task.on_cancel = self._cancelled
-            self._queues[worker].append(task)
-            self._cv[worker].notify()
+            wake = set()
+            for worker, task in pairs:
+                task.worker = worker
+                if self.dead[worker]:
+                    task.ok, task.reason, task.error, task.t_end = False, "crash", "worker lost", self.now()
+                    lost.append(task)
+                    continue
+                self._loads[worker] += 1
+                task.on_cancel = self._cancelled
+                self._queues[worker].append(task)
+                wake.add(self._slot[worker])
+            for s in wake:
+                self._cv[s].notify()
+        self._emit(lost)
 
     def _cancelled(self, task: Task) -> None:
         with self._lock:
             if task.on_cancel is None:
                 return
+            task.on_cancel = None
             w = task.worker
-            if self._current[w] is task:  # running: preempt it
-                task.on_cancel = None
-                if task.stop is not None:
-                    task.stop.set()
-                cancel = getattr(self.backend, "cancel", None)
-                if cancel is not None:
-                    cancel(task)
-                self._current[w] = None
-                self._gen[w] += 1
-                self.running -= 1
+            if self._current[w] is not task:  # still queued
                 self._loads[w] -= 1
-                self._start_thread(w)
-            else:  # still queued
-                task.on_cancel = None
-                self._loads[w] -= 1
+                return
+            s = self._slot[w]
+            if task.state == "held":  # waiting out injected time: the worker is free at once
+                self._holds[s] = [h for h in self._holds[s] if h[2] is not task]
+                heapq.heapify(self._holds[s])
+                task.state = "dropped"
+                self._free(w)
+                self._cv[s].notify()
+                return
+            if task.stop is not None:
+                task.stop.set()
+            cancel = getattr(self.backend, "cancel", None)
+            if cancel is not None:
+                cancel(task)
+            if all(t.cancelled for t in self._batch[s]):
+                self._t_cancel[s] = self.now()  # abandoned if still in the call after CANCEL_GRACE_S
 
     def post(self, fn: Callable[[], None]) -> None:
         """Run fn on the control thread (thread-safe)."""
@@ -170,84 +247,61 @@ class Workers:
                 due, _, fn = heapq.heappop(self._timers)
                 self.lags["timer"].append(self.now() - due)
                 self._call(fn)
+            self._watch()
 
     def _call(self, fn: Callable[[], None]) -> None:
         try:
             fn()
         except Exception as e:  # a front-end bug must not kill the control thread; it is kept for tests
+            if len(self.errors) >= 100:
+                del self.errors[0]
             self.errors.append(e)
 
     def _deliver(self, task: Task) -> None:
-        """On the control thread: hand a finished task to its owner unless it was cancelled meanwhile (with
-        `preempt`; without, a task that started is always delivered, as the dispatchers expect)."""
+        """Hand a finished task to its owner unless it was cancelled meanwhile (with `preempt`; without, a
+        task that started is always delivered, as the dispatchers expect)."""
         if task.on_done is None or (self.preempt and task.cancelled):
             return
         task.on_done(task)
 
-    # ----- workers -----------------------------------------------------------------------------------
-    def _work(self, w: int, gen: int) -> None:
-        q, cv, rng = self._queues[w], self._cv[w], self._rngs[w]
-        free_since = 0.0  # when this worker last finished a task
-        while True:
-            with cv:
-                while not q and not self._stop.is_set() and self._gen[w] == gen:
-                    cv.wait(0.1)
-                if self._stop.is_set() or self._gen[w] != gen:
-                    return
-                task = q.popleft()
-                if task.cancelled:
-                    self.dropped += 1
+    def _emit(self, tasks: list[Task]) -> None:
+        """Deliver finished tasks: in this thread (`inline`) or on the control thread. Never under the lock.
+        Inline, tasks whose callback is a bound method of an object with `on_done_many(tasks)` are handed to
+        it together (one hand-off to the thread waiting on them, not one per task)."""
+        if not self.inline:
+            for t in tasks:
+                self.post(lambda t=t: self._deliver(t))
+            return
+        groups: dict[int, tuple[Callable, list[Task]]] = {}
+        for t in tasks:
+            if t.on_done is None or (self.preempt and t.cancelled):
+                continue
+            many = getattr(getattr(t.on_done, "__self__", None), "on_done_many", None)
+            if many is None:
+                self._call(lambda t=t: self._deliver(t))
+            else:
+                groups.setdefault(id(many.__self__), (many, []))[1].append(t)
+        for many, ts in groups.values():
+            self._call(lambda many=many, ts=ts: many(ts))
+
+    def _watch(self) -> None:
+        """Abandon the threads whose call has run past `task_timeout` (their tasks fail as hung), or that are
+        still in a call whose tasks were all cancelled `CANCEL_GRACE_S` ago (with `preempt`)."""
+        out: list[Task] = []
+        with self._lock:
+            now = self.now()
+            for s, batch in enumerate(self._batch):
+                if not batch or math.isnan(self._t_call[s]):
                     continue
-                self.running += 1
-                task.busy = self.running
-                task.stop = threading.Event()
-                self._current[w] = task
-                if not self.preempt:  # cancelling it from now on does not stop it
-                    task.on_cancel = None
-            task.t_start = self.now()
-            sent = task.t_start if math.isnan(task.t_sent) else task.t_sent
-            self.lags["pickup"].append(task.t_start - max(sent, free_since))
-            mult = self.stragglers.multiplier(w, task.t_start) if self.stragglers is not None else 1.0
-            task.slow = mult > 1
-            fault = self.faults.draw(rng) if self.faults is not None else ""
-            hang_s = self.faults.hang_s if self.faults is not None else 0.0
-            extra = self.service.draw(rng)
-            try:
-                out = self.backend.run(w, task, extra, mult, fault, hang_s, task.stop)
-                task.output, task.ok = out, True
-                if self.wrong is not None:
-                    task.output, task.wrong = self.wrong.corrupt(w, task.output, rng)
-            except Cancelled:
-                task.ok, task.reason, task.error = False, "cancelled", "cancelled"
-            except ConnectionError as e:  # the worker is lost: its message says how
-                task.ok, task.reason, task.error = False, "crash", str(e)
-            except InjectedFault as e:
-                task.ok, task.reason, task.error = False, str(e), f"injected {e}"
-                task.output = e.output
-            except Exception as e:  # f raised: a straggler, never a crash of the master
-                task.ok, task.reason, task.error = False, "raise", describe_error(e)
-            task.t_end = free_since = self.now()
-            task.compute_time = task.t_end - task.t_start
-            with self._lock:
-                if self._gen[w] != gen:  # preempted meanwhile: a fresh thread has the queue
-                    return
-                task.on_cancel = None
-                self._current[w] = None
-                self.running -= 1
-                self._loads[w] -= 1
-                self.executed.append(task)
-                self.slow_tasks += task.slow
-                if task.reason == "crash" and self.mark_dead:
-                    self.dead[w] = True
-                    lost = [t for t in q if not t.cancelled]
-                    q.clear()
-                    for t in lost:
-                        t.on_cancel, t.ok, t.reason, t.error, t.t_end = None, False, "crash", "worker lost", self.now()
-                        self._loads[w] -= 1
-                        self.post(lambda t=t: self._deliver(t))
-            self.post(lambda task=task: self._deliver(task))
-            if task.reason == "crash" and self.mark_dead:
-                return
+                if now - self._t_cancel[s] > CANCEL_GRACE_S and all(t.cancelled for t in batch):
+                    out += self._abandon(s, None)
+                elif self.task_timeout is not None:
+                    limit = self.task_timeout + (0.0 if self._batching else max(t.delay for t in batch))
+                    if now - self._t_call[s] > limit:
+                        out += self._abandon(s, f"hung: no result after {limit:g} s, its thread abandoned")
+            if self._starved:
+                self._unstarve()
+        self._emit(out)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the workers and the control thread (queued tasks are abandoned: drain the front end first).
@@ -257,9 +311,10 @@ class Workers:
             if self._stop.is_set():
                 return
             self._stop.set()
-            for t in self._current:
-                if t is not None and t.stop is not None:
-                    t.stop.set()
+            for batch in self._batch:
+                for t in batch:
+                    if t.stop is not None:
+                        t.stop.set()
             for cv in self._cv:
                 cv.notify_all()
             threads = list(self.threads)
@@ -269,3 +324,6 @@ class Workers:
                 t.join(max(0.0, end - time.monotonic()))
         self._control.join(max(0.0, end - time.monotonic()))
         self.backend.close()
+        if self._blas_held:
+            blas.release(self._blas)
+            self._blas_held = False

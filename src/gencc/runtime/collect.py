@@ -30,22 +30,29 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
     stragglers: dict[int, str] = {}
     arrivals: dict[int, float] = {}
     first = float("nan")
+    shapes: Counter = Counter()
+    lowest: dict[tuple, int] = {}  # per shape, the lowest worker with it (the tie-break)
 
-    def valid_now() -> dict[int, np.ndarray]:
-        if not finite:
-            return {}
-        shapes = Counter(v.shape for v in finite.values())
-        ref = max(shapes, key=lambda s: (shapes[s], -min(w for w, v in finite.items() if v.shape == s)))
-        return {w: v for w, v in finite.items() if v.shape == ref}
+    def valid_now(ref: tuple | None, w: int, v: np.ndarray) -> tuple[tuple, dict[int, np.ndarray]]:
+        """The reference shape and the valid results after worker w's finite v arrived (rebuilt only when
+        the reference changes)."""
+        shapes[v.shape] += 1
+        lowest[v.shape] = min(lowest.get(v.shape, w), w)
+        new = max(shapes, key=lambda s: (shapes[s], -lowest[s]))
+        if new == ref:
+            if v.shape == ref:
+                valid[w] = v
+            return ref, valid
+        return new, {u: x for u, x in finite.items() if x.shape == new}
 
     valid: dict[int, np.ndarray] = {}
+    ref = None
     while True:
         elapsed = time.perf_counter() - t_dispatch
         for t in policy.extra_tasks(valid, outstanding, elapsed):
             outstanding.add(t.worker)
             batch.add([t])
-        decodable = policy.decodable(valid)
-        if decodable and (policy.satisfied(valid, elapsed) or not outstanding):
+        if (not outstanding or policy.satisfied(valid, elapsed)) and policy.decodable(valid):
             break
         if not outstanding:
             raise JobFailed(_too_few(policy, valid, finite, stragglers, "every worker has answered or failed"),
@@ -80,7 +87,7 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
                     stragglers[c.worker] = "non-finite output (NaN or inf)"
                 else:
                     finite[c.worker] = v
-        valid = valid_now()
+                    ref, valid = valid_now(ref, c.worker, v)
     return valid, _reasons(stragglers, finite, valid), arrivals, first
 
 
@@ -125,8 +132,9 @@ def execute(executor: Executor, f: Callable | None, tasks: list[Task], policy: P
     out, used, missing = policy.assemble(valid)
     t_dec = time.perf_counter() - t1
     stragglers.update(getattr(policy, "excluded", {}))  # results a robust decode flagged and left out
+    used_set = set(used.tolist())
     for w in valid:
-        if w not in set(used.tolist()):
+        if w not in used_set:
             stragglers.setdefault(w, "unused: another replica answered first")
     timings = {"encode": t_encode, "dispatch": t_dispatch, "first_result": first, "decode": t_dec,
                "total": time.perf_counter() - t_start}

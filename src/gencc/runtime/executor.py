@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import threading
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,33 +71,44 @@ class EngineBatch(Batch):
 
     def __init__(self, workers: Workers, prepare: Callable[[Task], None], place: Callable[[int], int]):
         self.workers, self._prepare, self._place = workers, prepare, place
-        self._q: queue.SimpleQueue[Completion] = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[list[Completion]] = queue.SimpleQueue()
+        self._ready: deque[Completion] = deque()  # completions taken from the queue, not yet handed out
         self._tasks: dict[int, list[Task]] = {}
         self._lock = threading.Lock()
         self.closed = False
 
     def _done(self, task: Task) -> None:
-        if self.closed or task.cancelled:
+        self.on_done_many((task,))
+
+    def on_done_many(self, tasks: Sequence[Task]) -> None:
+        """Several finished tasks at once (the engine's inline delivery): one hand-off to the collector."""
+        if self.closed:
             return
-        c = completion(task)
-        if c is not None:
-            self._q.put(c)
+        cs = [c for c in (completion(t) for t in tasks if not t.cancelled) if c is not None]
+        if cs:
+            self._q.put(cs)
 
     def next(self, timeout: float | None) -> Completion | None:
-        try:
-            return self._q.get(timeout=timeout) if timeout is None or timeout > 0 else self._q.get_nowait()
-        except queue.Empty:
-            return None
+        if not self._ready:
+            try:
+                self._ready.extend(self._q.get(timeout=timeout) if timeout is None or timeout > 0
+                                   else self._q.get_nowait())
+            except queue.Empty:
+                return None
+        return self._ready.popleft()
 
     def add(self, tasks: Sequence[Task]) -> None:
-        if tasks:  # a hedge may reach workers beyond the job's first tasks
-            self.workers.grow(max(self._place(int(t.worker)) for t in tasks) + 1)
-        for t in tasks:
-            t.slot, t.on_done = int(t.worker), self._done
-            self._prepare(t)
-            with self._lock:
+        if not tasks:
+            return
+        places = [self._place(int(t.worker)) for t in tasks]
+        if max(places) >= self.workers.n_workers:  # a hedge may reach workers beyond the job's first tasks
+            self.workers.grow(max(places) + 1)
+        with self._lock:
+            for t in tasks:
+                t.slot, t.on_done = int(t.worker), self._done
+                self._prepare(t)
                 self._tasks.setdefault(t.slot, []).append(t)
-            self.workers.send(self._place(t.slot), t)
+        self.workers.send_many(zip(places, tasks, strict=True))
 
     def cancel(self, workers: Sequence[int]) -> None:
         with self._lock:

@@ -3,8 +3,10 @@ hand f's call to a process pool (a GIL-holding f).
 
 Worker n of every job runs on engine worker n (its FIFO queue holds the tasks of the jobs in flight): it
 computes f, then waits the task's injected delay, then delivers. A cancelled task is dropped if it has not
-started; a running one stops at its delay and its thread is replaced at once (the old thread ends after its
-current call of f). With `processes`, f is built once per process from a factory (or f itself, pickled); the
+started; one waiting out its delay stops at once; one still in its call of f is left to it, and its thread
+is replaced if the call outlasts a short grace (the old thread ends after the call). With `max_threads` below
+the number of workers, a thread serves several workers and runs their ready tasks as one batched call of f.
+With `processes`, f is built once per process from a factory (or f itself, pickled); the
 delay and the cancellation stay on the master side.
 """
 
@@ -13,8 +15,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from .._validate import check_int
-from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers
+from .._validate import check_int, check_positive
+from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers, blas
 from ..faults import Faults
 from .executor import Batch, EngineBatch, Executor
 
@@ -24,8 +26,15 @@ class LocalExecutor(Executor):
 
     factory: picklable zero-argument callable building f; with processes it is called once per process
     (otherwise f itself is pickled once per process). With threads, f is called directly.
-    max_threads: cap on the worker threads (logical worker n runs on thread n % max_threads; threads are
-    daemons, so a hung f never blocks exit).
+    max_threads: worker threads (logical worker n is served by thread n % max_threads; threads are daemons, so
+    a hung f never blocks exit). A thread serving several workers runs the tasks they have ready as one batched
+    call of f (split back per worker; a failing batch is retried task by task), each worker keeping its own
+    injected latency, faults and queue: `max_threads=os.cpu_count()` makes a job on N workers a few calls of f
+    instead of N. A batch shares what f does to all of it: an input that hangs f delays its batch-mates, and an
+    f that returns the wrong shape for one input returns it for the batch.
+    blas_threads: BLAS threads while the workers run ("auto": 1 when several threads run; None: untouched;
+    `gencc.engine.blas`). task_timeout: seconds after which a call of f that has not returned is abandoned (its
+    tasks fail, a fresh thread serves its workers; None: never).
     faults: injected per-task faults (`gencc.faults.Faults`: raise, NaN, hang, crash), drawn per worker from
     `seed`; a failed task is a straggler, and a crashed worker is replaced for the next task.
     close_timeout: seconds `close` waits for threads still in a task (cancelled tasks stop after their current
@@ -35,9 +44,13 @@ class LocalExecutor(Executor):
     close_timeout: float = 5.0
 
     def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512,
-                 *, faults: Faults | None = None, seed: int = 0):
+                 *, faults: Faults | None = None, seed: int = 0, blas_threads: int | str | None = "auto",
+                 task_timeout: float | None = None):
         processes = check_int("processes", processes, 0, hint="0: threads")
         max_threads = check_int("max_threads", max_threads, 1)
+        blas.resolve(blas_threads, max_threads)  # checked now
+        self.blas_threads = blas_threads
+        self.task_timeout = check_positive("task_timeout", task_timeout, optional=True, unit="seconds")
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
         if faults is not None and not isinstance(faults, Faults):
@@ -74,7 +87,8 @@ class LocalExecutor(Executor):
 
     def _start(self, backend: object) -> None:
         self._workers = Workers(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False,
-                                name="gencc-worker")
+                                name="gencc-worker", threads=self.max_threads, inline=True,
+                                blas_threads=self.blas_threads, task_timeout=self.task_timeout)
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         if self._closed:
@@ -91,14 +105,13 @@ class LocalExecutor(Executor):
             if self._workers is None:
                 self._start(ThreadBackend())
             workers = self._workers
-        n = min(max((int(t.worker) for t in tasks), default=0) + 1, self.max_threads)
-        workers.grow(n)  # type: ignore[union-attr]
+        workers.grow(max((int(t.worker) for t in tasks), default=0) + 1)  # type: ignore[union-attr]
 
         def prepare(t: Task) -> None:
             if t.fn is None and fn is not None:
                 t.fn = fn
 
-        batch = EngineBatch(workers, prepare, lambda w: w % self.max_threads)  # type: ignore[arg-type]
+        batch = EngineBatch(workers, prepare, int)  # type: ignore[arg-type]
         batch.add(tasks)
         return batch
 

@@ -1,0 +1,99 @@
+"""One batched call of f for several workers' tasks, with each task's injection kept its own.
+
+A worker thread that serves several workers (or one worker) takes the task at the head of each idle worker's
+queue; the tasks that share a function are stacked into one call of that function, and its rows are split
+back. When the batched call raises (or the inputs cannot be stacked), each task is called on its own, so one
+bad input fails only its task. Per task, as in `gencc.faults.run_injected`: the injected busy time
+(`extra_s` x `slow`, plus the compute slowed by `slow`), the fault drawn for it (raise, NaN, hang: a hang is
+a failure `hang_s` later, with no call), a non-finite output being a failure; the busy time and the task's
+delay are then a hold that the thread waits out for all its workers at once (see `Workers`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._arrays import is_torch
+from ..faults import InjectedFault
+from ..models import apply_batch, apply_one
+from .task import Task
+
+
+@dataclass
+class Item:
+    """A task with what was drawn for it at its start: straggler multiplier, fault, injected service time."""
+
+    task: Task
+    mult: float
+    fault: str
+    extra: float
+    hang_s: float
+    outcome: Any = None  # the float64 output, or the exception that failed the task
+    rest: float = 0.0  # seconds the worker stays busy after the call (injected), before the task's delay
+    finite: bool = False  # whether the output is finite (checked once for the whole batch)
+
+
+def _stack(xs: Sequence[Any]) -> Any:
+    if is_torch(xs[0]):
+        import torch
+
+        return torch.stack(list(xs))
+    return np.stack([np.asarray(x) for x in xs])
+
+
+def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any) -> float:
+    """Outcomes of `fn` on the items' inputs (one call when it takes batches); returns the seconds it took."""
+    xs = [it.task.x if cast is None else np.asarray(it.task.x, dtype=cast) for it in items]
+    t0 = time.perf_counter()
+    if len(items) > 1 and (batched or batched is None and getattr(fn, "batched", False)):
+        try:
+            out = apply_batch(fn, _stack(xs), True)
+        except Exception:  # noqa: BLE001 - one bad input must fail only its own task: retried one by one
+            pass
+        else:
+            finite = np.isfinite(out.reshape(len(items), -1)).all(axis=1)
+            for i, it in enumerate(items):
+                it.outcome, it.finite = out[i], bool(finite[i])
+            return time.perf_counter() - t0
+    for it, x in zip(items, xs, strict=True):
+        t = time.perf_counter()
+        try:
+            it.outcome = apply_one(fn, x, batched)
+            it.finite = bool(np.all(np.isfinite(it.outcome)))
+        except Exception as e:  # noqa: BLE001 - f raised: that task fails
+            it.outcome = e
+        if len(items) == 1:
+            return time.perf_counter() - t
+    return time.perf_counter() - t0
+
+
+def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: list[Item], cast: Any = None) -> None:
+    """Fill each item's outcome and rest: the calls grouped by function, the injection applied per task."""
+    groups: dict[int, tuple[Callable, bool | None, list[Item]]] = {}
+    for it in items:
+        if it.fault == "hang":
+            it.outcome, it.rest = InjectedFault("hang"), it.hang_s
+            continue
+        try:
+            fn, batched = resolve(it.task)
+        except Exception as e:  # noqa: BLE001 - an unknown function fails its task
+            it.outcome = e
+            continue
+        groups.setdefault(id(fn), (fn, batched, []))[2].append(it)
+    for fn, batched, group in groups.values():
+        compute = _call_group(fn, batched, group, cast)
+        for it in group:
+            it.rest = it.extra * it.mult + compute * (it.mult - 1)
+            if isinstance(it.outcome, BaseException):
+                continue
+            if it.fault == "raise":
+                it.outcome = InjectedFault("raise")
+            elif it.fault == "nan":
+                it.outcome = InjectedFault("nan", it.outcome * np.nan)
+            elif not it.finite:
+                it.outcome = InjectedFault("nan", it.outcome)

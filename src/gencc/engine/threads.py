@@ -1,0 +1,243 @@
+"""The worker threads behind `gencc.engine.Workers`: which task each thread takes, how a call's outcome
+becomes a finished, held, failed or dropped task, and how threads are abandoned and workers re-created (the
+rules are in the `gencc.engine.workers` docstring). Every helper here runs with the workers' lock held, except
+`_work` and `_execute`, which take it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import threading
+from typing import Any
+
+from ..faults import Cancelled, InjectedFault
+from .batch import Item
+from .task import Task, describe_error
+
+log = logging.getLogger("gencc.engine")
+
+
+class WorkerThreads:
+    """The thread side of `Workers` (a mixin: the state is `Workers`'s, set up in its `__init__`)."""
+
+    def _free(self, w: int) -> None:
+        self._current[w] = None
+        self.running -= 1
+        self._loads[w] -= 1
+        self._free_since[w] = self.now()
+
+    def _finish(self, task: Task, out: list[Task]) -> None:
+        task.state, task.on_cancel = "done", None
+        task.t_end = self.now()
+        task.compute_time = task.t_end - task.t_start
+        self._free(task.worker)
+        self.executed.append(task.record())
+        self.counts["ok" if task.ok else task.reason] += 1
+        self.slow_tasks += task.slow
+        out.append(task)
+
+    def _lose_queue(self, w: int, out: list[Task]) -> None:
+        q = self._queues[w]
+        for t in q:
+            if not t.cancelled:
+                t.on_cancel, t.ok, t.reason, t.error, t.t_end = None, False, "crash", "worker lost", self.now()
+                self._loads[w] -= 1
+                out.append(t)
+        q.clear()
+
+    def _abandon(self, s: int, why: str | None) -> list[Task]:
+        """Leave slot s's thread in its call: its tasks fail with `why` (None: they were cancelled), a fresh
+        thread serves its workers, unless `max_abandoned` threads are abandoned already (then they are dead)."""
+        out: list[Task] = []
+        for t in self._batch[s]:
+            t.on_cancel = None
+            if why is None:
+                t.state = "dropped"
+                self._free(t.worker)
+            else:
+                t.ok, t.reason, t.error = False, "hang", why
+                self._finish(t, out)
+        self._batch[s], self._t_call[s], self._t_cancel[s] = [], math.nan, math.inf
+        self._gen[s] += 1
+        self.abandoned = [t for t in self.abandoned if t.is_alive()]
+        old = self._thread[s]
+        if len(self.abandoned) >= self.max_abandoned:
+            log.error("%s: %d abandoned threads still running; workers %s marked dead instead of served by "
+                      "another thread", self.name, len(self.abandoned), self._members[s])
+            for w in self._members[s]:
+                self.dead[w] = True
+                self._lose_queue(w, out)
+            self._thread[s] = None
+            self._starved.append(s)
+        else:
+            log.log(logging.DEBUG if why is None else logging.WARNING, "%s: thread %s abandoned (%s); %d "
+                    "abandoned threads alive", self.name, old.name if old else "?",
+                    why or "its tasks were cancelled", len(self.abandoned) + 1)
+            self._start_thread(s)
+        if old is not None:
+            self.abandoned.append(old)
+        return out
+
+    def _unstarve(self) -> None:
+        """Serve the slots left without a thread (past `max_abandoned`) again once abandoned threads ended."""
+        self.abandoned = [t for t in self.abandoned if t.is_alive()]
+        while self._starved and len(self.abandoned) < self.max_abandoned:
+            s = self._starved.pop(0)
+            for w in self._members[s]:
+                if self.dead[w]:
+                    self.dead[w] = False
+                    self.restarts[w] += 1
+            self._start_thread(s)
+            log.info("%s: workers %s served again by a fresh thread", self.name, self._members[s])
+
+    def _revive(self, w: int) -> None:
+        with self._lock:
+            if self._stop.is_set() or not self.dead[w]:
+                return
+            self.dead[w] = False
+            self.restarts[w] += 1
+            s = self._slot[w]
+            if self._thread[s] is None or not self._thread[s].is_alive():
+                self._start_thread(s)
+        log.info("%s: worker %d re-created after a crash", self.name, w)
+
+    def _pick(self, s: int) -> list[Task]:
+        """The head task of each idle live worker of slot s (cancelled ones dropped)."""
+        picked = []
+        now = self.now()
+        for w in self._members[s]:
+            if self.dead[w] or self._current[w] is not None:
+                continue
+            q = self._queues[w]
+            while q:
+                task = q.popleft()
+                if not task.cancelled:
+                    break
+                self.dropped += 1
+            else:
+                continue
+            self.running += 1
+            task.busy, task.state, task.t_start = self.running, "running", now
+            if not self._batching:
+                task.stop = threading.Event()
+            self._current[w] = task
+            if not self.preempt:  # cancelling it from now on does not stop it
+                task.on_cancel = None
+            sent = now if math.isnan(task.t_sent) else task.t_sent
+            self.lags["pickup"].append(now - max(sent, self._free_since[w]))
+            picked.append(task)
+        return picked
+
+    def _due(self, s: int, out: list[Task]) -> float:
+        """Finish slot s's held tasks whose time has come; returns the next one's due time (inf: none)."""
+        holds, now = self._holds[s], self.now()
+        while holds and holds[0][0] <= now:
+            self._finish(heapq.heappop(holds)[2], out)
+        return holds[0][0] if holds else math.inf
+
+    # ----- worker threads ----------------------------------------------------------------------------
+    def _work(self, s: int, gen: int) -> None:
+        cv = self._cv[s]
+        while True:
+            done: list[Task] = []
+            with cv:
+                while True:
+                    if self._stop.is_set() or self._gen[s] != gen:
+                        return
+                    nxt = self._due(s, done)
+                    tasks = self._pick(s)
+                    if done or tasks:
+                        break
+                    cv.wait(min(nxt - self.now(), 0.5))
+                if tasks:
+                    self._batch[s], self._t_call[s], self._t_cancel[s] = tasks, self.now(), math.inf
+            self._emit(done)
+            if tasks and not self._execute(s, gen, tasks):
+                return
+
+    def _execute(self, s: int, gen: int, tasks: list[Task]) -> bool:
+        """Run the picked tasks, then finish or hold each; False when this thread must end."""
+        items = []
+        for t in tasks:
+            w, rng = t.worker, self._rngs[t.worker]
+            mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
+            t.slow = mult > 1
+            fault = self.faults.draw(rng) if self.faults is not None else ""
+            hang_s = self.faults.hang_s if self.faults is not None else 0.0
+            items.append(Item(t, mult, fault, self.service.draw(rng), hang_s))
+        if self._batching:
+            for it in items:
+                if it.fault == "crash":
+                    it.outcome = ConnectionError("worker crashed")
+            self.backend.run_items([it for it in items if it.fault != "crash"])
+        else:
+            for it in items:
+                t = it.task
+                try:
+                    it.outcome = self.backend.run(t.worker, t, it.extra, it.mult, it.fault, it.hang_s, t.stop)
+                except Exception as e:  # noqa: BLE001 - sorted out below
+                    it.outcome = e
+        out: list[Task] = []
+        end = False
+        with self._lock:
+            if self._gen[s] != gen:  # abandoned meanwhile: a fresh thread has the workers
+                return False
+            self._batch[s], self._t_call[s], self._t_cancel[s] = [], math.nan, math.inf
+            now = self.now()
+            for it in items:
+                t = it.task
+                self._outcome(t, it.outcome)
+                if self.preempt and t.cancelled:  # cancelled in the call: dropped, its worker free
+                    t.state = "dropped"
+                    self._free(t.worker)
+                    continue
+                if t.reason == "crash":
+                    end |= self._crashed(t, out)
+                    continue
+                due = now + (it.rest + t.delay if self._batching else 0.0)
+                if due <= now:
+                    self._finish(t, out)
+                else:
+                    t.state = "held"
+                    heapq.heappush(self._holds[s], (due, next(self._seq), t))
+            if end:
+                self._gen[s] += 1
+                self._thread[s] = None
+        self._emit(out)
+        return not end
+
+    def _outcome(self, task: Task, out: Any) -> None:
+        if isinstance(out, Cancelled):
+            task.ok, task.reason, task.error = False, "cancelled", "cancelled"
+        elif isinstance(out, ConnectionError):  # the worker is lost: its message says how
+            task.ok, task.reason, task.error = False, "crash", str(out)
+        elif isinstance(out, InjectedFault):
+            task.ok, task.reason, task.error, task.output = False, str(out), f"injected {out}", out.output
+        elif isinstance(out, BaseException):  # f raised: a straggler, never a crash of the master
+            task.ok, task.reason, task.error = False, "raise", describe_error(out)
+        else:
+            task.output, task.ok = out, True
+            if self.wrong is not None:
+                task.output, task.wrong = self.wrong.corrupt(task.worker, task.output, self._rngs[task.worker])
+
+    def _crashed(self, task: Task, out: list[Task]) -> bool:
+        """A task's worker crashed: fail it (and, with `mark_dead`, what it held, till it is re-created);
+        True when the thread ends with it (a thread serving only this worker)."""
+        w = task.worker
+        self._finish(task, out)
+        own = self.n_threads is None
+        if self.mark_dead:
+            self.dead[w] = True
+            self._lose_queue(w, out)
+            if self.restart_s is not None:
+                delay = self.restart_s
+                self.post(lambda: self.call_later(delay, lambda: self._revive(w)))
+            return own
+        self.restarts[w] += 1
+        if own:
+            self._gen[self._slot[w]] += 1
+            self._start_thread(self._slot[w])
+        return False
+
