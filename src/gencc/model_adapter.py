@@ -13,16 +13,16 @@ an `identity` (the spec's name and the sha256 of its weights) that parity files 
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ._arrays import is_torch, to_numpy
 from .model_spec import (
-    ObjectFactory,
-    SpecFactory,
     code_sha256,
     export_input_shape,
     file_sha256,
@@ -277,3 +277,41 @@ def resolve(f: Any) -> Any:
         return f
     return as_model(f)
 
+
+@dataclass
+class SpecFactory:
+    """Picklable factory of a Model named by an import path or a file: the spec and the folder it is imported
+    from travel, not the weights; it refuses a model whose weights differ from the ones it was made for (an
+    unseeded factory, a changed file)."""
+
+    spec: str
+    root: str
+    sha256: str
+    input_shape: tuple[int, ...] | None = None
+    output_shape: tuple[int, ...] | None = None
+
+    def __call__(self) -> Any:
+        model = from_spec(self.spec, self.input_shape, self.output_shape, root=self.root)
+        if model.sha256 != self.sha256:
+            raise RuntimeError(f"the model built from {self.spec!r} here has weights sha256 {model.sha256[:12]}, "
+                               f"the factory was made for {self.sha256[:12]}: seed the factory or load saved "
+                               "weights, so that every worker computes the same function")
+        return model
+
+
+@dataclass
+class ObjectFactory:
+    """Picklable factory of a Model around an in-memory torch module or callable: it holds the object itself,
+    so pickling it pickles the module with its weights (its class must be importable where it is unpickled);
+    each call returns a Model on a deep copy (a torch module) or on the same callable."""
+
+    obj: Any
+    input_shape: tuple[int, ...] | None = None
+    output_shape: tuple[int, ...] | None = None
+    spec: str | None = None
+    options: dict = field(default_factory=dict)
+
+    def __call__(self) -> Any:
+        obj = copy.deepcopy(self.obj) if is_torch_module(self.obj) else self.obj
+        return as_model(obj, input_shape=self.input_shape, output_shape=self.output_shape, name=self.spec,
+                        **self.options)

@@ -1,17 +1,16 @@
 """Where a model comes from: an import path "package.module:attr", a saved file (torch.export `.pt2`, TorchScript),
-an in-memory torch module or callable; its identity (a name and a sha256 of its weights) and its picklable
-factories. Used by `gencc.model_adapter.as_model`; torch is imported only for torch models.
+an in-memory torch module or callable, and the sha256 that names its weights. Used by
+`gencc.model_adapter.as_model`; torch is imported only for torch models.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import importlib
 import inspect
 import os
 import sys
-from dataclasses import dataclass, field
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +137,9 @@ def load_file(path: str | os.PathLike) -> tuple[Any, Any]:
                              f"{str(err)[:200]})") from None
         return ep.module(), ep
     try:
-        return torch.jit.load(str(path), map_location="cpu"), None
+        with warnings.catch_warnings():  # torch deprecates TorchScript; the user chose it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return torch.jit.load(str(path), map_location="cpu"), None
     except Exception as err:
         raise ValueError(f"{path} is not a TorchScript file ({type(err).__name__}: {str(err)[:160]}); save the "
                          "model with torch.jit.save, or torch.export.save as .pt2, or give an import path "
@@ -156,46 +157,3 @@ def export_input_shape(ep: Any) -> tuple[tuple[int, ...] | None, int | None]:
         raise ValueError("an exported model's input must have a batch axis")
     rest = tuple(int(d) for d in dims[1:]) if all(isinstance(d, int) for d in dims[1:]) else None
     return rest, dims[0] if isinstance(dims[0], int) else None
-
-
-@dataclass
-class SpecFactory:
-    """Picklable factory of a Model named by an import path or a file: the spec and the folder it is imported
-    from travel, not the weights; it refuses a model whose weights differ from the ones it was made for (an
-    unseeded factory, a changed file)."""
-
-    spec: str
-    root: str
-    sha256: str
-    input_shape: tuple[int, ...] | None = None
-    output_shape: tuple[int, ...] | None = None
-
-    def __call__(self) -> Any:
-        from .model_adapter import from_spec
-
-        model = from_spec(self.spec, self.input_shape, self.output_shape, root=self.root)
-        if model.sha256 != self.sha256:
-            raise RuntimeError(f"the model built from {self.spec!r} here has weights sha256 {model.sha256[:12]}, "
-                               f"the factory was made for {self.sha256[:12]}: seed the factory or load saved "
-                               "weights, so that every worker computes the same function")
-        return model
-
-
-@dataclass
-class ObjectFactory:
-    """Picklable factory of a Model around an in-memory torch module or callable: it holds the object itself,
-    so pickling it pickles the module with its weights (its class must be importable where it is unpickled);
-    each call returns a Model on a deep copy (a torch module) or on the same callable."""
-
-    obj: Any
-    input_shape: tuple[int, ...] | None = None
-    output_shape: tuple[int, ...] | None = None
-    spec: str | None = None
-    options: dict = field(default_factory=dict)
-
-    def __call__(self) -> Any:
-        from .model_adapter import as_model
-
-        obj = copy.deepcopy(self.obj) if is_torch_module(self.obj) else self.obj
-        return as_model(obj, input_shape=self.input_shape, output_shape=self.output_shape, name=self.spec,
-                        **self.options)

@@ -33,9 +33,14 @@ def load_cli_data(path: Path, model) -> object:  # noqa: ANN001
 
     try:
         X = load_inputs(path, model.in_shape)
-        model(X[:2])
     except ValueError as e:
         raise refuse("--data", str(e)) from None
+    try:
+        model(X[:2])
+    except Exception as e:  # noqa: BLE001 (the user's model may raise anything on inputs it cannot take)
+        lines = str(e).strip().splitlines() or [""]
+        raise refuse("--data", f"{model.name} fails on inputs of shape {X.shape[1:]} from {path}: "
+                               f"{type(e).__name__}: {lines[0][:200]}") from None
     return X
 
 
@@ -50,8 +55,9 @@ def parity_train_command(
                                               "Linear layer gets k times the input channels)")] = False,
     input_shape: Annotated[str | None, typer.Option(help="the shape of one input, e.g. 1,8,8 (default: read from "
                                                          "--data)")] = None,
-    epochs: Annotated[int, typer.Option(min=1, help="epochs of 8192 random k-tuples each (the built-in workloads' "
-                                                    "setting; about 15 s for a digits-sized CNN)")] = 40,
+    epochs: Annotated[int, typer.Option(min=1, help="epochs of --per-epoch random k-tuples each (the built-in "
+                                                    "workloads' setting)")] = 40,
+    per_epoch: Annotated[int, typer.Option(min=1, help="random k-tuples per epoch")] = 8192,
     seed: Annotated[int, typer.Option(min=0, help="seeds the k-tuples and the held-out split")] = 0,
     fresh: Annotated[bool, typer.Option(help="ignore a checkpoint from an interrupted run")] = False,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
@@ -72,8 +78,8 @@ def parity_train_command(
         parity_module(m, k, packed)  # refuses a model it cannot train (a plain callable, --packed unsupported)
     except ValueError as e:
         raise refuse("--packed" if packed else "--model", str(e)) from None
-    meta = train_parity_model(m, X, k, out, packed=packed, epochs=epochs, seed=seed, progress=progress,
-                              resume=not fresh)
+    meta = train_parity_model(m, X, k, out, packed=packed, epochs=epochs, per_epoch=per_epoch, seed=seed,
+                              progress=progress, resume=not fresh)
     h = meta["held_out"]
     typer.echo(f"parity model for {m.name} (k={k}{', packed' if packed else ''}) -> {out} and {meta_path(out).name}; "
                f"{meta['train_seconds']:.1f} s; held out ({meta['n_held_out']} inputs): reconstruction rel_mse "
