@@ -196,3 +196,20 @@ def test_torchscript_and_exported_files(tmp_path):
     e = gencc.as_model(pt2)
     assert e.in_shape == (1, 6, 6) and e.fixed_batch == 4
     np.testing.assert_allclose(e(X[:7]), reference(net, X[:7]), rtol=1e-5, atol=1e-6)
+
+
+def test_gencc_run_takes_your_model(user_dir):
+    from typer.testing import CliRunner
+
+    from gencc.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", "--model", "usermodels_adapter_test.mod:make", "--input-shape", "4", "--jobs",
+                              "2", "--latency", "none", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "agreement with f: 1.000" in res.output
+    res = runner.invoke(app, ["run", "--data", "x.npy"])
+    assert res.exit_code == 2 and "goes with --model" in res.output
+    res = runner.invoke(app, ["run", "--model", "usermodels_adapter_test.mod:make", "--scheme", "parm",
+                              "--input-shape", "4"])
+    assert res.exit_code == 2 and "gencc parity train" in " ".join(res.output.replace("│", " ").split())

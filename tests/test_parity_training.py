@@ -84,6 +84,9 @@ def test_train_writes_weights_and_checked_metadata(work):
     f = as_model("parity_user_model:make")
     parity = pt.load_parity_file(work / "p.pt", f, k=2)
     X = np.load(work / "x.npy")
+    import pickle
+
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(parity.factory))()(X[:4]), parity(X[:4]))
     pairs = np.random.default_rng(5).integers(0, len(X), size=(200, 2))
     target = f(X[pairs[:, 0]]) + f(X[pairs[:, 1]])
     S = X[pairs[:, 0]] + X[pairs[:, 1]]
