@@ -196,6 +196,21 @@ def test_torchscript_and_exported_files(tmp_path):
     e = gencc.as_model(pt2)
     assert e.in_shape == (1, 6, 6) and e.fixed_batch == 4
     np.testing.assert_allclose(e(X[:7]), reference(net, X[:7]), rtol=1e-5, atol=1e-6)
+    from gencc.workloads.parity_training import load_parity_file, train_parity_model
+
+    data = np.random.default_rng(3).normal(size=(60, 1, 6, 6))
+    with pytest.raises(ValueError, match="dynamic batch axis"):
+        train_parity_model(e, data, 2, tmp_path / "x.pt", epochs=1, progress=False)
+    batch = torch.export.Dim("batch", min=1)
+    dyn = torch.export.export(net, (torch.zeros(2, 1, 6, 6),), dynamic_shapes={"x": {0: batch}})
+    torch.export.save(dyn, str(tmp_path / "dyn.pt2"))
+    d = gencc.as_model(tmp_path / "dyn.pt2")
+    assert d.fixed_batch is None and d.in_shape == (1, 6, 6)
+    for model, out in ((m, tmp_path / "ts-parity.pt"), (d, tmp_path / "pt2-parity.pt")):
+        train_parity_model(model, data, 2, out, epochs=1, per_epoch=128, progress=False)
+        assert load_parity_file(out, model, k=2)(data[:3]).shape == (3, 5)
+    with pytest.raises(ValueError, match="not a TorchScript module"):
+        train_parity_model(m, data, 2, tmp_path / "x.pt", packed=True, epochs=1, progress=False)
 
 
 def test_gencc_run_takes_your_model(user_dir):

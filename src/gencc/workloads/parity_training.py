@@ -16,9 +16,11 @@ beside the output (`<out>.ckpt`) is written after every epoch and a rerun with t
 from __future__ import annotations
 
 import copy
+import io
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +90,10 @@ def parity_module(model: Model, k: int, packed: bool, seed: int = 0) -> torch.nn
     """A fresh parity module for `model`: a deep copy of its module (its weights); packed, with the first layer
     widened k times (freshly initialised with `seed`) and wrapped in `_parity.PackedParity`."""
     base = _torch_module(model, "a parity model")
-    module = copy.deepcopy(base)
+    if model.fixed_batch:
+        raise ValueError(f"{model.name} was exported for batches of exactly {model.fixed_batch}: export it with a "
+                         "dynamic batch axis (torch.export.Dim) to train a parity model")
+    module = _copy(base)
     if not packed:
         return module
     if model.in_shape is None:
@@ -107,6 +112,19 @@ def parity_module(model: Model, k: int, packed: bool, seed: int = 0) -> torch.nn
     parent_name, _, attr = name.rpartition(".")
     setattr(module.get_submodule(parent_name) if parent_name else module, attr, new)
     return PackedParity(module, k)
+
+
+def _copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A trainable copy: deepcopy, or for TorchScript a save and load (deepcopy's parameters are not leaves)."""
+    if isinstance(module, torch.jit.ScriptModule):
+        ref = next(iter(module.parameters()), None)
+        buf = io.BytesIO()
+        with warnings.catch_warnings():  # torch deprecates TorchScript; the user chose it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.jit.save(module, buf)
+            buf.seek(0)
+            return torch.jit.load(buf, map_location=ref.device if ref is not None else "cpu")
+    return copy.deepcopy(module)
 
 
 def _tensor(X: np.ndarray, module: torch.nn.Module) -> torch.Tensor:
@@ -208,7 +226,7 @@ def load_parity_file(path: str | os.PathLike, model: Any, k: int | None = None,
     `k`, `packed`, `info` (the metadata) and `weights_path`; its factory is picklable."""
     model = as_model(model)
     meta = read_parity_meta(path, k)
-    if meta["model"] != model.identity:
+    if meta["model"].rpartition("@sha256:")[2] != model.sha256:  # the weights decide, not the spec's spelling
         raise ValueError(f"parity file {path} was trained for model {meta['model']}, not {model.identity}")
     if packed is not None and bool(meta["packed"]) != bool(packed):
         raise ValueError(f"parity file {path} is {'' if meta['packed'] else 'not '}packed; "
