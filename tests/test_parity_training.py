@@ -183,3 +183,14 @@ def test_packed_widens_the_first_layer_and_serves(work):
 
     with pytest.raises(ValueError, match="--packed needs a model whose first layer"):
         pt.parity_module(as_model(Sliced(), input_shape=(3,)), 2, True)
+
+
+def test_sgcc_calibration_takes_your_model_data_and_parity_file(work):
+    from gencc.serving.parity import calibrate_sgcc
+
+    assert _train().exit_code == 0
+    X = np.load(work / "x.npy")
+    cal = calibrate_sgcc("parity_user_model:make", 8, 12, work / "p.pt", n_sets=20, data=X)
+    assert set(cal) == {"length_scale", "rho"} and all(np.isfinite(v) and v > 0 for v in cal.values())
+    with pytest.raises(ValueError, match="trained for model"):
+        calibrate_sgcc("parity_user_model:other", 8, 12, work / "p.pt", n_sets=20, data=X)
