@@ -69,7 +69,7 @@ def serve_command(
     slow_factor = 10.0 if slow_factor is None else slow_factor
     max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
     _check_model_options(workload, model, input_shape, data, parity)
-    workload = workload or "digits-cnn"
+    workload = workload or ("digits-cnn" if model is None else None)
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
     _check_bindable(host, port)
@@ -82,7 +82,7 @@ def serve_command(
     from .app import create_app
     from .service import Service, freeze_heap
 
-    log.info("starting: loading %s for %s on %d %s workers", workload, scheme, workers, backend)
+    log.info("starting: loading %s for %s on %d %s workers", workload or model, scheme, workers, backend)
     try:
         svc = Service.build(target, scheme, workers, K, data=X, parity=parity_model, backend=backend, address=address,
                             service_ms=service_ms,
@@ -92,7 +92,7 @@ def serve_command(
     except ValueError:
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:
-        log.exception("could not start serving %s with %s", workload, scheme)
+        log.exception("could not start serving %s with %s", workload or model, scheme)
         raise
     freeze_heap()
     workload = workload if model is None else svc.workload.f.identity
@@ -170,13 +170,13 @@ def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_
                                       "ever slow)")
 
 
-def _check_serve_options(workload: str, scheme: str, workers: int, K: int, backend: str,  # noqa: N803
+def _check_serve_options(workload: str | None, scheme: str, workers: int, K: int, backend: str,  # noqa: N803
                          address: str | None, slow_fraction: float, parm_k: int, check_results: str,
                          packed_parity: bool) -> None:
     """The checks of `gencc serve`'s options that need no model (the usage error naming the option)."""
     from ..workloads import WORKLOADS
 
-    if workload not in WORKLOADS:
+    if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
     if scheme not in SCHEMES:
         raise refuse("--scheme", f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
@@ -256,7 +256,7 @@ def loadtest_command(
     if rate * duration > MAX_REQUESTS:
         raise refuse("--rate", f"rate x duration must stay under {MAX_REQUESTS} requests, got "
                                f"{rate:g} x {duration:g}")
-    if workload not in WORKLOADS:
+    if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
     try:
         if not ipaddress.ip_address(host).is_loopback:
