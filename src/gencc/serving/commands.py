@@ -73,15 +73,15 @@ def serve_command(
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
     _check_bindable(host, port)
-    target, X, parity_model = workload, None, None
-    if model is not None:
-        target, X, parity_model = _load_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
-                                              check_results, packed_parity)
     import uvicorn
 
     from .app import create_app
     from .service import Service, freeze_heap
 
+    target, X, parity_model = workload, None, None
+    if model is not None:
+        target, X, parity_model = _load_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
+                                              check_results, packed_parity)
     log.info("starting: loading %s for %s on %d %s workers", workload or model, scheme, workers, backend)
     try:
         svc = Service.build(target, scheme, workers, K, data=X, parity=parity_model, backend=backend, address=address,
