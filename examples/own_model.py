@@ -1,8 +1,10 @@
 """Your own model in a batch job: a small torch network, coded with GCC, simulated and run on local workers.
 
 Run it from anywhere: `python examples/own_model.py` (needs the torch extra). It trains a tiny classifier on
-synthetic data, wraps it as a batched numpy function, scores GCC against BACC over random stragglers with
-`gencc.simulate`, then runs coded jobs on real worker threads with injected latency through `gencc.run`.
+synthetic data and hands the torch module itself to gencc (`gencc.as_model` makes it a batched model: eval
+mode, no_grad, numpy in and numpy out, torch in and torch out): it scores GCC against BACC over random
+stragglers with `gencc.simulate`, then runs coded jobs on real worker threads with injected latency through
+`gencc.run`, with numpy inputs and with a torch tensor.
 """
 
 from __future__ import annotations
@@ -47,27 +49,16 @@ def train(seed: int = 0, steps: int = 200) -> tuple[Net, np.ndarray, np.ndarray]
     return model.eval(), X[1000:], y[1000:]
 
 
-def batched(model: torch.nn.Module):
-    """The model as gencc's f: a batch of inputs (numpy) in, the batch of logits (numpy) out."""
-
-    def f(X: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return model(torch.as_tensor(np.asarray(X), dtype=torch.float32)).numpy()
-
-    f.batched = True
-    return f
-
-
 def main() -> None:
     torch.set_num_threads(1)
     model, X_test, y_test = train()
-    f = batched(model)
+    f = gencc.as_model(model)  # what gencc.run and gencc.simulate do with the module itself
     X = X_test[:K]
     accuracy = float((f(X_test).argmax(axis=1) == y_test).mean())
     print(f"held-out accuracy of the model {accuracy:.3f}; K={K} inputs, N={N} workers, S={S} stragglers")
 
     for code in (gencc.GCC(K=K, N=N), gencc.BACC(K=K, N=N)):
-        recs = gencc.simulate(f, X, code, gencc.FixedCount(S, "random"), trials=20, labels=y_test[:K])
+        recs = gencc.simulate(model, X, code, gencc.FixedCount(S, "random"), trials=20, labels=y_test[:K])
         s = gencc.summarize(recs)[0]
         print(f"simulate {s['scheme']:>4}: rel_mse {s['rel_mse']:.2e} ± {s['rel_mse_ci']:.1e}, "
               f"agreement {s['agreement']:.3f}")
@@ -75,13 +66,16 @@ def main() -> None:
     code = gencc.GCC(K=K, N=N)
     with LocalExecutor() as ex:
         for seed in range(3):
-            res = gencc.run(f, X_test[seed * K:(seed + 1) * K], code, ex, wait_for=N - S,
+            res = gencc.run(model, X_test[seed * K:(seed + 1) * K], code, ex, wait_for=N - S,
                             latency=gencc.Bimodal(0.1, 10, 0.005), seed=seed)
             exact = f(X_test[seed * K:(seed + 1) * K])
             print(f"run {seed}: {len(res.returned)} of {N} results used, {len(res.stragglers)} stragglers, "
                   f"rel_mse {gencc.metrics.rel_mse(res.outputs, exact):.2e}, "
                   f"agreement {gencc.metrics.agreement(res.outputs, exact):.3f}, {res.latency * 1e3:.0f} ms")
             assert res.outputs.shape == exact.shape and len(res.returned) >= N - S
+        res = gencc.run(model, torch.from_numpy(X), code, ex, wait_for=N - S)  # torch in, torch out
+        print(f"run on a tensor: outputs {type(res.outputs).__name__} {res.outputs.dtype}, model {f.identity[:40]}...")
+        assert isinstance(res.outputs, torch.Tensor)
 
 
 if __name__ == "__main__":

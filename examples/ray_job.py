@@ -1,6 +1,7 @@
-"""A coded job on Ray: a local Ray cluster of long-lived actors, each building f once and hosting worker slots.
+"""Your own model in a coded job on Ray: a local Ray cluster of long-lived actors, each building the model once
+(from `gencc.as_model(...).factory`, picklable) and hosting worker slots.
 
-Run it from anywhere: `python examples/ray_job.py` (needs the ray extra). Without `address=` gencc starts a
+Run it from anywhere: `python examples/ray_job.py` (needs the ray and torch extras). Without `address=` gencc starts a
 private Ray bound to 127.0.0.1 with its own temporary folder and stops it on close; pass `--address` to join a
 cluster you run instead. (The test suite runs this script inside a loopback-only network namespace, so Ray never
 binds a routable address; `gencc run --backend ray` does the same by itself.)
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import torch
 
 import gencc
 from gencc.runtime import RayExecutor
@@ -18,17 +20,16 @@ from gencc.runtime import RayExecutor
 K, N, ACTORS = 8, 16, 4  # inputs per job, workers, Ray actors (each hosts N / ACTORS worker slots)
 
 
-class Smooth:
-    """A picklable factory of f: each actor calls it once and keeps the function it returns."""
+class Smooth(torch.nn.Module):
+    """The model: a seeded two-layer tanh network R^4 -> R^3, defined here (gencc never saw it)."""
 
-    def __call__(self):
-        W = np.linspace(-1, 1, 12).reshape(4, 3)
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
 
-        def f(X: np.ndarray) -> np.ndarray:
-            return np.tanh(np.asarray(X) @ W)
-
-        f.batched = True
-        return f
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
 
 
 def main() -> None:
@@ -36,12 +37,12 @@ def main() -> None:
     parser.add_argument("--address", default=None, help="an existing Ray cluster's address (default: start one)")
     args = parser.parse_args()
 
-    f = Smooth()()
+    f = gencc.as_model(Smooth(), input_shape=(4,))  # its factory carries the module to each actor
     rng = np.random.default_rng(0)
     batches = [rng.normal(size=(K, 4)) for _ in range(6)]
     latency = np.zeros(N)
     latency[[3, 11]] = np.inf  # two workers never deliver: only cancellation ends their tasks
-    with RayExecutor(factory=Smooth(), num_actors=ACTORS, address=args.address) as ex:
+    with RayExecutor(factory=f.factory, num_actors=ACTORS, address=args.address) as ex:
         res = gencc.run(None, batches[0], gencc.GCC(K=K, N=N), ex, wait_for=N - 2, latency=latency)
         print(f"one job: workers used {res.returned.tolist()}, stragglers {res.stragglers}")
         print(f"rel_mse {gencc.metrics.rel_mse(res.outputs, f(batches[0])):.2e}")

@@ -57,7 +57,8 @@ def test_every_example_is_tested_and_uses_the_public_api() -> None:
 
 def test_own_model(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    out = _run("own_model.py", tmp_path, "simulate  gcc", "simulate bacc", "run 2:")
+    out = _run("own_model.py", tmp_path, "simulate  gcc", "simulate bacc", "run 2:",
+               "run on a tensor: outputs Tensor torch.float32")
     assert "held-out accuracy" in out
     assert list(tmp_path.iterdir()) == []  # writes nothing
 
@@ -66,7 +67,8 @@ def test_own_model(tmp_path: Path) -> None:
 def test_serve_http(tmp_path: Path) -> None:
     for module in ("torch", "fastapi", "uvicorn", "httpx"):
         pytest.importorskip(module)
-    _run("serve_http.py", tmp_path, "/predict: 8 answers", "/predict/batch: 16 answers", "a malformed input: 422",
+    _run("serve_http.py", tmp_path, "parity model: held-out", "/predict: 8 answers", "/predict/batch: 16 answers",
+         "a malformed input: 422",
          'gencc_requests_total{status="200"}')
 
 
@@ -76,6 +78,7 @@ def test_ray_job(tmp_path: Path) -> None:
     """On a private local Ray cluster, inside a loopback-only network namespace (skipped, with the reason, where
     none can be made), as the runtime's Ray tests run."""
     pytest.importorskip("ray")
+    pytest.importorskip("torch")
     from gencc.testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
 
     argv = [sys.executable, str(EXAMPLES / "ray_job.py")]

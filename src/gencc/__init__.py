@@ -16,6 +16,7 @@ from . import adversaries, kernels, metrics, points, smoothing  # noqa: F401  (s
 from ._arrays import take_rows  # noqa: F401  (kept as an attribute for existing callers; not in __all__)
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
 from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
+from .models import Model, as_model
 from .ordering import order_inputs
 from .runtime import (
     Hedged,
@@ -49,6 +50,8 @@ __all__ = [
     "GCC", "BACC", "LCC", "Replication", "ParM", "SystematicGCC", "Code", "calibrate_rho",
     # straggler and latency models
     "FixedCount", "Bernoulli", "Collected", "LatencyModel", "ShiftedExponential", "Pareto", "Bimodal",
+    # your model (a torch module, import path, saved file or callable) as a batched Model
+    "as_model", "Model",
     # run / stream / simulate (and the job baselines and executors they take)
     "order_inputs", "simulate", "summarize", "run", "stream", "Uncoded", "Replicated", "Hedged",
     "LocalExecutor", "RayExecutor",

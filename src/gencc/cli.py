@@ -111,8 +111,8 @@ def info() -> None:
     c.print(f"straggler patterns: {', '.join(PATTERNS)}, bernoulli")
 
 
-def _register(name: str, module: str, attr: str) -> None:
-    app.command(name)(usage_errors(getattr(__import__(module, fromlist=[attr]), attr)))
+def _register(name: str, module: str, attr: str, group: typer.Typer = app) -> None:
+    group.command(name)(usage_errors(getattr(__import__(module, fromlist=[attr]), attr)))
 
 
 # Subcommands registered from their own modules (each adds one line below).
@@ -124,6 +124,10 @@ _register("run", "gencc.runtime.commands", "run_command")
 _register("serve", "gencc.serving.commands", "serve_command")
 _register("loadtest", "gencc.serving.commands", "loadtest_command")
 _register("train", "gencc.training.commands", "train_command")
+
+parity_app = typer.Typer(help="ParM parity models for your own model.", no_args_is_help=True)
+_register("train", "gencc.workloads.parity_commands", "parity_train_command", parity_app)
+app.add_typer(parity_app, name="parity")
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from ._arrays import take_rows, to_numpy
 from ._validate import check_int
 from .adversaries import Adversary
 from .codes.base import Code
-from .models import apply_batch
+from .models import apply_batch, resolve
 from .ordering import order_inputs
 from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
 
@@ -57,7 +57,8 @@ def simulate(
     adversaries: Adversary | None = None,
     robust_method: str = "loo",
 ) -> list[dict]:
-    """Run `trials` straggler draws and return one tidy record per trial.
+    """Run `trials` straggler draws and return one tidy record per trial. f: anything `gencc.as_model` takes
+    (a torch module, an import path, a model file) or a callable (batched when marked `f.batched = True`).
 
     Each record holds scheme, K, N, S, p, pattern, trial, seed, n_returned, decodable, missing (inputs with
     no estimate), every metric of docs/design.md section 2, and encode/decode times in seconds. `order` applies
@@ -70,6 +71,7 @@ def simulate(
     none), false_alarms (honest workers flagged), missed, and rel_mse_excluded (the decode with the
     corrupted workers treated as stragglers: the best possible).
     """
+    f = resolve(f)  # a torch module, an import path or a model file: as_model's Model
     trials = check_int("trials", trials, 1)
     seed = check_int("seed", seed, 0)
     X_np = np.asarray(to_numpy(X))

@@ -6,6 +6,7 @@ import importlib.util
 import logging
 import math
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -81,12 +82,28 @@ def run_command(
                                                "namespace (unshare -n, or -rn as an ordinary user)")] = True,
     seed: Annotated[int, typer.Option(help="seeds the inputs and the injected latency", callback=check_seed)] = 0,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    model: Annotated[str | None, typer.Option(help="your model instead of the digits CNN: an import path "
+                                                   "package.module:attr or a .pt2 / TorchScript file")] = None,
+    input_shape: Annotated[str | None, typer.Option(help="--model: the shape of one input, e.g. 1,8,8 (default: "
+                                                         "read from --data)")] = None,
+    data: Annotated[Path | None, typer.Option(help="--model: inputs to run (.npy / .npz; default: standard normal "
+                                                   "inputs of --input-shape)")] = None,
+    parity: Annotated[Path | None, typer.Option(help="--model with --scheme parm: the parity model from "
+                                                     "`gencc parity train --k 2`")] = None,
 ) -> None:
-    """Run jobs of K digits through the CNN with a coded scheme or a baseline; print latency percentiles and
-    accuracy (agreement with f, accuracy on the labels). With --backend ray and no --address, the command
-    re-runs itself inside a loopback-only network namespace and starts a private Ray there (127.0.0.1 only)."""
-    model, code, wait_for = _checked_options(backend, scheme, K, N, wait_for, deadline, latency, hedge_delay,
-                                             actors, address)
+    """Run jobs of K digits through the CNN (or K inputs through your --model) with a coded scheme or a
+    baseline; print latency percentiles and accuracy (agreement with f, accuracy on the labels). With --backend
+    ray and no --address, the command re-runs itself inside a loopback-only network namespace and starts a
+    private Ray there (127.0.0.1 only)."""
+    if model is None:
+        for option, value in (("--input-shape", input_shape), ("--data", data), ("--parity", parity)):
+            if value is not None:
+                raise refuse(option, f"{option} goes with --model (your own model)")
+    elif scheme != "parm" and parity is not None:
+        raise refuse("--parity", f"--parity applies to --scheme parm, not {scheme}")
+    lat_model, code, wait_for = _checked_options(backend, scheme, K, N, wait_for, deadline, latency, hedge_delay,
+                                                 actors, address, own=model is not None)
+    user = _user_model(model, input_shape, data, parity, scheme, K, jobs, seed) if model is not None else None
     from rich.console import Console
     from rich.progress import Progress, track
 
@@ -101,15 +118,22 @@ def run_command(
     if backend == "ray" and address is None and isolate:
         _rerun_isolated(console, locals())
     log.info("run: %s on %s, K=%d, N=%d, %d jobs", scheme, backend, code.K, code.N, jobs)
-    if scheme == "parm":
-        code = make_code(scheme, K, None, parity=load_parity("digits-cnn", 2, progress=progress))
     coded = scheme in CODED
-    w = load("digits-cnn", progress=progress)
-    rng = np.random.default_rng(seed)
-    batches = [w.sample(K, rng) for _ in range(jobs)]
+    if user is None:
+        if scheme == "parm":
+            code = make_code(scheme, K, None, parity=load_parity("digits-cnn", 2, progress=progress))
+        w: Any = load("digits-cnn", progress=progress)
+        rng = np.random.default_rng(seed)
+        batches = [w.sample(K, rng) for _ in range(jobs)]
+    else:
+        w, batches, parity_fn = user
+        if scheme == "parm":
+            code = make_code(scheme, K, None, parity=parity_fn)
+    fn = w.f if user is None else w
     if backend == "ray":
         n = actors or code.N
-        console.print(f"starting {n} Ray actors, each building the CNN" + (f" on {address}" if address else ""))
+        console.print(f"starting {n} Ray actors, each building {'the CNN' if user is None else w.name}"
+                      + (f" on {address}" if address else ""))
         with Progress(console=console, disable=not progress) as bar:
             task = bar.add_task("Ray actors ready", total=n)
             ex = RayExecutor(factory=w.factory, num_actors=actors, address=address,
@@ -117,19 +141,20 @@ def run_command(
             ex.start(None, code.N)
         f = None
     else:
-        ex, f = LocalExecutor(), w.f
+        ex, f = LocalExecutor(), fn
     kwargs = {"wait_for": wait_for, "deadline": deadline} if coded else {}
     lat, agr, acc, acc_f = [], [], [], []
     try:
         results = stream(f, (X for X, _ in batches), code, ex, max_in_flight=in_flight, seed=seed,
-                         latency=model, **kwargs)
+                         latency=lat_model, **kwargs)
         for (X, y), r in zip(batches, track(results, total=jobs, description=f"{scheme} on {backend}",
                                              disable=not progress, console=console), strict=True):
-            Y = w.f(X)
+            Y = fn(X)
             lat.append(r.latency)
             agr.append(metrics.agreement(r.outputs, Y))
-            acc.append(float(np.mean(np.argmax(r.outputs, axis=1) == y)))
-            acc_f.append(float(np.mean(np.argmax(Y, axis=1) == y)))
+            if y is not None:
+                acc.append(float(np.mean(np.argmax(r.outputs, axis=1) == y)))
+                acc_f.append(float(np.mean(np.argmax(Y, axis=1) == y)))
     finally:
         ex.close()
     a = np.array(lat) * 1e3
@@ -137,8 +162,38 @@ def run_command(
                   + (f", wait_for={wait_for}, deadline={deadline}" if coded else ""))
     console.print(f"latency ms: p50 {np.percentile(a, 50):.2f}  p90 {np.percentile(a, 90):.2f}  "
                   f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
-    console.print(f"agreement with f: {np.mean(agr):.3f}   accuracy: {np.mean(acc):.3f} "
-                  f"(f itself: {np.mean(acc_f):.3f})")
+    labels = f"   accuracy: {np.mean(acc):.3f} (f itself: {np.mean(acc_f):.3f})" if acc else ""
+    console.print(f"agreement with f: {np.mean(agr):.3f}{labels}")
+
+
+def _user_model(spec: str, input_shape: str | None, data: Path | None, parity: Path | None, scheme: str, K: int,
+                jobs: int, seed: int) -> tuple[Any, list, Any]:  # noqa: N803
+    """(the model, `jobs` batches of K inputs with no labels, the parity model or None) of --model."""
+    from ..workloads.parity_commands import load_cli_data, load_cli_model
+
+    m = load_cli_model(spec, input_shape)
+    X = None if data is None else load_cli_data(data, m)
+    if m.in_shape is None:
+        raise refuse("--input-shape", f"the input shape of {spec} is unknown: give --input-shape C,H,W or --data")
+    rng = np.random.default_rng(seed)
+    if X is None:
+        X = rng.standard_normal((max(K, 256), *m.in_shape))
+        m(X[:2])
+    if K > len(X):
+        raise refuse("--K", f"a job takes K distinct inputs of --data, which holds {len(X)}; got K={K}")
+    parity_fn = None
+    if scheme == "parm":
+        if parity is None:
+            raise refuse("--parity", f"--scheme parm runs a parity model: train one with `gencc parity train --model "
+                                     f"{spec} --data FILE --k 2 --out parity.pt`, then pass --parity parity.pt")
+        from ..workloads.parity_training import load_parity_file
+
+        try:
+            parity_fn = load_parity_file(parity, m, k=2)
+        except ValueError as e:
+            raise refuse("--parity", str(e)) from None
+    batches = [(X[rng.choice(len(X), size=K, replace=False)], None) for _ in range(jobs)]
+    return m, batches, parity_fn
 
 
 def default_wait_for(K: int, N: int, min_results: int = 1) -> int:  # noqa: N803
@@ -148,7 +203,7 @@ def default_wait_for(K: int, N: int, min_results: int = 1) -> int:  # noqa: N803
 
 def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for: int | None,  # noqa: N803
                      deadline: float | None, latency: str, hedge_delay: float | None, actors: int | None,
-                     address: str | None) -> tuple[LatencyModel | None, Any, int | None]:
+                     address: str | None, own: bool = False) -> tuple[LatencyModel | None, Any, int | None]:
     """Every check of `gencc run`'s options that needs no model: (latency model, code, wait_for), else the
     usage error naming the option. The code of --scheme parm is built here without its parity model."""
     from ..codes.registry import make_code
@@ -165,7 +220,7 @@ def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for:
             raise refuse(option, f"{option} needs --backend ray (the local backend runs one thread per worker)")
     if N is not None and N > MAX_WORKERS:
         raise refuse("--N", f"at most {MAX_WORKERS} workers (one thread or Ray actor each), got {N}")
-    if K > DIGITS_TEST_INPUTS:
+    if K > DIGITS_TEST_INPUTS and not own:
         raise refuse("--K", f"a job takes K distinct held-out digits, of which there are {DIGITS_TEST_INPUTS}; "
                             f"got K={K}")
     if address is not None:
@@ -226,4 +281,4 @@ def _rerun_isolated(console: Any, params: dict[str, Any]) -> None:
 
 #: the options `_rerun_isolated` passes on
 OPTIONS = ("backend", "scheme", "K", "N", "wait_for", "deadline", "latency", "jobs", "in_flight", "hedge_delay",
-           "actors", "seed", "progress")
+           "actors", "seed", "progress", "model", "input_shape", "data", "parity")

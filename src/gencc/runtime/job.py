@@ -17,6 +17,7 @@ from .._validate import check_int
 from ..codes.base import Code
 from ..engine import Task
 from ..faults import LatencyModel, draw_delays
+from ..models import resolve
 from ..ordering import METHODS, order_inputs
 from .baselines import Baseline
 from .collect import execute
@@ -114,14 +115,16 @@ def run(
     decode from: it waits on, and past `timeout` seconds raises JobTimeout. `latency` (a latency model drawn
     with `seed`, or N delays in seconds, inf meaning never) is added to each worker's compute time before its
     result is delivered; results after the stop are dropped. Baselines (Uncoded, Replicated, Hedged) have
-    their own stop rule: the first answer per input. `f` may be None when the executor holds a factory.
-    numpy in gives numpy out, torch in gives torch out.
+    their own stop rule: the first answer per input. `f`: anything `gencc.as_model` takes (a torch module,
+    an import path, a model file) or a callable; None when the executor holds a factory. numpy in gives numpy
+    out, torch in gives torch out.
 
     `adversaries` (codes only: an upper bound A on workers returning wrong but finite results): the job waits
     for enough results to decode with A of them set aside, decodes with `code.robust_decode`, and lists each
     flagged worker in `stragglers` with the reason "inconsistent result"; its result is never used.
     """
     t_start = time.perf_counter()
+    f = resolve(f)  # a torch module, an import path or a model file: as_model's Model (torch in, torch out)
     if not isinstance(code, (Code, Baseline)):
         raise ValueError(f"code must be a gencc Code (GCC, BACC, LCC, Replication, ParM) or a baseline (Uncoded, "
                          f"Replicated, Hedged), got {type(code).__name__}")
@@ -191,6 +194,7 @@ def stream(
     kwargs go to `run` (wait_for, deadline, latency, order, timeout). Job j draws its latencies from
     default_rng([seed, j]) so a seeded stream is reproducible. A job that fails raises when its turn comes.
     """
+    f = resolve(f)  # once for every job
     max_in_flight = check_int("max_in_flight", max_in_flight, 1)
     seed = check_int("seed", seed, 0, optional=True)
     if "seed" in kwargs:

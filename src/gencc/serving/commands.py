@@ -28,7 +28,17 @@ MAX_WORKERS = 1024
 
 
 def serve_command(
-    workload: Annotated[str, typer.Option(help="a gencc.workloads name, e.g. digits-cnn")] = "digits-cnn",
+    workload: Annotated[str | None, typer.Option(help="a gencc.workloads name (default digits-cnn), or --model")
+                        ] = None,
+    model: Annotated[str | None, typer.Option(help="your model instead of a workload: an import path "
+                                                   "package.module:attr (imported from the current directory and "
+                                                   "PYTHONPATH) or a .pt2 / TorchScript file")] = None,
+    input_shape: Annotated[str | None, typer.Option(help="--model: the shape of one input, e.g. 1,8,8 (default: "
+                                                         "read from --data or the exported file)")] = None,
+    data: Annotated[Path | None, typer.Option(help="--model: training inputs (.npy / .npz), for sgcc-parity's "
+                                                   "calibration and --check-results")] = None,
+    parity: Annotated[Path | None, typer.Option(help="--model with parm / sgcc-parity: the parity model from "
+                                                     "`gencc parity train` (checked against the model and k)")] = None,
     scheme: Annotated[str, typer.Option(help=", ".join(SCHEMES))] = "gcc",
     workers: Annotated[int, typer.Option(min=1, help="model replicas (every scheme gets the same number)")] = 12,
     K: Annotated[int | None, typer.Option("--K", min=1, help="gcc, bacc, sgcc, sgcc-parity (and -hedge): requests "
@@ -67,6 +77,8 @@ def serve_command(
     K, parm_k = (8 if K is None else K), (2 if parm_k is None else parm_k)  # noqa: N806
     slow_factor = 10.0 if slow_factor is None else slow_factor
     max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
+    _check_model_options(workload, model, input_shape, data, parity)
+    workload = workload or ("digits-cnn" if model is None else None)
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
     _check_bindable(host, port)
@@ -77,18 +89,24 @@ def serve_command(
     from .http_limits import uvicorn_options
     from .service import Service, freeze_heap
 
-    log.info("starting: loading %s for %s on %d %s workers", workload, scheme, workers, backend)
+    target, X, parity_model = workload, None, None
+    if model is not None:
+        target, X, parity_model = _load_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
+                                              check_results, packed_parity)
+    log.info("starting: loading %s for %s on %d %s workers", workload or model, scheme, workers, backend)
     try:
-        svc = Service.build(workload, scheme, workers, K, backend=backend, address=address, service_ms=service_ms,
+        svc = Service.build(target, scheme, workers, K, data=X, parity=parity_model, backend=backend, address=address,
+                            service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
                             parm_k=parm_k, max_pending=max_pending, check=check_results,
                             packed_parity=packed_parity)
     except ValueError:
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:
-        log.exception("could not start serving %s with %s", workload, scheme)
+        log.exception("could not start serving %s with %s", workload or model, scheme)
         raise
     freeze_heap()
+    workload = workload if model is None else svc.workload.f.identity
     url = f"http://{host}:{port}"
     typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at {url}")
     log.info("serving %s at %s: scheme %s, %d %s workers, K=%d, at most %d requests in flight", workload, url,
@@ -108,6 +126,45 @@ def serve_command(
     log.info("stopped serving at %s", url)
 
 
+def _check_model_options(workload: str | None, model: str | None, input_shape: str | None, data: Path | None,
+                         parity: Path | None) -> None:
+    if model is not None and workload is not None:
+        raise refuse("--model", "give --model (your model) or --workload (a built-in one), not both")
+    if model is None:
+        for option, value in (("--input-shape", input_shape), ("--data", data), ("--parity", parity)):
+            if value is not None:
+                raise refuse(option, f"{option} goes with --model (your own model)")
+
+
+def _load_model(spec: str, input_shape: str | None, data: Path | None, parity: Path | None, scheme: str,
+                K: int, workers: int, parm_k: int, check_results: str, packed: bool) -> tuple:  # noqa: N803
+    """(Model, training inputs or None, parity model or None) of --model, each refused with the option's name."""
+    from ..workloads.parity_commands import load_cli_data, load_cli_model
+
+    m = load_cli_model(spec, input_shape)
+    X = None if data is None else load_cli_data(data, m)
+    if m.in_shape is None:
+        raise refuse("--input-shape", f"the input shape of {spec} is unknown: give --input-shape C,H,W or --data")
+    if X is None and (scheme.startswith("sgcc-parity") or check_results != "off"):
+        what = "sgcc-parity calibrates" if scheme.startswith("sgcc-parity") else "--check-results calibrates"
+        raise refuse("--data", f"{what} on your model's training inputs: give --data FILE.npy")
+    pk = parity_k(scheme, K, workers, parm_k)
+    if pk is None:
+        if parity is not None:
+            raise refuse("--parity", f"--parity applies to {' and '.join(PARITY_SCHEMES)} (and their -hedge forms), "
+                                     f"not {scheme!r}")
+        return m, X, None
+    if parity is None:
+        raise refuse("--parity", f"{scheme} runs a parity model for k={pk}: train one with `gencc parity train "
+                                 f"--model {spec} --data FILE --k {pk} --out parity.pt`, then pass --parity parity.pt")
+    from ..workloads.parity_training import load_parity_file
+
+    try:
+        return m, X, load_parity_file(parity, m, k=pk, packed=True if packed else None)
+    except ValueError as e:
+        raise refuse("--parity", str(e)) from None
+
+
 def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_ms: float | None,  # noqa: N803
                        slow_fraction: float, slow_factor: float | None) -> None:
     """Refuse an option given for a scheme that would ignore it."""
@@ -125,13 +182,13 @@ def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_
                                       "ever slow)")
 
 
-def _check_serve_options(workload: str, scheme: str, workers: int, K: int, backend: str,  # noqa: N803
+def _check_serve_options(workload: str | None, scheme: str, workers: int, K: int, backend: str,  # noqa: N803
                          address: str | None, slow_fraction: float, parm_k: int, check_results: str,
                          packed_parity: bool) -> None:
     """The checks of `gencc serve`'s options that need no model (the usage error naming the option)."""
     from ..workloads import WORKLOADS
 
-    if workload not in WORKLOADS:
+    if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
     if scheme not in SCHEMES:
         raise refuse("--scheme", f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
@@ -245,7 +302,7 @@ def loadtest_command(
     if rate * duration > MAX_REQUESTS:
         raise refuse("--rate", f"rate x duration must stay under {MAX_REQUESTS} requests, got "
                                f"{rate:g} x {duration:g}")
-    if workload not in WORKLOADS:
+    if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
     try:
         if not ipaddress.ip_address(host).is_loopback:

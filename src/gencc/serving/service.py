@@ -25,7 +25,7 @@ from .coded_dispatcher import CodedDispatcher
 from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
 from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
-from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
+from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
 from .requests import Env, Request
 
 __all__ = ["CHECKS", "SCHEMES", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
@@ -118,35 +118,38 @@ class Service:
         self.rejected = 0
 
     @classmethod
-    def build(cls, workload: str, scheme: str | None = None, workers: int | None = None, K: int | None = None, *,
+    def build(cls, workload: Any, scheme: str | None = None, workers: int | None = None, K: int | None = None, *,
               config: ServiceConfig | None = None, slowdown: Slowdown | None = None, faults: Faults | None = None,
               wrong: WrongResults | None = None, on_answer: Callable[[Request], None] | None = None,
-              **options: Any) -> Service:
-        """A service for a named workload (gencc.workloads): configuration in `config` (a `ServiceConfig`; or
+              data: Any = None, parity: Any = None, **options: Any) -> Service:
+        """A service for a named workload (gencc.workloads) or your own model (anything `gencc.as_model` takes,
+        with `data`, training inputs for calibration and checks, and `parity`, a file from `gencc parity
+        train`, for the parity schemes): configuration in `config` (a `ServiceConfig`; or
         its fields as keywords, `scheme`, `workers` and `K` also by position), injection apart: `slowdown` (a
         `Slowdown`, or its fields as keywords: service_ms, slow_fraction, slow_factor, mean_slow_s), `faults`
         (raise / NaN / hang / crash), `wrong` (wrong results). `check` see `make_dispatcher` (calibrated on the
         workload's training inputs)."""
         config, slowdown = _split(config, slowdown, scheme=scheme, workers=workers, K=K, **options)
-        return cls.from_config(workload, config, slowdown=slowdown, faults=faults, wrong=wrong, on_answer=on_answer)
+        return cls.from_config(workload, config, slowdown=slowdown, faults=faults, wrong=wrong, on_answer=on_answer,
+                               data=data, parity=parity)
 
     @classmethod
-    def from_config(cls, workload: str, config: ServiceConfig, *, slowdown: Slowdown | None = None,
+    def from_config(cls, workload: Any, config: ServiceConfig, *, slowdown: Slowdown | None = None,
                     faults: Faults | None = None, wrong: WrongResults | None = None,
-                    on_answer: Callable[[Request], None] | None = None) -> Service:
+                    on_answer: Callable[[Request], None] | None = None, data: Any = None,
+                    parity: Any = None) -> Service:
         """`build` with the configuration and injection objects given as they are."""
-        from ..workloads import load, load_parity
-
         c, slowdown = config, slowdown or Slowdown()
-        w = load(workload, progress=False)
-        fns: dict[str, Callable] = {"f": w.f}
-        parity = calibration = None
         pk = parity_k(c.scheme, c.K, c.workers, c.parm_k)
         if c.packed_parity and pk is None:
             raise ValueError(f"packed parity applies to the schemes with a parity model ({', '.join(PARITY_SCHEMES)} "
                              f"and their -hedge forms), not {c.scheme!r}")
-        if pk is not None:
-            parity = load_parity(workload, pk, progress=False, packed=bool(c.packed_parity))
+        w, parity = service_model(workload, pk, bool(c.packed_parity), data=data, parity=parity, scheme=c.scheme)
+        if c.check != "off" and w.X_train is None:
+            raise ValueError("a wrong-result check calibrates on training inputs: pass data= (--data FILE.npy)")
+        fns: dict[str, Callable] = {"f": w.f}
+        calibration = None
+        if parity is not None:
             fns["parity"] = parity
             if c.scheme.startswith("sgcc-parity"):
                 calibration = calibrate_sgcc(w, c.K, coded_workers(c.K, c.workers), parity)

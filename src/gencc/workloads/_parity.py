@@ -11,6 +11,7 @@ evaluation of f, while the coded worker receives k inputs instead of one.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,14 +174,32 @@ def fit_parity(name: str, k: int, hp: dict[str, Any], base: torch.nn.Module, X: 
             raise ValueError(f"{name} parity settings: init 'base' needs the workload's architecture ({err})") from None
     elif hp["init"] != "scratch":
         raise ValueError(f"parity init must be 'base' or 'scratch', got {hp['init']!r}")
+    module = train_loop(module, X, F, k, hp, progress, f"training {name} parity model (k={k})")
+    return module, time.perf_counter() - t0
+
+
+def train_loop(module: torch.nn.Module, X: torch.Tensor, F: torch.Tensor, k: int, hp: dict[str, Any],
+               progress: bool, label: str, state: dict[str, Any] | None = None,
+               save: Callable[[dict[str, Any]], None] | None = None) -> torch.nn.Module:
+    """Train parity `module` (MSE to the sums F[idx].sum(1) of the base outputs F on training inputs X) for
+    hp["epochs"] epochs of hp["per_epoch"] fresh k-tuples (uniform, or `chain_groups` with hp["chain_set"]);
+    returned in eval mode. Resumable: `save(state)` gets the state after each epoch, and `state` (one such)
+    continues from there with the same draws as an uninterrupted run."""
     gen = torch.Generator().manual_seed(hp["seed"])
     chain = hp.get("chain_set")
     opt = torch.optim.Adam(module.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=hp["epochs"])
+    start, loss_value = 0, float("nan")
+    if state is not None:
+        module.load_state_dict(state["module"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        gen.set_state(state["gen"])
+        start, loss_value = int(state["epoch"]), float(state["loss"])
     bar = _progress_bar(progress)
     with bar:
-        task = bar.add_task(f"training {name} parity model (k={k})", total=hp["epochs"], loss=float("nan"))
-        for _ in range(hp["epochs"]):
+        task = bar.add_task(label, total=hp["epochs"], completed=start, loss=loss_value)
+        for epoch in range(start, hp["epochs"]):
             module.train()
             if chain is None:
                 idx = torch.randint(len(X), (hp["per_epoch"], k), generator=gen)
@@ -194,8 +213,11 @@ def fit_parity(name: str, k: int, hp: dict[str, Any], base: torch.nn.Module, X: 
                 opt.step()
             sched.step()
             bar.update(task, advance=1, loss=loss.item())
+            if save is not None:
+                save({"epoch": epoch + 1, "loss": loss.item(), "module": module.state_dict(),
+                      "opt": opt.state_dict(), "sched": sched.state_dict(), "gen": gen.get_state()})
     module.eval()
-    return module, time.perf_counter() - t0
+    return module
 
 
 def _from_base(base: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -1,0 +1,159 @@
+"""Where a model comes from: an import path "package.module:attr", a saved file (torch.export `.pt2`, TorchScript),
+an in-memory torch module or callable, and the sha256 that names its weights. Used by
+`gencc.model_adapter.as_model`; torch is imported only for torch models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+#: file suffixes read with torch.export.load; every other file is read as TorchScript (torch.jit.load)
+EXPORT_SUFFIXES = (".pt2",)
+
+
+def is_torch_module(obj: Any) -> bool:
+    """True for a torch.nn.Module (TorchScript and exported modules included), checked without importing torch."""
+    return any(c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module" for c in type(obj).__mro__)
+
+
+def weights_sha256(module: Any) -> str:
+    """sha256 over a module's state_dict: each entry's name, dtype, shape and raw bytes, in name order."""
+    import torch
+
+    h = hashlib.sha256()
+    for key, value in sorted(module.state_dict().items()):
+        if not isinstance(value, torch.Tensor):
+            h.update(f"{key}={value!r};".encode())
+            continue
+        t = value.detach().cpu().contiguous()
+        h.update(f"{key}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def code_sha256(fn: Any) -> str:
+    """sha256 naming a callable without weights: its code (bytecode and constants) or, failing that, its name."""
+    call = vars(type(fn)).get("__call__")
+    code = getattr(fn, "__code__", None) or getattr(call, "__code__", None)
+    h = hashlib.sha256()
+    if code is not None:
+        h.update(code.co_code)
+        h.update(repr(code.co_consts).encode())
+    h.update(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}".encode())
+    return h.hexdigest()
+
+
+def looks_like_file(spec: str) -> bool:
+    """A spec naming a file: it exists, or it has a path separator or a model file's suffix and no ':attr'."""
+    if os.path.exists(spec):
+        return True
+    module, sep, attr = spec.rpartition(":")
+    if sep and module and attr.replace(".", "").replace("_", "a").isalnum():
+        return False
+    return os.sep in spec or "/" in spec or Path(spec).suffix in (*EXPORT_SUFFIXES, ".pt", ".pth", ".ts", ".jit")
+
+
+def import_attr(spec: str, root: str | None = None) -> Any:
+    """The object named by "package.module:attr" (attr may be dotted), imported with `root` (default: the current
+    directory) first on sys.path; a ValueError saying what went wrong and what sys.path held."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"model spec {spec!r}: expected an import path 'package.module:attr' or a model file "
+                         "(.pt2 from torch.export.save, or a TorchScript file from torch.jit.save)")
+    root = os.path.abspath(root or os.getcwd())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"model spec {spec!r}: cannot import {module_name!r} ({err}); searched the current "
+                         f"directory and PYTHONPATH, sys.path was {sys.path[:6]}"
+                         f"{' ...' if len(sys.path) > 6 else ''}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"model spec {spec!r}: {module_name} has no attribute {attr!r}") from None
+    return obj
+
+
+def _zero_arg(obj: Any) -> bool:
+    """Whether `obj` can be called with no arguments (a factory) rather than needing a batch."""
+    if isinstance(obj, type):
+        return True
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in sig.parameters.values())
+
+
+def resolve_import(spec: str, root: str | None = None) -> Any:
+    """What an import path gives: a torch module (an instance, or built by a zero-argument factory or class)
+    or a batch callable."""
+    obj = import_attr(spec, root)
+    if is_torch_module(obj):
+        return obj
+    if not callable(obj):
+        raise ValueError(f"model spec {spec!r} names a {type(obj).__name__}, not a torch module, a zero-argument "
+                         "factory returning one, or a batch callable")
+    if _zero_arg(obj):
+        built = obj()
+        if not (is_torch_module(built) or callable(built)):
+            raise ValueError(f"model spec {spec!r}: the factory returned a {type(built).__name__}, not a torch "
+                             "module or a callable")
+        return built
+    return obj
+
+
+def load_file(path: str | os.PathLike) -> tuple[Any, Any]:
+    """(module, exported program or None) from a torch.export `.pt2` or a TorchScript file, on the CPU."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"model file {str(path)!r} does not exist (or is a folder)")
+    if path.suffix in EXPORT_SUFFIXES:
+        try:
+            ep = torch.export.load(str(path))
+        except Exception as err:  # a corrupt or foreign file: torch raises many kinds
+            raise ValueError(f"{path} is not a program saved by torch.export.save ({type(err).__name__}: "
+                             f"{str(err)[:200]})") from None
+        return ep.module(), ep
+    try:
+        with warnings.catch_warnings():  # torch deprecates TorchScript; the user chose it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return torch.jit.load(str(path), map_location="cpu"), None
+    except Exception as err:
+        raise ValueError(f"{path} is not a TorchScript file ({type(err).__name__}: {str(err)[:160]}); save the "
+                         "model with torch.jit.save, or torch.export.save as .pt2, or give an import path "
+                         "'package.module:attr'") from None
+
+
+def export_input_shape(ep: Any) -> tuple[tuple[int, ...] | None, int | None]:
+    """(input shape without the batch axis, fixed batch size or None) of an exported program's first input."""
+    shapes = [n.meta["val"].shape for n in ep.graph.nodes
+              if n.op == "placeholder" and n.name in set(ep.graph_signature.user_inputs) and "val" in n.meta]
+    if len(shapes) != 1:
+        raise ValueError(f"an exported model must take one input tensor (a batch), this one takes {len(shapes)}")
+    dims = list(shapes[0])
+    if not dims:
+        raise ValueError("an exported model's input must have a batch axis")
+    rest = tuple(int(d) for d in dims[1:]) if all(isinstance(d, int) for d in dims[1:]) else None
+    return rest, dims[0] if isinstance(dims[0], int) else None
