@@ -202,6 +202,12 @@ class Code(ABC):
         raise ValueError(f"robust_decode is implemented for GCC, BACC and LCC, not {self.name}: it has no "
                          "locator of wrong results")
 
+    def _clean_threshold(self, returned: np.ndarray, Y: np.ndarray, adversaries: int) -> float:
+        """The least `threshold` at which `_locate_wrong` flags nobody in these results (sorted, validated, as
+        for `_locate_wrong`): what `gencc.codes.robust.calibrate` collects from honest runs."""
+        raise ValueError(f"{self.name} has no threshold to calibrate: its robust decode "
+                         + ("is exact error correction" if self.robust_methods else "has no locator"))
+
     def _decode_excluding(self, Y: Any, returned: np.ndarray, excluded: np.ndarray) -> Any:
         """`decode` of the results Y of validated `returned` (any order) without the `excluded` workers."""
         keep = ~np.isin(returned, excluded)

@@ -79,6 +79,13 @@ class BACC(Code):
         return returned[pos]
 
 
+    def _clean_threshold(self, returned: np.ndarray, Y: np.ndarray, adversaries: int) -> float:
+        """The least threshold at which the LOO search flags nobody in these results (robust.calibrate)."""
+        robust.require_results(self, returned.size, adversaries)
+        return robust.clean_threshold(berrut_loo_residuals(self.beta[returned], Y), adversaries,
+                                      robust.robust_spread(Y))
+
+
 Residuals = Callable[[Sequence[tuple[int, ...]] | np.ndarray], np.ndarray]
 
 

@@ -179,14 +179,25 @@ class GCC(Code):
         """LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading block of the
         inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
         candidate subset of the search costs O(n |S| m), evaluated in batches (gencc.codes.smoother_loo)."""
-        robust.require_results(self, returned.size, adversaries)
-        t = self.beta[returned]
-        G, _ = self._loo_factors(returned, self._robust_lam(t, Y))
-        P = G @ Y
+        t, G, P = self._loo_state(returned, Y, adversaries)
         pos, _ = robust.search(downdate_residuals(G, P), t.size, adversaries, robust.robust_spread(Y), threshold,
                                energy_drop(G, P), True, pairs=pair_residuals(G, P),
                                adjacent=adjacent_pair_residuals(G, P))
         return returned[pos]
+
+    def _clean_threshold(self, returned: np.ndarray, Y: np.ndarray, adversaries: int) -> float:
+        """The least threshold at which `_locate_wrong` flags nobody in these results (robust.calibrate)."""
+        _, G, P = self._loo_state(returned, Y, adversaries)
+        return robust.clean_threshold(downdate_residuals(G, P), adversaries, robust.robust_spread(Y),
+                                      adjacent_pair_residuals(G, P))
+
+    def _loo_state(self, returned: np.ndarray, Y: np.ndarray, adversaries: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the returned workers' points, G, G Y) of the LOO search, for sorted validated `returned`."""
+        robust.require_results(self, returned.size, adversaries)
+        t = self.beta[returned]
+        G, _ = self._loo_factors(returned, self._robust_lam(t, Y))
+        return t, G, G @ Y
 
     def _decode_excluding(self, Y: Any, returned: np.ndarray, excluded: np.ndarray) -> Any:
         """With lam = 0 the decoding weights come from the search's factorization, and the decode without S

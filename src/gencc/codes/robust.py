@@ -30,7 +30,7 @@ The search:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import combinations
 from math import comb
 from typing import Any
@@ -173,6 +173,51 @@ def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, thresho
     return np.array(sorted(cand), dtype=np.int64)
 
 
+def clean_threshold(residuals: Residuals, adversaries: int, scale: float,
+                    adjacent: Callable[[], np.ndarray] | None = None) -> float:
+    """The threshold at and below which `search` would flag someone in these results and above which it flags
+    nobody: the largest LOO score, and with A >= 2 the largest adjacent-pair score that passes the pair
+    contrast, over PAIR_TRIGGER (both scale-free, as `search` scores them)."""
+    t = float(_scores(residuals([()])[0], scale).max())
+    if adjacent is not None and adversaries >= 2:
+        pair = adjacent() / scale
+        if pair.size:
+            hot = pair[pair >= PAIR_CONTRAST * np.median(pair)]
+            if hot.size:
+                t = max(t, float(hot.max()) / PAIR_TRIGGER)
+    return t
+
+
+def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries: int = 1,
+              false_alarm: float = 0.01) -> float:
+    """A threshold for `robust_decode` with a stated false-alarm probability, from honest runs of the same
+    code, model and input distribution: `runs` yields (Y, returned) of decodes known (or trusted) to be honest.
+
+    Each run's `clean_threshold` (the code's `_clean_threshold` hook) is the least threshold that flags
+    nobody there; the threshold is the ceil((1 - false_alarm)(n + 1))-th smallest of the n values (a
+    conformal bound): for a new honest run exchangeable with these, P(anyone flagged) <= false_alarm.
+    Needs n >= 1 / false_alarm - 1 runs. The default threshold (DEFAULT_THRESHOLD) is a fixed fraction of the
+    results' spread, right for no model in particular: a calibrated one is usually far lower (smooth models
+    at large N) and catches lies the default misses, or higher (rough models at small N) and keeps its
+    false alarms at the rate asked."""
+    A = check_adversaries(adversaries)
+    if isinstance(false_alarm, bool) or not isinstance(false_alarm, (int, float, np.floating)) \
+            or not 0 < false_alarm < 1:
+        raise ValueError(f"false_alarm must be a probability in (0, 1), got {false_alarm!r}")
+    crit = []
+    for Y, returned in runs:
+        idx, Yn = _prepare(code, Y, returned)
+        order = np.argsort(idx, kind="stable")
+        crit.append(float(code._clean_threshold(idx[order], Yn[order], A)))
+    n = len(crit)
+    k = int(np.ceil((1 - false_alarm) * (n + 1)))
+    if k > n:
+        raise ValueError(f"calibrating a false-alarm rate of {false_alarm:g} needs at least "
+                         f"{int(np.ceil(1 / false_alarm)) - 1} honest runs, got {n}")
+    t = float(np.sort(crit)[k - 1])
+    return float(np.nextafter(t, np.inf)) if t > 0 else float(np.finfo(float).tiny)
+
+
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Any, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
                   method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
@@ -242,5 +287,5 @@ def _prepare(code: Any, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, np
     return idx, Yn
 
 
-__all__ = ["DEFAULT_THRESHOLD", "METHODS", "check_adversaries", "min_results", "require_results", "robust_decode",
-           "robust_spread", "search"]
+__all__ = ["DEFAULT_THRESHOLD", "METHODS", "calibrate", "check_adversaries", "clean_threshold", "min_results",
+           "require_results", "robust_decode", "robust_spread", "search"]
