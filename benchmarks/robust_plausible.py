@@ -37,7 +37,7 @@ import gencc  # noqa: E402
 from gencc import adversaries as adv  # noqa: E402
 from gencc.codes import robust  # noqa: E402
 from gencc.codes.robust import robust_spread  # noqa: E402
-from gencc.codes.smoother_loo import loo_matrix  # noqa: E402
+from gencc.codes.smoother_loo import downdate_residuals, loo_matrix  # noqa: E402
 from gencc.metrics import rel_mse  # noqa: E402
 
 K, S = 10, 2
@@ -141,16 +141,14 @@ def draws(model: Model, code: gencc.Code, trials: int, start: int = 0) -> Iterat
                                                                   stale=model.stale), rng)
 
 
-def oracle_scores(code: gencc.GCC, d: Draw, Yc: np.ndarray, bad: np.ndarray) -> np.ndarray:
-    """Per lie: the detector's score of that worker with every other liar already left out (the oracle's view):
-    its LOO residual's rms over the robust spread of the results."""
-    out = []
-    for w in bad:
-        keep = ~np.isin(d.ret, bad) | (d.ret == w)
-        G = loo_matrix(code.beta[d.ret[keep]], code.kernel_for(int(keep.sum())), 0.0)
-        j = int(np.flatnonzero(d.ret[keep] == w)[0])
-        r = (G @ Yc[keep])[j] / G[j, j]
-        out.append(np.sqrt(np.mean(r**2)) / robust_spread(Yc))
+def oracle_scores(code: gencc.GCC, d: Draw, Yc: np.ndarray, bad: np.ndarray, cal: robust.Calibration) -> np.ndarray:
+    """Per lie: the detector's own score of that worker with every other liar already left out (the oracle's
+    view: the downdated, gap-rescaled LOO residual's rms over the robust spread and the worker's weight)."""
+    G = loo_matrix(code.beta[d.ret], code.kernel_for(len(d.ret)), 0.0)
+    res = downdate_residuals(G, G @ Yc)
+    pos = np.flatnonzero(np.isin(d.ret, bad))
+    scale = robust_spread(Yc) * cal.weights[d.ret]
+    out = [np.sqrt(np.mean(res([tuple(int(j) for j in pos if j != i)])[0][i] ** 2)) / scale[i] for i in pos]
     return np.array(out)
 
 
@@ -158,7 +156,8 @@ CALIBRATION_SEED = 10_000
 
 
 def measure(models: list[Model], Ns=NS, As=AS, families=adv.PLAUSIBLE, trials: int = 100, honest: int = 300,
-            calibration: int = 300, false_alarm: float = 0.01, log=print) -> tuple[list[dict], list[dict]]:
+            calibration: int = 300, false_alarm: float = 0.01, per_worker: bool = False, log=print
+            ) -> tuple[list[dict], list[dict]]:
     """Rows per (model, N, A, family) and per (model, N, A) honest. The threshold is calibrated per (model, N,
     A) on `calibration` honest runs (seeds from CALIBRATION_SEED on, disjoint from the measured ones)."""
     rows, hrows = [], []
@@ -169,10 +168,11 @@ def measure(models: list[Model], Ns=NS, As=AS, families=adv.PLAUSIBLE, trials: i
             data = list(draws(model, code, max(trials, honest)))
             cal = list(draws(model, code, calibration, start=CALIBRATION_SEED))
             for A in As:
-                thr = robust.calibrate(code, ((c.Y, c.ret) for c in cal), adversaries=A, false_alarm=false_alarm)
+                thr = robust.calibrate(code, ((c.Y, c.ret) for c in cal), adversaries=A, false_alarm=false_alarm,
+                                       per_worker=per_worker)
                 fa = {k: sum(code.robust_decode(d.Y, d.ret, adversaries=A, **kw)[1].size > 0 for d in data[:honest])
                       for k, kw in (("default", {}), ("calibrated", {"threshold": thr}))}
-                hrows.append({"model": model.name, "N": N, "A": A, "runs": honest, "threshold": thr,
+                hrows.append({"model": model.name, "N": N, "A": A, "runs": honest, "threshold": thr.threshold,
                               "fa_default": fa["default"], "fa_calibrated": fa["calibrated"]})
                 for fam in families:
                     if fam == "stale-model" and model.stale is None:
@@ -183,7 +183,7 @@ def measure(models: list[Model], Ns=NS, As=AS, families=adv.PLAUSIBLE, trials: i
                         Yc, bad = m.corrupt(d.Y, d.ret, np.random.default_rng(d.rng.integers(2**31)), code, d.ctx)
                         Yh, fl = code.robust_decode(Yc, d.ret, adversaries=A, threshold=thr)
                         Yh0, fl0 = code.robust_decode(Yc, d.ret, adversaries=A)
-                        above = oracle_scores(code, d, Yc, bad) >= thr
+                        above = oracle_scores(code, d, Yc, bad, thr) >= thr.threshold
                         acc["rec"].extend(np.isin(bad, fl))
                         acc["rec0"].extend(np.isin(bad, fl0))
                         acc["above"].extend(above)
@@ -204,6 +204,72 @@ def measure(models: list[Model], Ns=NS, As=AS, families=adv.PLAUSIBLE, trials: i
     return rows, hrows
 
 
+def _pool(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """Rows pooled over what `keys` leaves out: recalls weighted by lies, the rest averaged."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    out = []
+    for key, rs in groups.items():
+        lies = np.array([r["lies"] for r in rs], dtype=float)
+        above = np.array([r["above_floor"] for r in rs]) * lies
+        hit_above = np.nan_to_num(np.array([r["recall_above_floor"] for r in rs])) * above
+        out.append({**dict(zip(keys, key, strict=True)), "lies": int(lies.sum()),
+                    "recall": float(np.sum([r["recall"] for r in rs] * lies) / lies.sum()),
+                    "recall_default": float(np.sum([r["recall_default"] for r in rs] * lies) / lies.sum()),
+                    "above_floor": float(above.sum() / lies.sum()),
+                    "recall_above_floor": float(hit_above.sum() / above.sum()) if above.sum() else float("nan"),
+                    "above": int(round(above.sum())), "missed_above": int(round(above.sum() - hit_above.sum())),
+                    "harm": float(np.mean([r["rel_mse"] / r["excluded"] for r in rs])),
+                    "harm_default": float(np.mean([r["rel_mse_default"] / r["excluded"] for r in rs]))})
+    return out
+
+
+def _f(v: float, digits: int = 3) -> str:
+    return "n/a" if not np.isfinite(v) else f"{v:.{digits}f}"
+
+
+def markdown(rows: list[dict], hrows: list[dict], command: str, args: argparse.Namespace) -> str:
+    """The generated page: false alarms, recall per family, N and A (pooled over models), per model."""
+    from gencc.experiments.markdown import table
+
+    fams = sorted({r["family"] for r in rows}, key=list(adv.PLAUSIBLE).index)
+    lines = [f"Generated by `{command}`; do not edit by hand.", "",
+             f"GCC, K = {K}, S = {S} random stragglers, A of the returned workers return a plausible wrong result "
+             f"(`gencc.adversaries.PLAUSIBLE`); models: {', '.join(sorted({r['model'] for r in rows}))} "
+             f"(benchmarks/robust_plausible.py). Calibrated: `robust.calibrate` on {args.calibration} honest runs "
+             f"per (model, N, A) for a false-alarm rate of 1%, seeds disjoint from the measured runs; default: "
+             f"the fixed threshold {robust.DEFAULT_THRESHOLD:g}. Above the floor: the lie's own score, with every "
+             "other liar already left out, exceeds the calibrated threshold (the 99% honest floor); below it the "
+             "others cannot tell the lie from a right result at that false-alarm rate.", "",
+             f"False alarms: all-honest runs ({hrows[0]['runs']} per row) flagging anyone, and the threshold "
+             "(a fraction of the results' robust spread):", ""]
+    lines += table(["model", "N", "A", "calibrated threshold", "false alarms, calibrated", "false alarms, default"],
+                   ([h["model"], str(h["N"]), str(h["A"]), f"{h['threshold']:.4f}",
+                     f"{h['fa_calibrated']}/{h['runs']}", f"{h['fa_default']}/{h['runs']}"] for h in hrows))
+    tot = sum(h["runs"] for h in hrows)
+    lines += ["", f"All rows: {sum(h['fa_calibrated'] for h in hrows)}/{tot} calibrated, "
+              f"{sum(h['fa_default'] for h in hrows)}/{tot} default.", "",
+              f"Recall per family, N and A, pooled over the models ({rows[0]['trials']} trials per model): recall "
+              "over every lie and over the lies above the floor (missed: how many of those), the share above the "
+              "floor, and the harm: mean over models of robust rel_mse / the best possible (the liars as "
+              "stragglers).", ""]
+    pooled = sorted(_pool(rows, ("N", "A", "family")), key=lambda r: (r["N"], r["A"], fams.index(r["family"])))
+    lines += table(["N", "A", "family", "lies", "above floor", "recall above floor (missed)", "recall, all",
+                    "recall, default threshold", "harm", "harm, default"],
+                   ([str(r["N"]), str(r["A"]), r["family"], str(r["lies"]), _f(r["above_floor"], 2),
+                     f"{_f(r['recall_above_floor'])} ({r['missed_above']})", _f(r["recall"]),
+                     _f(r["recall_default"]), f"{r['harm']:.2f}", f"{r['harm_default']:.2f}"] for r in pooled))
+    per = sorted(_pool(rows, ("model", "N")), key=lambda r: (r["model"], r["N"]))
+    lines += ["", "Per model and N, over every family and A:", ""]
+    lines += table(["model", "N", "lies", "above floor", "recall above floor (missed)", "recall, all",
+                    "recall, default threshold"],
+                   ([r["model"], str(r["N"]), str(r["lies"]), _f(r["above_floor"], 2),
+                     f"{_f(r['recall_above_floor'])} ({r['missed_above']})", _f(r["recall"]),
+                     _f(r["recall_default"])] for r in per))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=100)
@@ -212,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", nargs="+", default=list(adv.PLAUSIBLE), choices=adv.PLAUSIBLE)
     ap.add_argument("--N", nargs="+", type=int, default=list(NS))
     ap.add_argument("--calibration", type=int, default=300, help="honest runs the threshold is calibrated on")
+    ap.add_argument("--per-worker", action="store_true", help="calibrate per-worker weights (robust.calibrate)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     known = ("mlp-digits", "mlp-regress", "cnn-digits")
@@ -221,12 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     if "cnn-digits" in args.models:
         models.append(builtin_model())
     rows, hrows = measure(models, tuple(args.N), AS, tuple(args.families), args.trials, args.honest,
-                          args.calibration)
+                          args.calibration, per_worker=args.per_worker)
     for r in rows:
         print(f"{r['model']:12s} N={r['N']} A={r['A']} {r['family']:12s} recall {r['recall']:.3f} "
               f"(default {r['recall_default']:.3f}) above-floor {r['above_floor']:.2f} recall(above) "
               f"{r['recall_above_floor']:.3f} honest/trial {r['honest_flagged']:.3f} rel {r['rel_mse']:.2e} "
               f"(default {r['rel_mse_default']:.2e}) best {r['excluded']:.2e}")
+    if args.out:
+        cmd = "python benchmarks/robust_plausible.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(markdown(rows, hrows, cmd.strip(), args))
+        print(f"wrote {args.out}")
     for h in hrows:
         print(f"honest {h['model']} N={h['N']} A={h['A']}: threshold {h['threshold']:.4f} false alarms "
               f"{h['fa_calibrated']}/{h['runs']} (default threshold: {h['fa_default']})")

@@ -33,7 +33,7 @@ returned workers' coded inputs, another job's results, a stale model):
 - SwapTop: the two largest outputs swapped (the predicted class changes, nothing else).
 - Scaled: y times a factor c with |log c| uniform in [log(1 + scale), log 2], either direction.
 - Truncated: y rounded to `bits` mantissa bits (default 7: bfloat16), a precision bug.
-- Constant: the results' mean over workers, the same for every liar (a default or cached value).
+- ConstantVector: the results' mean over workers, the same for every liar (a default or cached value).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import numpy as np
 
 from .base import Adversary, Context, spread
 from .plausible import (
-    Constant,
+    ConstantVector,
     NeighbourReplay,
     OtherJob,
     Permute,
@@ -193,7 +193,7 @@ class Stealth(Adversary):
 MODELS = {"honest": Honest, "random": RandomValues, "signflip": SignFlip, "noise": Noise, "offset": Offset,
           "relative": RelativeNoise, "bump": SmoothBump, "stealth": Stealth, "replay": Replay,
           "neighbour": NeighbourReplay, "other-job": OtherJob, "stale-model": StaleModel, "wrong-input": WrongInput,
-          "permute": Permute, "swap-top": SwapTop, "scaled": Scaled, "truncated": Truncated, "constant": Constant}
+          "permute": Permute, "swap-top": SwapTop, "scaled": Scaled, "truncated": Truncated, "constant": ConstantVector}
 #: the plausible wrong results: finite, of the results' own magnitude, the kind real bugs and replays produce
 PLAUSIBLE = ("replay", "neighbour", "other-job", "stale-model", "wrong-input", "permute", "swap-top", "scaled",
              "truncated", "constant")
@@ -207,6 +207,7 @@ def get_adversary(name: str, A: int, scale: float | None = None) -> Adversary:
     return cls(A) if scale is None else cls(A, scale)
 
 
-__all__ = ["MODELS", "PLAUSIBLE", "Adversary", "Constant", "Context", "Honest", "NeighbourReplay", "Noise", "Offset",
-           "OtherJob", "Permute", "RandomValues", "RelativeNoise", "Replay", "Scaled", "SignFlip", "SmoothBump",
-           "StaleModel", "Stealth", "SwapTop", "Truncated", "WrongInput", "get_adversary", "relative_noise", "spread"]
+__all__ = ["MODELS", "PLAUSIBLE", "Adversary", "ConstantVector", "Context", "Honest", "NeighbourReplay", "Noise",
+           "Offset", "OtherJob", "Permute", "RandomValues", "RelativeNoise", "Replay", "Scaled", "SignFlip",
+           "SmoothBump", "StaleModel", "Stealth", "SwapTop", "Truncated", "WrongInput", "get_adversary",
+           "relative_noise", "spread"]

@@ -129,7 +129,7 @@ class Truncated(Adversary):
 
 
 @dataclass(frozen=True)
-class Constant(Adversary):
+class ConstantVector(Adversary):
     """The results' mean over the returned workers, the same vector for every corrupted worker."""
 
     name = "constant"

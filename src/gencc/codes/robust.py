@@ -31,6 +31,7 @@ The search:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from math import comb
 from typing import Any
@@ -74,7 +75,7 @@ def robust_spread(Y: np.ndarray) -> float:
     return s if s > 0 else 1.0
 
 
-def search(residuals: Residuals, n: int, adversaries: int, scale: float, threshold: float,
+def search(residuals: Residuals, n: int, adversaries: int, scale: float | np.ndarray, threshold: float,
            drop: Callable[[np.ndarray], np.ndarray], refine: bool = False, neighbours: int = 1,
            pairs: Callable[[tuple[int, ...]], np.ndarray] | None = None,
            adjacent: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
@@ -93,7 +94,7 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     base = _scores(residuals([()])[0], scale)
     extra = np.zeros(0, dtype=np.int64)
     if base.max() < threshold and adjacent is not None and adversaries >= 2:
-        pair = adjacent() / scale
+        pair = adjacent() / pair_scale(scale)
         hot = np.flatnonzero((pair >= PAIR_TRIGGER * threshold) & (pair >= PAIR_CONTRAST * np.median(pair)))
         extra = np.union1d(hot, hot + 1)
     if (base.max() < threshold and extra.size == 0) or adversaries == 0:
@@ -116,7 +117,7 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
             rest = _remaining_max(residuals([tuple(beam[0])])[0], beam[0], scale)
         best = tuple(int(i) for i in beam[0])
         if pairs is not None and rest < threshold:  # only a set that passes needs the pair check
-            rest = max(rest, float(pairs(best).max()) / scale)
+            rest = max(rest, float(np.max(pairs(best) / scale)))
         if found is None:
             if rest < threshold:
                 found = (best, rest)
@@ -129,6 +130,11 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     if found is not None:
         return np.array(sorted(found[0]), dtype=np.int64), True
     return np.array(sorted(best), dtype=np.int64), False
+
+
+def pair_scale(scale: float | np.ndarray) -> float | np.ndarray:
+    """The scale of adjacent pair (i, i + 1) from per-position scales: the larger of the two."""
+    return np.maximum(scale[:-1], scale[1:]) if np.ndim(scale) else scale
 
 
 def _subsets(pool: np.ndarray, size: int, beam: np.ndarray | None) -> np.ndarray:
@@ -156,7 +162,7 @@ def _remaining_max(R: np.ndarray, S, scale: float) -> float:
     return float(sc.max())
 
 
-def _scores(R: np.ndarray, scale: float) -> np.ndarray:
+def _scores(R: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
     return np.sqrt(np.mean(R**2, axis=1)) / scale
 
 
@@ -173,14 +179,14 @@ def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, thresho
     return np.array(sorted(cand), dtype=np.int64)
 
 
-def clean_threshold(residuals: Residuals, adversaries: int, scale: float,
+def clean_threshold(residuals: Residuals, adversaries: int, scale: float | np.ndarray,
                     adjacent: Callable[[], np.ndarray] | None = None) -> float:
     """The threshold at and below which `search` would flag someone in these results and above which it flags
     nobody: the largest LOO score, and with A >= 2 the largest adjacent-pair score that passes the pair
     contrast, over PAIR_TRIGGER (both scale-free, as `search` scores them)."""
     t = float(_scores(residuals([()])[0], scale).max())
     if adjacent is not None and adversaries >= 2:
-        pair = adjacent() / scale
+        pair = adjacent() / pair_scale(scale)
         if pair.size:
             hot = pair[pair >= PAIR_CONTRAST * np.median(pair)]
             if hot.size:
@@ -188,51 +194,92 @@ def clean_threshold(residuals: Residuals, adversaries: int, scale: float,
     return t
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """A robust decode's threshold calibrated on honest runs (`calibrate`): pass it as `threshold=`.
+
+    `weights[n]`: the honest spread of worker n's LOO score (its median over the runs that set the weights,
+    relative to the median over workers; 1 where not measured): a score is divided by its worker's weight,
+    so a worker point whose honest residual is large (a wide gap, a rough stretch of f o u_enc) is not what
+    sets the threshold for all. `threshold`: the conformal bound on the weighted scores; `false_alarm`: the
+    probability it was set for; `runs`: how many honest runs set it."""
+
+    threshold: float
+    weights: np.ndarray
+    false_alarm: float
+    runs: int
+
+
 def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries: int = 1,
-              false_alarm: float = 0.01) -> float:
+              false_alarm: float = 0.01, per_worker: bool = False) -> Calibration:
     """A threshold for `robust_decode` with a stated false-alarm probability, from honest runs of the same
     code, model and input distribution: `runs` yields (Y, returned) of decodes known (or trusted) to be honest.
 
-    Each run's `clean_threshold` (the code's `_clean_threshold` hook) is the least threshold that flags
-    nobody there; the threshold is the ceil((1 - false_alarm)(n + 1))-th smallest of the n values (a
-    conformal bound): for a new honest run exchangeable with these, P(anyone flagged) <= false_alarm.
-    Needs n >= 1 / false_alarm - 1 runs. The default threshold (DEFAULT_THRESHOLD) is a fixed fraction of the
-    results' spread, right for no model in particular: a calibrated one is usually far lower (smooth models
-    at large N) and catches lies the default misses, or higher (rough models at small N) and keeps its
-    false alarms at the rate asked."""
+    With `per_worker` the first third of the runs sets each worker's weight (Calibration; measured worse than
+    one threshold for all on the models of benchmarks/robust_plausible.py, so off by default); on the rest, each
+    run's `clean_threshold` (the code's `_clean_threshold` hook: the least threshold that flags nobody there)
+    is collected, and the threshold is the ceil((1 - false_alarm)(n + 1))-th smallest of those n values (a
+    conformal bound): for a new honest run exchangeable with these, P(anyone flagged) <= false_alarm, whatever
+    the weights. Needs n >= 1 / false_alarm - 1 runs for the threshold. The default threshold
+    (DEFAULT_THRESHOLD) is a fixed fraction of the results' spread, right for no model in particular: a
+    calibrated one is far lower for smooth models at large N (and catches lies the default misses) and
+    higher for rough ones at small N (and keeps false alarms at the rate asked)."""
     A = check_adversaries(adversaries)
     if isinstance(false_alarm, bool) or not isinstance(false_alarm, (int, float, np.floating)) \
             or not 0 < false_alarm < 1:
         raise ValueError(f"false_alarm must be a probability in (0, 1), got {false_alarm!r}")
-    crit = []
+    data = []
     for Y, returned in runs:
         idx, Yn = _prepare(code, Y, returned)
         order = np.argsort(idx, kind="stable")
-        crit.append(float(code._clean_threshold(idx[order], Yn[order], A)))
-    n = len(crit)
-    k = int(np.ceil((1 - false_alarm) * (n + 1)))
-    if k > n:
-        raise ValueError(f"calibrating a false-alarm rate of {false_alarm:g} needs at least "
-                         f"{int(np.ceil(1 / false_alarm)) - 1} honest runs, got {n}")
-    t = float(np.sort(crit)[k - 1])
-    return float(np.nextafter(t, np.inf)) if t > 0 else float(np.finfo(float).tiny)
+        data.append((idx[order], Yn[order]))
+    split = len(data) // 3 if per_worker else 0
+    need = int(np.ceil(1 / false_alarm)) - 1
+    if len(data) - split < need:
+        raise ValueError(f"calibrating a false-alarm rate of {false_alarm:g} needs at least {need + split} honest "
+                         f"runs{' (a third of them set the per-worker weights)' if per_worker else ''}, got "
+                         f"{len(data)}")
+    weights = np.ones(code.N)
+    if split:
+        per: list[list[float]] = [[] for _ in range(code.N)]
+        for idx, Yn in data[:split]:
+            for n, v in zip(idx, code._honest_scores(idx, Yn), strict=True):
+                per[int(n)].append(float(v))
+        med = np.array([np.median(v) if v else np.nan for v in per])
+        ok = np.isfinite(med) & (med > 0)
+        if ok.any():
+            weights[ok] = med[ok] / np.median(med[ok])
+            weights[~ok] = weights[ok].max()
+    crit = np.sort([float(code._clean_threshold(idx, Yn, A, weights=weights[idx])) for idx, Yn in data[split:]])
+    k = int(np.ceil((1 - false_alarm) * (crit.size + 1)))
+    t = float(crit[k - 1])
+    t = float(np.nextafter(t, np.inf)) if t > 0 else float(np.finfo(float).tiny)
+    weights.setflags(write=False)
+    return Calibration(t, weights, float(false_alarm), len(data))
 
 
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Any, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
-                  method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
+                  method: str = "loo", threshold: float | Calibration = DEFAULT_THRESHOLD
+                  ) -> tuple[Any, np.ndarray]:
     """(Yhat, flagged) for `code.robust_decode`: the decode without the flagged workers, and their sorted indices.
 
     `code` is any `gencc.codes.Code`; what it can locate is its own business (the module docstring's hooks)."""
     A = check_adversaries(adversaries)
     idx, Yn = _prepare(code, Y, returned)
     _check_method(code, method)
+    weights = None
+    if isinstance(threshold, Calibration):
+        if threshold.weights.shape != (code.N,):
+            raise ValueError(f"this calibration is for N={threshold.weights.size} workers, the code has N={code.N}")
+        threshold, weights = threshold.threshold, threshold.weights
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
             or not (np.isfinite(threshold) and threshold > 0):
-        raise ValueError(f"threshold must be a positive number, got {threshold!r}")
+        raise ValueError(f"threshold must be a positive number or a Calibration, got {threshold!r}")
     order = np.argsort(idx, kind="stable")
-    flagged = np.sort(np.asarray(code._locate_wrong(idx[order], Yn[order], A, method=method, threshold=threshold),
-                                 dtype=np.int64))
+    kw = {} if weights is None else {"weights": weights[idx[order]]}
+    flagged = np.sort(np.asarray(code._locate_wrong(idx[order], Yn[order], A, method=method, threshold=threshold,
+                                                    **kw), dtype=np.int64))
     return code._decode_excluding(Y, idx, flagged), flagged
 
 
@@ -287,5 +334,5 @@ def _prepare(code: Any, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, np
     return idx, Yn
 
 
-__all__ = ["DEFAULT_THRESHOLD", "METHODS", "calibrate", "check_adversaries", "clean_threshold", "min_results",
-           "require_results", "robust_decode", "robust_spread", "search"]
+__all__ = ["DEFAULT_THRESHOLD", "METHODS", "Calibration", "calibrate", "check_adversaries", "clean_threshold",
+           "min_results", "require_results", "robust_decode", "robust_spread", "search"]
