@@ -209,3 +209,16 @@ def test_context_models_refuse_without_what_they_read():
         adv.StaleModel(1).corrupt(Y, r, np.random.default_rng(0), context=adv.Context(f=f, inputs=ctx.inputs))
     with pytest.raises(ValueError, match="one row per returned result"):
         adv.OtherJob(1).corrupt(Y, r, np.random.default_rng(0), context=adv.Context(other=ctx.other[:3]))
+
+
+def test_per_result_models_corrupt_one_result_as_fault_injection_does():
+    per = sorted(n for n, c in adv.MODELS.items() if c(1).per_result)
+    assert per == ["noise", "offset", "permute", "random", "relative", "scaled", "signflip", "swap-top", "truncated"]
+    out = np.array([0.3, -1.2, 2.5, 0.7])
+    for name in ("noise", "signflip", "scaled"):  # the same draws as corrupting that row among others
+        m = adv.get_adversary(name, 1)
+        got = m.perturb_one(out, 2.0, np.random.default_rng(4))
+        np.testing.assert_array_equal(got, m._perturb(out[None].copy(), 2.0, np.random.default_rng(4))[0])
+    assert sorted(adv.Permute(1).perturb_one(out, 1.0, np.random.default_rng(0))) == sorted(out)
+    with pytest.raises(ValueError, match="cannot corrupt one result on its own"):
+        adv.Replay(1).perturb_one(out, 1.0, np.random.default_rng(0))

@@ -20,6 +20,9 @@ the decoder to expect up to A, which is how false alarms are measured.
 - Stealth: knows the code and the detector: A neighbouring workers where the decode leans hardest add a
   common offset, the largest (by bisection) that `code.robust_decode` does not flag.
 
+A model with `per_result` makes a result wrong from itself alone; `perturb_one` is that, one result at a
+time (what fault injection needs).
+
 Plausible wrong results (`PLAUSIBLE`): finite, of the right magnitude, the kind real bugs and replays produce.
 Those that need more than the results read it from a `Context` passed to `corrupt` (the function, the
 returned workers' coded inputs, another job's results, a stale model):

@@ -52,6 +52,22 @@ class Adversary:
     #: the `Context` fields this model reads
     needs: ClassVar[tuple[str, ...]] = ()
 
+    def perturb_one(self, out: Any, unit: float, rng: np.random.Generator) -> np.ndarray:
+        """One result `out` (any shape) made wrong on its own, magnitudes in `unit` (what fault injection
+        calls, one result at a time); only for models with `per_result` (the others need the group)."""
+        if not self.per_result:
+            raise ValueError(f"adversary {self.name!r} needs the other results or a context: it cannot corrupt "
+                             "one result on its own")
+        out = np.asarray(out, dtype=float)
+        return self._perturb(out.reshape(1, *out.shape), float(unit), rng)[0]
+
+    @property
+    def per_result(self) -> bool:
+        """True when a result is made wrong from itself alone (`_perturb`, no `_wrong` or `_choose` of its own)."""
+        cls = type(self)
+        return not self.needs and cls._wrong is Adversary._wrong and cls._choose is Adversary._choose \
+            and cls.corrupt is Adversary.corrupt and cls._perturb is not Adversary._perturb
+
     def _wrong(self, Y: np.ndarray, pos: np.ndarray, ctx: Context | None, rng: np.random.Generator) -> np.ndarray:
         """The wrong results of the rows `pos` of Y (n, ...): by default each row perturbed on its own."""
         return self._perturb(Y[pos].copy(), spread(Y), rng)

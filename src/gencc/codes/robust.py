@@ -15,6 +15,9 @@ its own half through three hooks of `gencc.codes.base.Code`:
 - `_decode_excluding(Y, returned, excluded)`: the decode without them (by default `decode` of the rest; GCC's
   interpolating decoder downdates the weights it already factored for the search).
 - `_robust_min_results(adversaries)`: the fewest results a robust decode accepts.
+- `_clean_threshold(returned, Y, adversaries, weights=)` and `_honest_scores(returned, Y)` (GCC, BACC): what
+  `calibrate` collects from honest runs to set a threshold with a stated false-alarm rate (a `Calibration`,
+  passed to `robust_decode` as `threshold`).
 
 The search:
 
