@@ -121,3 +121,16 @@ def test_bad_calibration_is_a_clear_error():
     lcc = LCC(3, 12, degree=1)
     with pytest.raises(ValueError, match="exact error correction"):
         robust.calibrate(lcc, [(lcc.encode(np.ones((3, 1))), np.arange(12))] * 20, false_alarm=0.1)
+
+
+def test_honest_runs_are_jobs_of_the_model_on_its_sample_inputs():
+    code = GCC(10, 40)
+    f, pool = trained_model()
+    got = list(robust.honest_runs(code, f, pool, runs=3, stragglers=2, seed=7))
+    for (Y, ret), (Yref, rref) in zip(got, runs(code, f, pool, 3, start=7), strict=True):
+        np.testing.assert_array_equal(ret, rref)
+        np.testing.assert_allclose(Y, Yref)
+    with pytest.raises(ValueError, match="at least K=10 sample inputs"):
+        next(robust.honest_runs(code, f, pool[:5]))
+    with pytest.raises(ValueError, match="stragglers must lie in"):
+        next(robust.honest_runs(code, f, pool, stragglers=40))

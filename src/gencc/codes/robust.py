@@ -33,7 +33,7 @@ The search:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from math import comb
@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .._arrays import check_finite, to_numpy
+from ..ordering import order_inputs
 
 #: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
 DEFAULT_THRESHOLD = 0.5
@@ -261,6 +262,28 @@ def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries:
     return Calibration(t, weights, float(false_alarm), len(data))
 
 
+def honest_runs(code: Any, f: Callable[[Any], Any], inputs: Any, runs: int = 300, stragglers: int = 0,
+                seed: int = 0, ordered: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Honest runs for `calibrate` made with the model itself: run r draws K of the sample `inputs` (P, ...)
+    and `stragglers` missing workers from seed + r, orders the K inputs like a job (`gencc.order_inputs`, unless
+    `ordered` is False), encodes them and yields (f of the returned workers' coded inputs, returned). `f` is
+    batched (a batch of inputs in, their outputs out), as jobs apply it."""
+    pool = np.asarray(to_numpy(inputs), dtype=float)
+    if pool.ndim == 0 or len(pool) < code.K:
+        raise ValueError(f"honest_runs needs at least K={code.K} sample inputs, got "
+                         f"{0 if pool.ndim == 0 else len(pool)}")
+    if not 0 <= stragglers <= code.N - code.min_results:
+        raise ValueError(f"stragglers must lie in [0, {code.N - code.min_results}], got {stragglers!r}")
+    for r in range(int(runs)):
+        rng = np.random.default_rng(seed + r)
+        X = pool[rng.choice(len(pool), code.K, replace=False)]
+        if ordered:
+            X = X[order_inputs(X)]
+        ret = np.sort(rng.choice(code.N, code.N - stragglers, replace=False))
+        Y = np.asarray(to_numpy(f(code.encode(X)[ret])), dtype=float)
+        yield Y.reshape(ret.size, -1), ret
+
+
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Any, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
                   method: str = "loo", threshold: float | Calibration = DEFAULT_THRESHOLD
@@ -338,4 +361,4 @@ def _prepare(code: Any, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, np
 
 
 __all__ = ["DEFAULT_THRESHOLD", "METHODS", "Calibration", "calibrate", "check_adversaries", "clean_threshold",
-           "min_results", "require_results", "robust_decode", "robust_spread", "search"]
+           "honest_runs", "min_results", "require_results", "robust_decode", "robust_spread", "search"]
