@@ -156,7 +156,7 @@ CALIBRATION_SEED = 10_000
 
 
 def measure(models: list[Model], Ns=NS, As=AS, families=adv.PLAUSIBLE, trials: int = 100, honest: int = 300,
-            calibration: int = 300, false_alarm: float = 0.01, per_worker: bool = False, log=print
+            calibration: int = 500, false_alarm: float = 0.01, per_worker: bool = False, log=print
             ) -> tuple[list[dict], list[dict]]:
     """Rows per (model, N, A, family) and per (model, N, A) honest. The threshold is calibrated per (model, N,
     A) on `calibration` honest runs (seeds from CALIBRATION_SEED on, disjoint from the measured ones)."""
@@ -238,7 +238,8 @@ def markdown(rows: list[dict], hrows: list[dict], command: str, args: argparse.N
              f"GCC, K = {K}, S = {S} random stragglers, A of the returned workers return a plausible wrong result "
              f"(`gencc.adversaries.PLAUSIBLE`); models: {', '.join(sorted({r['model'] for r in rows}))} "
              f"(benchmarks/robust_plausible.py). Calibrated: `robust.calibrate` on {args.calibration} honest runs "
-             f"per (model, N, A) for a false-alarm rate of 1%, seeds disjoint from the measured runs; default: "
+             "per (model, N, A) for a false-alarm rate of 1% at confidence 0.9 (its defaults), seeds disjoint "
+             "from the measured runs; default: "
              f"the fixed threshold {robust.DEFAULT_THRESHOLD:g}. Above the floor: the lie's own score, with every "
              "other liar already left out, exceeds the calibrated threshold (the 99% honest floor); below it the "
              "others cannot tell the lie from a right result at that false-alarm rate.", "",
@@ -277,13 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["mlp-digits", "mlp-regress", "cnn-digits"])
     ap.add_argument("--families", nargs="+", default=list(adv.PLAUSIBLE), choices=adv.PLAUSIBLE)
     ap.add_argument("--N", nargs="+", type=int, default=list(NS))
-    ap.add_argument("--calibration", type=int, default=300, help="honest runs the threshold is calibrated on")
+    ap.add_argument("--calibration", type=int, default=500, help="honest runs the threshold is calibrated on")
     ap.add_argument("--per-worker", action="store_true", help="calibrate per-worker weights (robust.calibrate)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     known = ("mlp-digits", "mlp-regress", "cnn-digits")
-    if any(m not in known for m in args.models) or args.trials < 1 or args.honest < 1 or args.calibration < 99:
-        ap.error(f"models: {', '.join(known)}; trials and honest must be positive, calibration at least 99")
+    if any(m not in known for m in args.models) or args.trials < 1 or args.honest < 1 or args.calibration < 230:
+        ap.error(f"models: {', '.join(known)}; trials and honest must be positive, calibration at least 230")
     models = [m for m in independent_models() if m.name in args.models]
     if "cnn-digits" in args.models:
         models.append(builtin_model())

@@ -3,6 +3,7 @@ threshold, the conformal false-alarm bound, and plausible lies on a model traine
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 from gencc import BACC, GCC, LCC, order_inputs
 from gencc import adversaries as adv
@@ -71,11 +72,17 @@ def test_calibrated_threshold_is_the_conformal_order_statistic_and_holds_its_fal
     code = GCC(10, 40)
     f, pool = trained_model()
     cal_runs = runs(code, f, pool, 120, start=1000)
-    cal = robust.calibrate(code, cal_runs, adversaries=2, false_alarm=0.02)
+    cal = robust.calibrate(code, cal_runs, adversaries=2, false_alarm=0.02, confidence=None)
     crit = np.sort([code._clean_threshold(r, Y, 2) for Y, r in cal_runs])
     k = int(np.ceil(0.98 * 121))
     assert cal.threshold == pytest.approx(crit[k - 1], rel=1e-12) and cal.threshold > crit[k - 1]
-    assert cal.runs == 120 and cal.false_alarm == 0.02 and np.all(cal.weights == 1.0)
+    assert cal.runs == 120 and cal.false_alarm == 0.02 and np.all(cal.weights == 1.0) and cal.confidence is None
+    # with a confidence: the least k whose false-alarm rate, Beta(n + 1 - k, k), exceeds 2% with probability
+    # at most 10%; the same event counted as a binomial (at most n - k of n honest scores above the rate's quantile)
+    pac = robust.calibrate(code, cal_runs, adversaries=2, false_alarm=0.02, confidence=0.9)
+    kp = int(np.flatnonzero(np.isclose(crit, pac.threshold, rtol=1e-12, atol=0))[0]) + 1
+    assert binom.cdf(120 - kp, 120, 0.02) <= 0.1 < binom.cdf(120 - kp + 1, 120, 0.02)
+    assert pac.threshold >= cal.threshold and pac.confidence == 0.9
     fresh = runs(code, f, pool, 100)  # seeds disjoint from the calibration's
     alarms = sum(code.robust_decode(Y, r, adversaries=2, threshold=cal)[1].size > 0 for Y, r in fresh)
     assert alarms <= 5  # expected at most 2 of 100 (binomial: P(more than 5) < 2%)
@@ -86,7 +93,7 @@ def test_a_calibrated_threshold_catches_plausible_lies_the_default_misses():
     the spread: a result scaled by 10% to 2x often sits between the two."""
     code = GCC(10, 80)
     f, pool = trained_model()
-    cal = robust.calibrate(code, runs(code, f, pool, 100, start=1000), adversaries=1)
+    cal = robust.calibrate(code, runs(code, f, pool, 60, start=1000), adversaries=1, false_alarm=0.05)
     assert cal.threshold < robust.DEFAULT_THRESHOLD
     caught, caught_default = 0, 0
     for t, (Y, ret) in enumerate(runs(code, f, pool, 12)):
@@ -99,7 +106,7 @@ def test_a_calibrated_threshold_catches_plausible_lies_the_default_misses():
 def test_per_worker_weights_are_relative_honest_spreads():
     code = GCC(10, 40)
     f, pool = trained_model()
-    cal = robust.calibrate(code, runs(code, f, pool, 150, start=1000), per_worker=True)
+    cal = robust.calibrate(code, runs(code, f, pool, 90, start=1000), false_alarm=0.05, per_worker=True)
     assert cal.weights.shape == (40,) and np.all(cal.weights > 0) and np.median(cal.weights) == pytest.approx(1.0)
     Y, ret = runs(code, f, pool, 1)[0]
     code.robust_decode(Y, ret, adversaries=1, threshold=cal)  # weights travel through the hooks
@@ -109,18 +116,23 @@ def test_bad_calibration_is_a_clear_error():
     code = GCC(10, 40)
     f, pool = trained_model()
     few = runs(code, f, pool, 30)
+    with pytest.raises(ValueError, match="needs at least 230 honest runs"):
+        robust.calibrate(code, few)  # 1% at confidence 0.9: 0.99^230 < 0.1 < 0.99^229
     with pytest.raises(ValueError, match="needs at least 99 honest runs"):
-        robust.calibrate(code, few)
+        robust.calibrate(code, few, confidence=None)
+    for bad in (0.0, 1.0, True, "0.9"):
+        with pytest.raises(ValueError, match="confidence must be a probability"):
+            robust.calibrate(code, few, false_alarm=0.05, confidence=bad)
     for bad in (0.0, 1.0, -0.1, True, "0.01"):
         with pytest.raises(ValueError, match="false_alarm must be a probability"):
             robust.calibrate(code, few, false_alarm=bad)
-    cal = robust.calibrate(code, few, false_alarm=0.05)
+    cal = robust.calibrate(code, few, false_alarm=0.05, confidence=None)
     Y, ret = few[0]
     with pytest.raises(ValueError, match="for N=40 workers, the code has N=41"):
         GCC(10, 41).robust_decode(Y, ret, adversaries=1, threshold=cal)
     lcc = LCC(3, 12, degree=1)
     with pytest.raises(ValueError, match="exact error correction"):
-        robust.calibrate(lcc, [(lcc.encode(np.ones((3, 1))), np.arange(12))] * 20, false_alarm=0.1)
+        robust.calibrate(lcc, [(lcc.encode(np.ones((3, 1))), np.arange(12))] * 30, false_alarm=0.1)
 
 
 def test_honest_runs_are_jobs_of_the_model_on_its_sample_inputs():

@@ -206,25 +206,31 @@ class Calibration:
     relative to the median over workers; 1 where not measured): a score is divided by its worker's weight,
     so a worker point whose honest residual is large (a wide gap, a rough stretch of f o u_enc) is not what
     sets the threshold for all. `threshold`: the conformal bound on the weighted scores; `false_alarm`: the
-    probability it was set for; `runs`: how many honest runs set it."""
+    probability it was set for; `runs`: how many honest runs set it; `confidence`: the probability over the
+    calibration draw that the false-alarm rate is at most `false_alarm` (None: on average)."""
 
     threshold: float
     weights: np.ndarray
     false_alarm: float
     runs: int
+    confidence: float | None = None
 
 
 def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries: int = 1,
-              false_alarm: float = 0.01, per_worker: bool = False) -> Calibration:
+              false_alarm: float = 0.01, confidence: float | None = 0.9, per_worker: bool = False) -> Calibration:
     """A threshold for `robust_decode` with a stated false-alarm probability, from honest runs of the same
     code, model and input distribution: `runs` yields (Y, returned) of decodes known (or trusted) to be honest.
 
     With `per_worker` the first third of the runs sets each worker's weight (Calibration; measured worse than
     one threshold for all on the models of benchmarks/robust_plausible.py, so off by default); on the rest, each
     run's `clean_threshold` (the code's `_clean_threshold` hook: the least threshold that flags nobody there)
-    is collected, and the threshold is the ceil((1 - false_alarm)(n + 1))-th smallest of those n values (a
-    conformal bound): for a new honest run exchangeable with these, P(anyone flagged) <= false_alarm, whatever
-    the weights. Needs n >= 1 / false_alarm - 1 runs for the threshold. The default threshold
+    is collected, and the threshold is one of their order statistics (conformal bounds, for new honest runs
+    exchangeable with these, whatever the weights). The k-th smallest of n leaves a false-alarm rate
+    distributed as Beta(n + 1 - k, k) over the calibration draw: with `confidence` (default 0.9) k is the
+    least with P(rate > false_alarm) <= 1 - confidence (needs n >= log(1 - confidence) / log(1 - false_alarm)
+    runs: 230 for 1% at 0.9); with confidence None, k = ceil((1 - false_alarm)(n + 1)), the rate is at most
+    false_alarm on average over calibrations but one calibration's can be higher (n >= 1 / false_alarm - 1).
+    The default threshold
     (DEFAULT_THRESHOLD) is a fixed fraction of the results' spread, right for no model in particular: a
     calibrated one is far lower for smooth models at large N (and catches lies the default misses) and
     higher for rough ones at small N (and keeps false alarms at the rate asked)."""
@@ -237,8 +243,14 @@ def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries:
         idx, Yn = _prepare(code, Y, returned)
         order = np.argsort(idx, kind="stable")
         data.append((idx[order], Yn[order]))
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
+                                   or not 0 < confidence < 1):
+        raise ValueError(f"confidence must be a probability in (0, 1) or None, got {confidence!r}")
     split = len(data) // 3 if per_worker else 0
-    need = int(np.ceil(1 / false_alarm)) - 1
+    if confidence is None:
+        need = int(np.ceil(1 / false_alarm)) - 1
+    else:
+        need = int(np.ceil(np.log1p(-confidence) / np.log1p(-false_alarm) - 1e-9))
     if len(data) - split < need:
         raise ValueError(f"calibrating a false-alarm rate of {false_alarm:g} needs at least {need + split} honest "
                          f"runs{' (a third of them set the per-worker weights)' if per_worker else ''}, got "
@@ -255,11 +267,21 @@ def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries:
             weights[ok] = med[ok] / np.median(med[ok])
             weights[~ok] = weights[ok].max()
     crit = np.sort([float(code._clean_threshold(idx, Yn, A, weights=weights[idx])) for idx, Yn in data[split:]])
-    k = int(np.ceil((1 - false_alarm) * (crit.size + 1)))
-    t = float(crit[k - 1])
+    t = float(crit[order_statistic(crit.size, false_alarm, confidence) - 1])
     t = float(np.nextafter(t, np.inf)) if t > 0 else float(np.finfo(float).tiny)
     weights.setflags(write=False)
-    return Calibration(t, weights, float(false_alarm), len(data))
+    return Calibration(t, weights, float(false_alarm), len(data), confidence)
+
+
+def order_statistic(n: int, false_alarm: float, confidence: float | None) -> int:
+    """The k (1-based) of `calibrate`'s threshold among n sorted clean thresholds (see there)."""
+    if confidence is None:
+        return min(int(np.ceil((1 - false_alarm) * (n + 1))), n)
+    from scipy.stats import beta
+
+    ks = np.arange(1, n + 1)
+    ok = beta.sf(false_alarm, n + 1 - ks, ks) <= 1 - confidence + 1e-12
+    return int(ks[ok].min()) if ok.any() else n
 
 
 def honest_runs(code: Any, f: Callable[[Any], Any], inputs: Any, runs: int = 300, stragglers: int = 0,
