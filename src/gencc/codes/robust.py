@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 
 from .._arrays import check_finite, to_numpy
-from ..ordering import order_inputs
 
 #: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
 DEFAULT_THRESHOLD = 0.5
@@ -285,11 +284,12 @@ def order_statistic(n: int, false_alarm: float, confidence: float | None) -> int
 
 
 def honest_runs(code: Any, f: Callable[[Any], Any], inputs: Any, runs: int = 300, stragglers: int = 0,
-                seed: int = 0, ordered: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                seed: int = 0, order: Callable[[np.ndarray], Any] | None = None
+                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Honest runs for `calibrate` made with the model itself: run r draws K of the sample `inputs` (P, ...)
-    and `stragglers` missing workers from seed + r, orders the K inputs like a job (`gencc.order_inputs`, unless
-    `ordered` is False), encodes them and yields (f of the returned workers' coded inputs, returned). `f` is
-    batched (a batch of inputs in, their outputs out), as jobs apply it."""
+    and `stragglers` missing workers from seed + r, orders the K inputs by `order` when given (the job's own
+    ordering, e.g. `gencc.order_inputs`), encodes them and yields (f of the returned workers' coded inputs,
+    returned). `f` is batched (a batch of inputs in, their outputs out), as jobs apply it."""
     pool = np.asarray(to_numpy(inputs), dtype=float)
     if pool.ndim == 0 or len(pool) < code.K:
         raise ValueError(f"honest_runs needs at least K={code.K} sample inputs, got "
@@ -299,8 +299,8 @@ def honest_runs(code: Any, f: Callable[[Any], Any], inputs: Any, runs: int = 300
     for r in range(int(runs)):
         rng = np.random.default_rng(seed + r)
         X = pool[rng.choice(len(pool), code.K, replace=False)]
-        if ordered:
-            X = X[order_inputs(X)]
+        if order is not None:
+            X = X[np.asarray(order(X))]
         ret = np.sort(rng.choice(code.N, code.N - stragglers, replace=False))
         Y = np.asarray(to_numpy(f(code.encode(X)[ret])), dtype=float)
         yield Y.reshape(ret.size, -1), ret
