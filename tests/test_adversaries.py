@@ -131,3 +131,94 @@ def test_relative_noise_model_scales_each_result_by_its_own_rms():
         np.testing.assert_array_equal(Yc[i], adv.relative_noise(Y[i], 0.25, rng))
     keep = np.setdiff1d(r, bad)
     np.testing.assert_array_equal(Yc[keep], Y[keep])
+
+
+# ----- plausible wrong results ------------------------------------------------------------------------------
+def plausible_setup(N=30, m=6):
+    code, Y, _ = results(N=N, m=m)
+    rng = np.random.default_rng(3)
+    X = np.cumsum(rng.normal(size=(8, 4)), axis=0) / 3
+    W = rng.normal(size=(4, m))
+
+    def f(Z):
+        return np.tanh(np.asarray(Z, dtype=float) @ W)
+
+    def stale(Z):  # a slightly different model
+        return np.tanh(np.asarray(Z, dtype=float) @ (W * 1.02))
+
+    returned = np.array([i for i in range(N) if i not in (2, 9)])
+    Xt = code.encode(X)[returned]
+    other = f(code.encode(X[::-1]))[returned]
+    return code, f(Xt), returned, adv.Context(f=f, inputs=Xt, other=other, stale=stale), f, stale
+
+
+@pytest.mark.parametrize("name", adv.PLAUSIBLE)
+@pytest.mark.parametrize("A", [1, 3])
+def test_plausible_models_corrupt_exactly_A_workers_with_finite_results_of_the_right_size(name, A):
+    code, Y, returned, ctx, _, _ = plausible_setup()
+    Yc, bad = adv.get_adversary(name, A).corrupt(Y, returned, np.random.default_rng(5), code, ctx)
+    assert bad.size == A and np.all(np.isin(bad, returned)) and np.isfinite(Yc).all()
+    pos = np.isin(returned, bad)
+    np.testing.assert_array_equal(Yc[~pos], Y[~pos])  # nobody else touched
+    assert np.all(np.abs(Yc[pos]) <= 2 * np.abs(Y).max() + 1e-12)  # plausible: of the results' own magnitude
+    assert not np.array_equal(Yc[pos], Y[pos])
+
+
+def test_plausible_models_do_what_they_say():
+    code, Y, r, ctx, f, stale = plausible_setup()
+    g = np.random.default_rng
+    Yc, bad = adv.Replay(2).corrupt(Y, r, g(0))
+    for i in np.flatnonzero(np.isin(r, bad)):  # each a copy of another returned worker's result
+        assert any(np.array_equal(Yc[i], Y[j]) for j in range(len(r)) if j != i)
+    Yc, bad = adv.NeighbourReplay(3).corrupt(Y, r, g(1))
+    for i in np.flatnonzero(np.isin(r, bad)):
+        assert any(np.array_equal(Yc[i], Y[j]) for j in (i - 1, i + 1) if 0 <= j < len(r))
+    Yc, bad = adv.OtherJob(2).corrupt(Y, r, g(2), context=ctx)
+    pos = np.isin(r, bad)
+    np.testing.assert_array_equal(Yc[pos], ctx.other[pos])
+    Yc, bad = adv.StaleModel(2).corrupt(Y, r, g(3), context=ctx)
+    pos = np.isin(r, bad)
+    np.testing.assert_allclose(Yc[pos], stale(ctx.inputs[pos]))
+    Yc, bad = adv.WrongInput(1, scale=0.0).corrupt(Y, r, g(4), context=ctx)  # no input error: the right result
+    np.testing.assert_allclose(Yc, Y)
+    Yc, bad = adv.Permute(3).corrupt(Y, r, g(5))
+    pos = np.isin(r, bad)
+    np.testing.assert_array_equal(np.sort(Yc[pos], axis=1), np.sort(Y[pos], axis=1))
+    Yc, bad = adv.SwapTop(3).corrupt(Y, r, g(6))
+    pos = np.isin(r, bad)
+    assert np.all(np.argmax(Yc[pos], axis=1) != np.argmax(Y[pos], axis=1))
+    np.testing.assert_array_equal(np.sort(Yc[pos], axis=1), np.sort(Y[pos], axis=1))
+    Yc, bad = adv.Scaled(3, scale=0.1).corrupt(Y, r, g(7))
+    pos = np.isin(r, bad)
+    c = Yc[pos] / Y[pos]
+    np.testing.assert_allclose(c, c[:, :1] * np.ones_like(c))  # one factor per row
+    assert np.all((np.abs(np.log(c[:, 0])) >= np.log(1.1) - 1e-12) & (np.abs(np.log(c[:, 0])) <= np.log(2) + 1e-12))
+    Yc, bad = adv.Truncated(3, scale=10).corrupt(Y, r, g(8))  # 10 bits: float16's rounding (independent reference)
+    pos = np.isin(r, bad)
+    np.testing.assert_array_equal(Yc[pos], Y[pos].astype(np.float16).astype(float))
+    Yc, bad = adv.ConstantVector(2).corrupt(Y, r, g(9))
+    pos = np.isin(r, bad)
+    np.testing.assert_allclose(Yc[pos], np.broadcast_to(Y.mean(axis=0), Yc[pos].shape))
+
+
+def test_context_models_refuse_without_what_they_read():
+    code, Y, r, ctx, f, _ = plausible_setup()
+    with pytest.raises(ValueError, match="needs context with other"):
+        adv.OtherJob(1).corrupt(Y, r, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="needs context with stale"):
+        adv.StaleModel(1).corrupt(Y, r, np.random.default_rng(0), context=adv.Context(f=f, inputs=ctx.inputs))
+    with pytest.raises(ValueError, match="one row per returned result"):
+        adv.OtherJob(1).corrupt(Y, r, np.random.default_rng(0), context=adv.Context(other=ctx.other[:3]))
+
+
+def test_per_result_models_corrupt_one_result_as_fault_injection_does():
+    per = sorted(n for n, c in adv.MODELS.items() if c(1).per_result)
+    assert per == ["noise", "offset", "permute", "random", "relative", "scaled", "signflip", "swap-top", "truncated"]
+    out = np.array([0.3, -1.2, 2.5, 0.7])
+    for name in ("noise", "signflip", "scaled"):  # the same draws as corrupting that row among others
+        m = adv.get_adversary(name, 1)
+        got = m.perturb_one(out, 2.0, np.random.default_rng(4))
+        np.testing.assert_array_equal(got, m._perturb(out[None].copy(), 2.0, np.random.default_rng(4))[0])
+    assert sorted(adv.Permute(1).perturb_one(out, 1.0, np.random.default_rng(0))) == sorted(out)
+    with pytest.raises(ValueError, match="cannot corrupt one result on its own"):
+        adv.Replay(1).perturb_one(out, 1.0, np.random.default_rng(0))

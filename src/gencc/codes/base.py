@@ -194,13 +194,23 @@ class Code(ABC):
 
     # ----- the hooks of robust_decode (gencc.codes.robust) ----------------------------------------------
     def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
-                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
+                      threshold: float = robust.DEFAULT_THRESHOLD, weights: np.ndarray | None = None) -> np.ndarray:
         """The workers (a subset of `returned`) whose results to exclude, at most `adversaries` of them.
 
         `returned`: validated worker indices sorted ascending; `Y`: their results, float64 (n, m) and finite;
-        `method` one of `robust_methods`, `threshold` a positive number (robust_decode checked both)."""
+        `method` one of `robust_methods`, `threshold` a positive number (robust_decode checked both);
+        `weights` (from a `robust.Calibration`, per returned worker) divide each worker's score."""
         raise ValueError(f"robust_decode is implemented for GCC, BACC and LCC, not {self.name}: it has no "
                          "locator of wrong results")
+
+    def _clean_threshold(self, returned: np.ndarray, Y: np.ndarray, adversaries: int,
+                         weights: np.ndarray | None = None) -> float:
+        """The least `threshold` at which `_locate_wrong` flags nobody in these results (sorted, validated, as
+        for `_locate_wrong`; `weights`: per returned worker, dividing its score): what
+        `gencc.codes.robust.calibrate` collects from honest runs. A code that calibrates also gives
+        `_honest_scores(returned, Y)`, each worker's unweighted score, which sets the weights."""
+        raise ValueError(f"{self.name} has no threshold to calibrate: its robust decode "
+                         + ("is exact error correction" if self.robust_methods else "has no locator"))
 
     def _decode_excluding(self, Y: Any, returned: np.ndarray, excluded: np.ndarray) -> Any:
         """`decode` of the results Y of validated `returned` (any order) without the `excluded` workers."""

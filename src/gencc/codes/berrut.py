@@ -67,16 +67,30 @@ class BACC(Code):
         return berrut_weights(self.beta[returned], self.alpha)
 
     def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
-                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
+                      threshold: float = robust.DEFAULT_THRESHOLD, weights: np.ndarray | None = None) -> np.ndarray:
         """The search over Berrut's LOO residuals (signs re-alternate past the gap), or with method="approxifer"
         ApproxIFER's locator (always A workers)."""
         robust.require_results(self, returned.size, adversaries)
         t = self.beta[returned]
         if method == "approxifer":
             return returned[approxifer_locate(t, Y, adversaries)]
-        pos, _ = robust.search(berrut_loo_residuals(t, Y), t.size, adversaries, robust.robust_spread(Y), threshold,
+        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
+        pos, _ = robust.search(berrut_loo_residuals(t, Y), t.size, adversaries, scale, threshold,
                                berrut_drop(t, Y), True)
         return returned[pos]
+
+
+    def _clean_threshold(self, returned: np.ndarray, Y: np.ndarray, adversaries: int,
+                         weights: np.ndarray | None = None) -> float:
+        """The least threshold at which the LOO search flags nobody in these results (robust.calibrate)."""
+        robust.require_results(self, returned.size, adversaries)
+        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
+        return robust.clean_threshold(berrut_loo_residuals(self.beta[returned], Y), adversaries, scale)
+
+    def _honest_scores(self, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Each worker's LOO score, unweighted (robust.calibrate)."""
+        R = berrut_loo_residuals(self.beta[returned], Y)([()])[0]
+        return np.sqrt(np.mean(R**2, axis=1)) / robust.robust_spread(Y)
 
 
 Residuals = Callable[[Sequence[tuple[int, ...]] | np.ndarray], np.ndarray]

@@ -175,18 +175,36 @@ class GCC(Code):
 
     # ----- robust decoding (gencc.codes.robust): LOO residuals of the smoother and their downdates -----
     def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
-                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
+                      threshold: float = robust.DEFAULT_THRESHOLD, weights: np.ndarray | None = None) -> np.ndarray:
         """LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading block of the
         inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
         candidate subset of the search costs O(n |S| m), evaluated in batches (gencc.codes.smoother_loo)."""
-        robust.require_results(self, returned.size, adversaries)
-        t = self.beta[returned]
-        G, _ = self._loo_factors(returned, self._robust_lam(t, Y))
-        P = G @ Y
-        pos, _ = robust.search(downdate_residuals(G, P), t.size, adversaries, robust.robust_spread(Y), threshold,
+        t, G, P = self._loo_state(returned, Y, adversaries)
+        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
+        pos, _ = robust.search(downdate_residuals(G, P), t.size, adversaries, scale, threshold,
                                energy_drop(G, P), True, pairs=pair_residuals(G, P),
                                adjacent=adjacent_pair_residuals(G, P))
         return returned[pos]
+
+    def _clean_threshold(self, returned: np.ndarray, Y: np.ndarray, adversaries: int,
+                         weights: np.ndarray | None = None) -> float:
+        """The least threshold at which `_locate_wrong` flags nobody in these results (robust.calibrate)."""
+        _, G, P = self._loo_state(returned, Y, adversaries)
+        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
+        return robust.clean_threshold(downdate_residuals(G, P), adversaries, scale, adjacent_pair_residuals(G, P))
+
+    def _honest_scores(self, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Each worker's LOO score (rms residual over the results' robust spread), unweighted (robust.calibrate)."""
+        _, G, P = self._loo_state(returned, Y, 0)
+        return np.sqrt(np.mean((P / np.diag(G)[:, None]) ** 2, axis=1)) / robust.robust_spread(Y)
+
+    def _loo_state(self, returned: np.ndarray, Y: np.ndarray, adversaries: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the returned workers' points, G, G Y) of the LOO search, for sorted validated `returned`."""
+        robust.require_results(self, returned.size, adversaries)
+        t = self.beta[returned]
+        G, _ = self._loo_factors(returned, self._robust_lam(t, Y))
+        return t, G, G @ Y
 
     def _decode_excluding(self, Y: Any, returned: np.ndarray, excluded: np.ndarray) -> Any:
         """With lam = 0 the decoding weights come from the search's factorization, and the decode without S

@@ -70,8 +70,8 @@ class LCC(Code):
         return float(np.linalg.cond(C.chebvander(self.beta[idx], self.threshold - 1)))
 
     def _locate_wrong(self, returned: np.ndarray, Y: np.ndarray, adversaries: int, *, method: str = "loo",
-                      threshold: float = robust.DEFAULT_THRESHOLD) -> np.ndarray:
-        """Exact error correction (`berlekamp_welch`); `threshold` plays no part."""
+                      threshold: float = robust.DEFAULT_THRESHOLD, weights: np.ndarray | None = None) -> np.ndarray:
+        """Exact error correction (`berlekamp_welch`); `threshold` and `weights` play no part."""
         return returned[berlekamp_welch(self, returned, Y, adversaries)]
 
     def _robust_min_results(self, adversaries: int) -> int:

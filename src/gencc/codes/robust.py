@@ -15,6 +15,9 @@ its own half through three hooks of `gencc.codes.base.Code`:
 - `_decode_excluding(Y, returned, excluded)`: the decode without them (by default `decode` of the rest; GCC's
   interpolating decoder downdates the weights it already factored for the search).
 - `_robust_min_results(adversaries)`: the fewest results a robust decode accepts.
+- `_clean_threshold(returned, Y, adversaries, weights=)` and `_honest_scores(returned, Y)` (GCC, BACC): what
+  `calibrate` collects from honest runs to set a threshold with a stated false-alarm rate (a `Calibration`,
+  passed to `robust_decode` as `threshold`).
 
 The search:
 
@@ -30,7 +33,8 @@ The search:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from math import comb
 from typing import Any
@@ -74,7 +78,7 @@ def robust_spread(Y: np.ndarray) -> float:
     return s if s > 0 else 1.0
 
 
-def search(residuals: Residuals, n: int, adversaries: int, scale: float, threshold: float,
+def search(residuals: Residuals, n: int, adversaries: int, scale: float | np.ndarray, threshold: float,
            drop: Callable[[np.ndarray], np.ndarray], refine: bool = False, neighbours: int = 1,
            pairs: Callable[[tuple[int, ...]], np.ndarray] | None = None,
            adjacent: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
@@ -93,7 +97,7 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     base = _scores(residuals([()])[0], scale)
     extra = np.zeros(0, dtype=np.int64)
     if base.max() < threshold and adjacent is not None and adversaries >= 2:
-        pair = adjacent() / scale
+        pair = adjacent() / pair_scale(scale)
         hot = np.flatnonzero((pair >= PAIR_TRIGGER * threshold) & (pair >= PAIR_CONTRAST * np.median(pair)))
         extra = np.union1d(hot, hot + 1)
     if (base.max() < threshold and extra.size == 0) or adversaries == 0:
@@ -116,7 +120,7 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
             rest = _remaining_max(residuals([tuple(beam[0])])[0], beam[0], scale)
         best = tuple(int(i) for i in beam[0])
         if pairs is not None and rest < threshold:  # only a set that passes needs the pair check
-            rest = max(rest, float(pairs(best).max()) / scale)
+            rest = max(rest, float(np.max(pairs(best) / scale)))
         if found is None:
             if rest < threshold:
                 found = (best, rest)
@@ -129,6 +133,11 @@ def search(residuals: Residuals, n: int, adversaries: int, scale: float, thresho
     if found is not None:
         return np.array(sorted(found[0]), dtype=np.int64), True
     return np.array(sorted(best), dtype=np.int64), False
+
+
+def pair_scale(scale: float | np.ndarray) -> float | np.ndarray:
+    """The scale of adjacent pair (i, i + 1) from per-position scales: the larger of the two."""
+    return np.maximum(scale[:-1], scale[1:]) if np.ndim(scale) else scale
 
 
 def _subsets(pool: np.ndarray, size: int, beam: np.ndarray | None) -> np.ndarray:
@@ -156,7 +165,7 @@ def _remaining_max(R: np.ndarray, S, scale: float) -> float:
     return float(sc.max())
 
 
-def _scores(R: np.ndarray, scale: float) -> np.ndarray:
+def _scores(R: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
     return np.sqrt(np.mean(R**2, axis=1)) / scale
 
 
@@ -173,21 +182,152 @@ def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, thresho
     return np.array(sorted(cand), dtype=np.int64)
 
 
+def clean_threshold(residuals: Residuals, adversaries: int, scale: float | np.ndarray,
+                    adjacent: Callable[[], np.ndarray] | None = None) -> float:
+    """The threshold at and below which `search` would flag someone in these results and above which it flags
+    nobody: the largest LOO score, and with A >= 2 the largest adjacent-pair score that passes the pair
+    contrast, over PAIR_TRIGGER (both scale-free, as `search` scores them)."""
+    t = float(_scores(residuals([()])[0], scale).max())
+    if adjacent is not None and adversaries >= 2:
+        pair = adjacent() / pair_scale(scale)
+        if pair.size:
+            hot = pair[pair >= PAIR_CONTRAST * np.median(pair)]
+            if hot.size:
+                t = max(t, float(hot.max()) / PAIR_TRIGGER)
+    return t
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A robust decode's threshold calibrated on honest runs (`calibrate`): pass it as `threshold=`.
+
+    `weights[n]`: the honest spread of worker n's LOO score (its median over the runs that set the weights,
+    relative to the median over workers; 1 where not measured): a score is divided by its worker's weight,
+    so a worker point whose honest residual is large (a wide gap, a rough stretch of f o u_enc) is not what
+    sets the threshold for all. `threshold`: the conformal bound on the weighted scores; `false_alarm`: the
+    probability it was set for; `runs`: how many honest runs set it; `confidence`: the probability over the
+    calibration draw that the false-alarm rate is at most `false_alarm` (None: on average)."""
+
+    threshold: float
+    weights: np.ndarray
+    false_alarm: float
+    runs: int
+    confidence: float | None = None
+
+
+def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries: int = 1,
+              false_alarm: float = 0.01, confidence: float | None = 0.9, per_worker: bool = False) -> Calibration:
+    """A threshold for `robust_decode` with a stated false-alarm probability, from honest runs of the same
+    code, model and input distribution: `runs` yields (Y, returned) of decodes known (or trusted) to be honest.
+
+    With `per_worker` the first third of the runs sets each worker's weight (Calibration; measured worse than
+    one threshold for all on the models of benchmarks/robust_plausible.py, so off by default); on the rest, each
+    run's `clean_threshold` (the code's `_clean_threshold` hook: the least threshold that flags nobody there)
+    is collected, and the threshold is one of their order statistics (conformal bounds, for new honest runs
+    exchangeable with these, whatever the weights). The k-th smallest of n leaves a false-alarm rate
+    distributed as Beta(n + 1 - k, k) over the calibration draw: with `confidence` (default 0.9) k is the
+    least with P(rate > false_alarm) <= 1 - confidence (needs n >= log(1 - confidence) / log(1 - false_alarm)
+    runs: 230 for 1% at 0.9); with confidence None, k = ceil((1 - false_alarm)(n + 1)), the rate is at most
+    false_alarm on average over calibrations but one calibration's can be higher (n >= 1 / false_alarm - 1).
+    The default threshold
+    (DEFAULT_THRESHOLD) is a fixed fraction of the results' spread, right for no model in particular: a
+    calibrated one is far lower for smooth models at large N (and catches lies the default misses) and
+    higher for rough ones at small N (and keeps false alarms at the rate asked)."""
+    A = check_adversaries(adversaries)
+    if isinstance(false_alarm, bool) or not isinstance(false_alarm, (int, float, np.floating)) \
+            or not 0 < false_alarm < 1:
+        raise ValueError(f"false_alarm must be a probability in (0, 1), got {false_alarm!r}")
+    data = []
+    for Y, returned in runs:
+        idx, Yn = _prepare(code, Y, returned)
+        order = np.argsort(idx, kind="stable")
+        data.append((idx[order], Yn[order]))
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
+                                   or not 0 < confidence < 1):
+        raise ValueError(f"confidence must be a probability in (0, 1) or None, got {confidence!r}")
+    split = len(data) // 3 if per_worker else 0
+    if confidence is None:
+        need = int(np.ceil(1 / false_alarm)) - 1
+    else:
+        need = int(np.ceil(np.log1p(-confidence) / np.log1p(-false_alarm) - 1e-9))
+    if len(data) - split < need:
+        raise ValueError(f"calibrating a false-alarm rate of {false_alarm:g} needs at least {need + split} honest "
+                         f"runs{' (a third of them set the per-worker weights)' if per_worker else ''}, got "
+                         f"{len(data)}")
+    weights = np.ones(code.N)
+    if split:
+        per: list[list[float]] = [[] for _ in range(code.N)]
+        for idx, Yn in data[:split]:
+            for n, v in zip(idx, code._honest_scores(idx, Yn), strict=True):
+                per[int(n)].append(float(v))
+        med = np.array([np.median(v) if v else np.nan for v in per])
+        ok = np.isfinite(med) & (med > 0)
+        if ok.any():
+            weights[ok] = med[ok] / np.median(med[ok])
+            weights[~ok] = weights[ok].max()
+    crit = np.sort([float(code._clean_threshold(idx, Yn, A, weights=weights[idx])) for idx, Yn in data[split:]])
+    t = float(crit[order_statistic(crit.size, false_alarm, confidence) - 1])
+    t = float(np.nextafter(t, np.inf)) if t > 0 else float(np.finfo(float).tiny)
+    weights.setflags(write=False)
+    return Calibration(t, weights, float(false_alarm), len(data), confidence)
+
+
+def order_statistic(n: int, false_alarm: float, confidence: float | None) -> int:
+    """The k (1-based) of `calibrate`'s threshold among n sorted clean thresholds (see there)."""
+    if confidence is None:
+        return min(int(np.ceil((1 - false_alarm) * (n + 1))), n)
+    from scipy.stats import beta
+
+    ks = np.arange(1, n + 1)
+    ok = beta.sf(false_alarm, n + 1 - ks, ks) <= 1 - confidence + 1e-12
+    return int(ks[ok].min()) if ok.any() else n
+
+
+def honest_runs(code: Any, f: Callable[[Any], Any], inputs: Any, runs: int = 300, stragglers: int = 0,
+                seed: int = 0, order: Callable[[np.ndarray], Any] | None = None
+                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Honest runs for `calibrate` made with the model itself: run r draws K of the sample `inputs` (P, ...)
+    and `stragglers` missing workers from seed + r, orders the K inputs by `order` when given (the job's own
+    ordering, e.g. `gencc.order_inputs`), encodes them and yields (f of the returned workers' coded inputs,
+    returned). `f` is batched (a batch of inputs in, their outputs out), as jobs apply it."""
+    pool = np.asarray(to_numpy(inputs), dtype=float)
+    if pool.ndim == 0 or len(pool) < code.K:
+        raise ValueError(f"honest_runs needs at least K={code.K} sample inputs, got "
+                         f"{0 if pool.ndim == 0 else len(pool)}")
+    if not 0 <= stragglers <= code.N - code.min_results:
+        raise ValueError(f"stragglers must lie in [0, {code.N - code.min_results}], got {stragglers!r}")
+    for r in range(int(runs)):
+        rng = np.random.default_rng(seed + r)
+        X = pool[rng.choice(len(pool), code.K, replace=False)]
+        if order is not None:
+            X = X[np.asarray(order(X))]
+        ret = np.sort(rng.choice(code.N, code.N - stragglers, replace=False))
+        Y = np.asarray(to_numpy(f(code.encode(X)[ret])), dtype=float)
+        yield Y.reshape(ret.size, -1), ret
+
+
 # ----- the entry point -------------------------------------------------------------------------------------
 def robust_decode(code: Any, Y: Any, returned: Sequence[int], adversaries: int = 1, *,
-                  method: str = "loo", threshold: float = DEFAULT_THRESHOLD) -> tuple[Any, np.ndarray]:
+                  method: str = "loo", threshold: float | Calibration = DEFAULT_THRESHOLD
+                  ) -> tuple[Any, np.ndarray]:
     """(Yhat, flagged) for `code.robust_decode`: the decode without the flagged workers, and their sorted indices.
 
     `code` is any `gencc.codes.Code`; what it can locate is its own business (the module docstring's hooks)."""
     A = check_adversaries(adversaries)
     idx, Yn = _prepare(code, Y, returned)
     _check_method(code, method)
+    weights = None
+    if isinstance(threshold, Calibration):
+        if threshold.weights.shape != (code.N,):
+            raise ValueError(f"this calibration is for N={threshold.weights.size} workers, the code has N={code.N}")
+        threshold, weights = threshold.threshold, threshold.weights
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
             or not (np.isfinite(threshold) and threshold > 0):
-        raise ValueError(f"threshold must be a positive number, got {threshold!r}")
+        raise ValueError(f"threshold must be a positive number or a Calibration, got {threshold!r}")
     order = np.argsort(idx, kind="stable")
-    flagged = np.sort(np.asarray(code._locate_wrong(idx[order], Yn[order], A, method=method, threshold=threshold),
-                                 dtype=np.int64))
+    kw = {} if weights is None else {"weights": weights[idx[order]]}
+    flagged = np.sort(np.asarray(code._locate_wrong(idx[order], Yn[order], A, method=method, threshold=threshold,
+                                                    **kw), dtype=np.int64))
     return code._decode_excluding(Y, idx, flagged), flagged
 
 
@@ -242,5 +382,5 @@ def _prepare(code: Any, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, np
     return idx, Yn
 
 
-__all__ = ["DEFAULT_THRESHOLD", "METHODS", "check_adversaries", "min_results", "require_results", "robust_decode",
-           "robust_spread", "search"]
+__all__ = ["DEFAULT_THRESHOLD", "METHODS", "Calibration", "calibrate", "check_adversaries", "clean_threshold",
+           "honest_runs", "min_results", "require_results", "robust_decode", "robust_spread", "search"]

@@ -19,6 +19,24 @@ the decoder to expect up to A, which is how false alarms are measured.
   `scale` x spread that vanishes at the block's ends, so each looks consistent with its fellow adversaries.
 - Stealth: knows the code and the detector: A neighbouring workers where the decode leans hardest add a
   common offset, the largest (by bisection) that `code.robust_decode` does not flag.
+
+A model with `per_result` makes a result wrong from itself alone; `perturb_one` is that, one result at a
+time (what fault injection needs).
+
+Plausible wrong results (`PLAUSIBLE`): finite, of the right magnitude, the kind real bugs and replays produce.
+Those that need more than the results read it from a `Context` passed to `corrupt` (the function, the
+returned workers' coded inputs, another job's results, a stale model):
+
+- Replay: another returned worker's result, replayed (a routing or caching bug).
+- NeighbourReplay: the adjacent worker's result (an off-by-one index: the closest replay there is).
+- OtherJob: the same worker's result for another job (`Context.other`: a replay across jobs).
+- StaleModel: a slightly different model's result on the right input (`Context.stale`, `Context.inputs`).
+- WrongInput: f on a slightly wrong input, xt + `scale` x rms(xt) x z (`Context.f`, `Context.inputs`).
+- Permute: the output coordinates shuffled within the row (a layout bug).
+- SwapTop: the two largest outputs swapped (the predicted class changes, nothing else).
+- Scaled: y times a factor c with |log c| uniform in [log(1 + scale), log 2], either direction.
+- Truncated: y rounded to `bits` mantissa bits (default 7: bfloat16), a precision bug.
+- ConstantVector: the results' mean over workers, the same for every liar (a default or cached value).
 """
 
 from __future__ import annotations
@@ -28,54 +46,19 @@ from typing import Any
 
 import numpy as np
 
-from .codes.base import Code
-
-
-@dataclass(frozen=True)
-class Adversary:
-    """Base: A corrupted workers, chosen uniformly among the returned ones."""
-
-    A: int
-    scale: float = 1.0
-
-    name = "adversary"
-
-    def __post_init__(self):
-        if isinstance(self.A, bool) or int(self.A) != self.A or self.A < 0:
-            raise ValueError(f"the number of adversaries A must be a non-negative integer, got {self.A!r}")
-        if not (np.isfinite(self.scale) and self.scale >= 0):
-            raise ValueError(f"adversary scale must be a finite non-negative number, got {self.scale!r}")
-
-    @property
-    def bound(self) -> int:
-        """The number of wrong results the robust decode is told to expect."""
-        return int(self.A)
-
-    def describe(self) -> dict:
-        return {"adversary": self.name, "A": int(self.A), "adv_scale": float(self.scale)}
-
-    def corrupt(self, Y: np.ndarray, returned: np.ndarray, rng: np.random.Generator,
-                code: Code | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(corrupted copy of Y, sorted worker indices that were corrupted); Y[i] is worker returned[i]."""
-        if self.A > len(returned):
-            raise ValueError(f"A={self.A} adversaries but only {len(returned)} workers returned")
-        pos = self._choose(Y, returned, rng, code)
-        Yc = np.array(Y, dtype=float, copy=True)
-        if pos.size:
-            Yc[pos] = self._perturb(Yc[pos], spread(Y), rng)
-        return Yc, np.sort(np.asarray(returned)[pos])
-
-    def _choose(self, Y, returned, rng, code) -> np.ndarray:
-        return np.sort(rng.choice(len(returned), size=int(self.A), replace=False))
-
-    def _perturb(self, Ya: np.ndarray, s: float, rng: np.random.Generator) -> np.ndarray:
-        raise NotImplementedError
-
-
-def spread(Y: np.ndarray) -> float:
-    """Standard deviation of the results over workers and coordinates (the unit of every magnitude)."""
-    s = float(np.std(np.asarray(Y, dtype=float)))
-    return s if s > 0 else 1.0
+from .base import Adversary, Context, spread
+from .plausible import (
+    ConstantVector,
+    NeighbourReplay,
+    OtherJob,
+    Permute,
+    Replay,
+    Scaled,
+    StaleModel,
+    SwapTop,
+    Truncated,
+    WrongInput,
+)
 
 
 @dataclass(frozen=True)
@@ -176,7 +159,7 @@ class Stealth(Adversary):
     scale: float = 10.0
     name = "stealth"
 
-    def corrupt(self, Y, returned, rng, code=None):
+    def corrupt(self, Y, returned, rng, code=None, context=None):
         if code is None:
             raise ValueError("the Stealth adversary needs the code (it attacks the code's own detector)")
         returned = np.asarray(returned)
@@ -211,7 +194,12 @@ class Stealth(Adversary):
 
 
 MODELS = {"honest": Honest, "random": RandomValues, "signflip": SignFlip, "noise": Noise, "offset": Offset,
-          "relative": RelativeNoise, "bump": SmoothBump, "stealth": Stealth}
+          "relative": RelativeNoise, "bump": SmoothBump, "stealth": Stealth, "replay": Replay,
+          "neighbour": NeighbourReplay, "other-job": OtherJob, "stale-model": StaleModel, "wrong-input": WrongInput,
+          "permute": Permute, "swap-top": SwapTop, "scaled": Scaled, "truncated": Truncated, "constant": ConstantVector}
+#: the plausible wrong results: finite, of the results' own magnitude, the kind real bugs and replays produce
+PLAUSIBLE = ("replay", "neighbour", "other-job", "stale-model", "wrong-input", "permute", "swap-top", "scaled",
+             "truncated", "constant")
 
 
 def get_adversary(name: str, A: int, scale: float | None = None) -> Adversary:
@@ -220,3 +208,9 @@ def get_adversary(name: str, A: int, scale: float | None = None) -> Adversary:
         raise ValueError(f"unknown adversary model {name!r}; choose one of {', '.join(MODELS)}")
     cls = MODELS[name]
     return cls(A) if scale is None else cls(A, scale)
+
+
+__all__ = ["MODELS", "PLAUSIBLE", "Adversary", "ConstantVector", "Context", "Honest", "NeighbourReplay", "Noise",
+           "Offset", "OtherJob", "Permute", "RandomValues", "RelativeNoise", "Replay", "Scaled", "SignFlip",
+           "SmoothBump", "StaleModel", "Stealth", "SwapTop", "Truncated", "WrongInput", "get_adversary",
+           "relative_noise", "spread"]
