@@ -204,3 +204,28 @@ def test_crashing_workers_the_service_keeps_answering_and_health_stays_honest():
         if dead < 12:
             assert st.count(200) >= 1
     assert svc.pool.errors == [] and svc.dispatcher.errors == {}
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_checked_serving_reroutes_unchecked_or_with_strict_fails_the_broken_group(strict):
+    env = VirtualWorkers(12, ServiceTimes(samples=[0.01]), functions={"f": lin})
+    d = make_dispatcher("gcc", env, K=8, max_wait=0.02, check="strict" if strict else "on",
+                        check_data=(lin, rng.normal(size=(200, *IN)).astype(np.float32)))
+    real, calls = d.code.encode, []
+
+    def encode(X):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("encode broke")
+        return real(X)
+
+    d.code.encode = encode
+    reqs = submit_at(env, d, [X[i] for i in range(24)])
+    assert d.errors == {"_form: RuntimeError": 1}
+    mid = reqs[8:16]  # the second group: the one whose encoding raised
+    if strict:
+        assert [r.status for r in mid] == [500] * 8 and all("encode broke" in r.error for r in mid)
+    else:
+        assert [r.status for r in mid] == [200] * 8 and d.unchecked >= 8
+        assert all(np.allclose(r.output, lin(r.x[None])[0], atol=1e-4) for r in mid)
+    assert all(r.status == 200 and r.latency < 0.2 for r in reqs[:8] + reqs[16:])

@@ -174,6 +174,14 @@ class CheckedDispatcher(CodedDispatcher):
     def workers_needed(self) -> int:
         return self.N
 
+    def reroute(self, req: Any, reason: str) -> None:
+        """A member of an abandoned group: an unchecked plain copy (counted), or with `strict` a 500."""
+        if self.strict:
+            self.answer(req, None, status=500, error=f"internal error: {reason} (strict: no unchecked answer)")
+            return
+        self.unchecked += 1
+        super().reroute(req, reason)
+
     def _done(self, task: Task) -> None:
         """A quarantined worker's result is dropped (a task sent before the quarantine): a failed task."""
         if task.ok and task.worker in self.quarantined:

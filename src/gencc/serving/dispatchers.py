@@ -169,7 +169,8 @@ class Dispatcher:
         it lost the group's redundancy); 500 when no worker can take one and none of its tasks is running."""
         if any(t.kind in ("retry", "copy") and not t.cancelled and math.isnan(t.t_end) for t in req.tasks):
             return
-        if self.send_copy(req, "retry", exclude={t.worker for t in req.tasks}) is None and not self.live(req):
+        sent = self.send_copy(req, "retry", exclude={t.worker for t in req.tasks}) or self.send_copy(req, "retry")
+        if sent is None and not self.live(req):
             self.answer(req, None, status=500, error=f"internal error: {reason}")
 
     @staticmethod
