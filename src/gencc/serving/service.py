@@ -232,9 +232,10 @@ class Service:
         return fut
 
     def health(self) -> dict[str, Any]:
-        """What the live workers can serve: "ok" when at least as many workers are alive and not quarantined
-        as the scheme uses at once (`Dispatcher.workers_needed`: N for a coded group), "degraded" when fewer
-        but some are, "down" when none is (or the service is closing). `/healthz` answers it, 503 unless ok."""
+        """What the live workers can serve: "ok" when at least as many workers are alive (`pool.dead`) and not
+        quarantined as the scheme uses at once (`Dispatcher.workers_needed`: N for a coded group), "degraded"
+        when fewer but some are, "down" when none is (or the service is closing). `/healthz` answers it, 503
+        unless ok."""
         pool, d = self.pool, self.dispatcher
         dead = np.asarray(pool.dead, dtype=bool)
         quarantined = [int(w) for w in getattr(d, "quarantined_view", ())]
@@ -244,7 +245,8 @@ class Service:
         status = "down" if self._closing or live == 0 else ("ok" if live >= need else "degraded")
         return {"status": status, "scheme": self.scheme, "workers": int(pool.n_workers),
                 "alive": int((~dead).sum()), "live": live, "needed": need, "quarantined": quarantined,
-                "in_flight": self.pending, "errors": int(sum(d.errors.values()))}
+                "in_flight": self.pending, "errors": int(sum(d.errors.values())),
+                "restarts": int(np.sum(getattr(pool, "restarts", 0)))}  # crashed workers re-created (engine)
 
     def close(self, drain_s: float = 30.0) -> None:
         """Stop admitting, wait up to `drain_s` for in-flight requests, answer any left with 503, stop workers
