@@ -156,7 +156,6 @@ async def _http(port: int, times: np.ndarray, bodies: list[bytes], minutes: Minu
 
     async def one(i: int, t: float) -> None:
         nonlocal opened
-        await asyncio.sleep(max(0.0, t0 + t - loop.time()))
         start = loop.time()
         while True:  # a kept-alive connection the server closed meanwhile: the next one, or a new one
             reused = bool(free)
@@ -180,7 +179,13 @@ async def _http(port: int, times: np.ndarray, bodies: list[bytes], minutes: Minu
             return
         minutes.add(t, 0, 0.0)  # no answer
 
-    await asyncio.gather(*(one(i, float(t)) for i, t in enumerate(times)))
+    running: set[asyncio.Task] = set()
+    for i, t in enumerate(times):  # each request's task made at its arrival (not all at once: the heap stays small)
+        await asyncio.sleep(max(0.0, t0 + float(t) - loop.time()))
+        task = asyncio.create_task(one(i, float(t)))
+        running.add(task)
+        task.add_done_callback(running.discard)
+    await asyncio.gather(*running)
     for _, w in free:
         w.close()
 
