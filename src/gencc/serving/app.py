@@ -165,11 +165,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         return JSONResponse({"results": [dict(b, status=s) for s, b in res], "scheme": service.scheme})
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        pool = service.pool
-        return {"status": "ok", "scheme": service.scheme, "workers": pool.n_workers,
-                "alive": int((~pool.dead).sum()), "in_flight": service.pending,
-                "quarantined": list(getattr(service.dispatcher, "quarantined_view", ()))}
+    async def healthz() -> JSONResponse:
+        h = service.health()  # 503 unless the live workers can serve the scheme
+        return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
 
     @app.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics() -> Response:

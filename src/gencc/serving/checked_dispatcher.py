@@ -15,8 +15,9 @@ its group's check:
   coding groups: only a parity recovery, else a plain copy; `strict`: only from results a check covered, and
   where no decode is allowed two workers must agree on it).
 Every flag is counted per pool worker under the reason "inconsistent result"; a worker outvoted `quarantine`
-times, in at least `quarantine_rate` of its results, gets no more tasks. Answers the check could not cover (a
-member of no checkable row, or a decoded member) are counted in `unchecked`.
+times, in at least `quarantine_rate` of its results, is quarantined at any W: it gets no more tasks (with
+W = N a group's slot then queues on a healthy worker) and results it still returns are dropped. Answers the
+check could not cover (a member of no checkable row, or a decoded member) are counted in `unchecked`.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ class CheckedDispatcher(CodedDispatcher):
         self.confirmed: dict[int, int] = {}  # pool worker -> results outvoted by two other workers
         self.seen: dict[int, int] = {}  # pool worker -> results delivered
         self.quarantined: set[int] = set()
+        self.quarantined_at: dict[int, float] = {}  # pool worker -> when it was quarantined (env clock)
         self.quarantined_view: tuple[int, ...] = ()  # replaced whole: safe to read from another thread
         self.verifications = self.unchecked = self.failed_checks = 0
 
@@ -157,9 +159,34 @@ class CheckedDispatcher(CodedDispatcher):
         return _CheckedGroup()
 
     def least_loaded(self, exclude: Any = ()) -> int:
-        if self.quarantined and len(self.quarantined) <= self.env.n_workers - self.N:
-            exclude = set(exclude) | self.quarantined
-        return super().least_loaded(exclude)
+        """Never a quarantined worker, at any W: when the group's other workers are all busy its slot queues
+        on a healthy one (-1 only when no healthy worker is alive)."""
+        return self._pick(exclude, hard=False)
+
+    def _pick(self, exclude: Any, hard: bool) -> int:
+        """A least-loaded healthy worker outside `exclude`; `exclude` is a preference unless `hard` (a
+        verification must run elsewhere than the results it checks)."""
+        if not self.quarantined:
+            return super().least_loaded(exclude)
+        w = super().least_loaded(set(exclude) | self.quarantined)
+        return w if w >= 0 or hard else super().least_loaded(self.quarantined)
+
+    def workers_needed(self) -> int:
+        return self.N
+
+    def reroute(self, req: Any, reason: str) -> None:
+        """A member of an abandoned group: an unchecked plain copy (counted), or with `strict` a 500."""
+        if self.strict:
+            self.answer(req, None, status=500, error=f"internal error: {reason} (strict: no unchecked answer)")
+            return
+        self.unchecked += 1
+        super().reroute(req, reason)
+
+    def _done(self, task: Task) -> None:
+        """A quarantined worker's result is dropped (a task sent before the quarantine): a failed task."""
+        if task.ok and task.worker in self.quarantined:
+            task.ok, task.reason, task.error = False, "quarantined", "result of a quarantined worker dropped"
+        super()._done(task)
 
     # ----- results: recorded, answered only once a check covers them ---------------------------------
     def task_done(self, task: Task) -> None:
@@ -242,9 +269,12 @@ class CheckedDispatcher(CodedDispatcher):
         if sum(t.kind == "verify" for t in r.tasks) >= MAX_VERIFY:
             return False
         tried = {w for w, _ in g.votes[i]} | {t.worker for t in r.tasks}
-        t = self.send_copy(r, "verify", exclude=tried)
-        if t is None:
+        w = self._pick(tried, hard=True)
+        if w < 0:
             return False
+        t = Task(x=r.x, fn="f", on_done=self._done, kind="verify", owner=r)
+        r.tasks.append(t)
+        self.send(w, t)
         self.verifications += 1
         g.verify.setdefault(i, []).append(t)
         return True
@@ -292,6 +322,8 @@ class CheckedDispatcher(CodedDispatcher):
             self.confirmed[worker] = self.confirmed.get(worker, 0) + 1
         f, c, seen = self.flags[worker], self.confirmed.get(worker, 0), self.seen.get(worker, 0)
         if (c >= self.quarantine and c >= self.quarantine_rate * seen) or (f >= self.quarantine and 2 * f >= seen):
+            if worker not in self.quarantined:
+                self.quarantined_at[worker] = self.env.now()
             self.quarantined.add(worker)
             self.quarantined_view = tuple(sorted(self.quarantined))
 

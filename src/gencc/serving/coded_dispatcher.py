@@ -27,7 +27,7 @@ MODES = ("eager", "hedge")
 
 
 class _Group:
-    __slots__ = ("members", "formed", "results", "tasks", "sent", "source", "pos", "X", "done", "waited")
+    __slots__ = ("members", "formed", "results", "tasks", "sent", "source", "pos", "X", "done", "waited", "broken")
 
     def __init__(self) -> None:
         self.members: list[Request] = []
@@ -40,6 +40,7 @@ class _Group:
         self.X: Any = None
         self.done = False
         self.waited = False  # the decode deadline passed: decode with what has returned
+        self.broken = False  # abandoned after an exception (`Dispatcher.fail`): its members are served alone
 
 
 class CodedDispatcher(Dispatcher):
@@ -90,6 +91,9 @@ class CodedDispatcher(Dispatcher):
         self.copies = 0
         self.cover = self._cover_map() if cover else None
 
+    def workers_needed(self) -> int:
+        return self.N
+
     def _cover_map(self) -> list[tuple[int, list[int]]]:
         """Per position k: (the coded slot of k's coding group, the group's other positions)."""
         groups, coded = getattr(self.code, "groups", None), getattr(self.code, "coded", None)
@@ -133,7 +137,7 @@ class CodedDispatcher(Dispatcher):
         g = self.open
         if g is None:
             g = self.open = self.new_group()
-            self.env.call_later(self.max_wait, lambda: self._form(g))
+            self.later(self.max_wait, lambda: self._form(g), g)
         k = len(g.members)
         g.members.append(req)
         g.pos.append(k)
@@ -148,7 +152,7 @@ class CodedDispatcher(Dispatcher):
                 req.tasks.append(t)
                 self.send(w, t)
         if self.mode == "hedge":
-            self.env.call_later(self.latency.value, lambda: self._late(g, req))
+            self.later(self.latency.value, lambda: self._late(g, req), g)
         if len(g.members) == self.K:
             self._form(g)
 
@@ -223,7 +227,7 @@ class CodedDispatcher(Dispatcher):
         self._send_coded_tasks(g, slots)
         if len(g.tasks) > n_tasks and not self.exact_missing:
             wait = self.turnaround.value if self.decode_wait is None else self.decode_wait
-            self.env.call_later(wait, lambda: self._deadline(g))
+            self.later(wait, lambda: self._deadline(g), g)
 
     def _deadline(self, g: _Group) -> None:
         g.waited = True

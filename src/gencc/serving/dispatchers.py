@@ -2,7 +2,11 @@
 
 Every dispatcher answers each request exactly once (an output, a 503 when its workers all failed, or a 504 at
 `request_timeout`), cancels work that is no longer needed (a worker drops it before starting) and retries a
-request whose every live task failed. Schemes: `UncodedDispatcher` (least-loaded worker),
+request whose every live task failed. An exception in a dispatcher's own code (forming a group, encoding,
+decoding, a timer) never escapes silently: `guard` catches it, counts it in `errors` (bounded: by place and
+kind, with the last `MAX_ERRORS` messages in `last_errors`) and fails or re-routes the requests it concerns
+(a coded group's members: each is answered by its own task or a plain copy, 500 when none can be sent).
+Schemes: `UncodedDispatcher` (least-loaded worker),
 `ReplicatedDispatcher` (copies on distinct workers, first answer wins), `HedgedDispatcher` (a second copy after
 the observed p95) and `CodedDispatcher` (groups of K requests with any systematic `Code`: GCC, BACC, ParM; see
 its docstring).
@@ -10,7 +14,9 @@ its docstring).
 
 from __future__ import annotations
 
+import logging
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +24,21 @@ import numpy as np
 
 from ..engine import Task
 from .requests import Env, Request, RollingQuantile
+
+log = logging.getLogger(__name__)
+#: error messages a dispatcher keeps (its counts by place and kind are kept in full, at most MAX_ERROR_KINDS)
+MAX_ERRORS = 20
+MAX_ERROR_KINDS = 64
+
+
+def _place(err: BaseException) -> str:
+    """The innermost gencc function an exception passed through (its place in `Dispatcher.errors`)."""
+    place, tb = "callback", err.__traceback__
+    while tb is not None:
+        if "gencc" in tb.tb_frame.f_code.co_filename:
+            place = tb.tb_frame.f_code.co_name
+        tb = tb.tb_next
+    return place
 
 
 class Dispatcher:
@@ -34,8 +55,12 @@ class Dispatcher:
         self.on_answer = on_answer
         self.latency = RollingQuantile(0.95, default=math.inf)
         self.failures: dict[str, int] = {}
+        self.errors: dict[str, int] = {}  # "place: ExceptionType" -> count (see `guard`)
+        self.last_errors: deque[str] = deque(maxlen=MAX_ERRORS)
         self.tasks_sent = 0
         self.pending = 0
+        self._deadlines: dict[Request, float] = {}  # requests in flight -> their 504 deadline, in arrival order
+        self._sweep_due = False
 
     # ----- what schemes implement ---------------------------------------------------------------------
     def dispatch(self, req: Request) -> None:
@@ -49,13 +74,109 @@ class Dispatcher:
         else:
             self.maybe_retry(req)
 
+    def workers_needed(self) -> int:
+        """Workers the scheme uses at once for one request or group (fewer live ones: degraded health)."""
+        return 1
+
     # ----- shared machinery ---------------------------------------------------------------------------
     def submit(self, req: Request) -> None:
         """Take a new request (the env calls this on the dispatcher thread)."""
         self.pending += 1
-        self.env.call_later(self.request_timeout, lambda: self.answer(req, None, status=504,
-                                                                      error="request timed out"))
-        self.dispatch(req)
+        self._deadlines[req] = self.env.now() + self.request_timeout
+        if not self._sweep_due:
+            self._schedule_sweep()
+        self.guard(req, self.dispatch, req)
+
+    def _schedule_sweep(self) -> None:
+        """One timer at a time, at the earliest deadline of a request in flight (deadlines are in arrival
+        order): the env's timers hold no request, so an answered one is freed at once, not at its deadline."""
+        self._sweep_due = True
+        self.later(next(iter(self._deadlines.values())) - self.env.now(), self._sweep, None)
+
+    def _sweep(self) -> None:
+        """Answer 504 to the requests whose deadline passed; schedule the next sweep."""
+        self._sweep_due = False
+        now = self.env.now()
+        while self._deadlines:
+            req, due = next(iter(self._deadlines.items()))
+            if due > now:
+                break
+            self._deadlines.pop(req)
+            self.answer(req, None, status=504, error="request timed out")
+        if self._deadlines:
+            self._schedule_sweep()
+
+    # ----- isolation: a dispatcher's own exception fails only what it concerns -------------------------
+    def later(self, delay: float, fn: Callable[[], None], about: Any) -> None:
+        """`env.call_later` under `guard(about, ...)`: `about` is the request or group the timer concerns."""
+        self.env.call_later(delay, lambda: self.guard(about, fn))
+
+    def guard(self, about: Any, fn: Callable[..., Any], *args: Any) -> None:
+        """Run fn(*args); an exception fails or re-routes the requests of `about` (a request, with its group,
+        or a group) at once and is counted in `errors`, never passed on to the engine's loop."""
+        try:
+            fn(*args)
+        except Exception as e:
+            self.fail(about, e, _place(e))
+
+    def record_error(self, place: str, err: BaseException) -> str:
+        """Count `err` under "place: ExceptionType" (MAX_ERROR_KINDS kinds at most; the rest count as "other")."""
+        key = f"{place}: {type(err).__name__}"
+        if key not in self.errors and len(self.errors) >= MAX_ERROR_KINDS:
+            key = "other"
+        first = key not in self.errors
+        self.errors[key] = self.errors.get(key, 0) + 1
+        msg = f"{key}: {str(err)[:200]}"
+        self.last_errors.append(msg)
+        if first:
+            log.warning("%s dispatcher: %s (requests concerned are failed or re-routed)", self.name, msg,
+                        exc_info=err)
+        return msg
+
+    def fail(self, about: Any, err: BaseException, place: str = "callback") -> None:
+        """After an exception in the dispatcher's code about a request or group: its group (if any) is
+        abandoned, and each unanswered request concerned is re-routed (`reroute`)."""
+        msg = self.record_error(place, err)
+        group = about if hasattr(about, "members") else getattr(about, "group", None)
+        reqs = list(group.members) if group is not None else []
+        if isinstance(about, Request) and about not in reqs:
+            reqs.append(about)
+        if group is not None:
+            try:
+                self.abandon(group)
+            except Exception as e:  # abandoning must not stop the members' answers
+                self.record_error("abandon", e)
+        for r in reqs:
+            if r.status:
+                continue
+            try:
+                self.reroute(r, msg)
+            except Exception as e:
+                self.record_error("reroute", e)
+                self.answer(r, None, status=500, error=f"internal error: {msg}")
+
+    def abandon(self, group: Any) -> None:
+        """Stop using `group` (a coded group, after an exception about it): no more coded work or decodes,
+        its members' own tasks answer them as plain copies, the next arrival opens a new group."""
+        group.broken = group.formed = group.done = True
+        if getattr(self, "open", None) is group:
+            self.open = None
+        for t in group.tasks:
+            t.cancel()
+
+    def reroute(self, req: Request, reason: str) -> None:
+        """Serve `req` without its group: a plain copy now (its own task, if still running, may answer first:
+        it lost the group's redundancy); 500 when no worker can take one and none of its tasks is running."""
+        if any(t.kind in ("retry", "copy") and not t.cancelled and math.isnan(t.t_end) for t in req.tasks):
+            return
+        sent = self.send_copy(req, "retry", exclude={t.worker for t in req.tasks}) or self.send_copy(req, "retry")
+        if sent is None and not self.live(req):
+            self.answer(req, None, status=500, error=f"internal error: {reason}")
+
+    @staticmethod
+    def _group_of(task: Task) -> Any:
+        owner = task.owner
+        return owner if hasattr(owner, "members") else getattr(owner, "group", None)
 
     def answer(self, req: Request, output: Any, degraded: bool = False, status: int = 200,
                error: str = "") -> bool:
@@ -65,13 +186,20 @@ class Dispatcher:
         req.status, req.output, req.degraded, req.error = status, output, degraded, error
         req.t_done = self.env.now()
         self.pending -= 1
+        self._deadlines.pop(req, None)
         if status == 200:
             self.latency.add(req.latency)
         for t in req.tasks:
             t.cancel()
-        self.answered(req)
+        try:
+            self.answered(req)
+        except Exception as e:  # a group hook failing: the group is abandoned, this answer still goes out
+            self.fail(req.group if req.group is not None else req, e, "answered")
         if self.on_answer is not None:
-            self.on_answer(req)
+            try:
+                self.on_answer(req)
+            except Exception as e:  # an observer's bug must not keep the answer from its caller
+                self.record_error("on_answer", e)
         if req.respond is not None:
             req.respond(req)
         return True
@@ -105,7 +233,12 @@ class Dispatcher:
     def _done(self, task: Task) -> None:
         if not task.ok:
             self.failures[task.reason] = self.failures.get(task.reason, 0) + 1
-        self.task_done(task)
+        group = self._group_of(task)
+        if group is not None and getattr(group, "broken", False):  # abandoned: its tasks answer as plain copies
+            if isinstance(task.owner, Request):
+                self.guard(task.owner, Dispatcher.task_done, self, task)
+            return
+        self.guard(task.owner, self.task_done, task)
 
     def live(self, req: Request) -> bool:
         """Whether some task that could answer `req` is still queued or running."""
@@ -145,6 +278,9 @@ class ReplicatedDispatcher(Dispatcher):
             raise ValueError(f"copies must lie in [1, workers={env.n_workers}], got {copies}")
         self.copies = copies
 
+    def workers_needed(self) -> int:
+        return self.copies
+
     def dispatch(self, req: Request) -> None:
         for _ in range(self.copies):
             self.send_copy(req, "copy", exclude={t.worker for t in req.tasks})
@@ -162,11 +298,14 @@ class HedgedDispatcher(Dispatcher):
         super().__init__(env, **kw)
         self.latency = RollingQuantile(quantile, default=initial_delay)
 
+    def workers_needed(self) -> int:
+        return min(2, self.env.n_workers)
+
     def dispatch(self, req: Request) -> None:
         if self.send_copy(req, "primary") is None:
             self.answer(req, None, status=503, error="no live worker")
             return
-        self.env.call_later(self.latency.value, lambda: self._hedge(req))
+        self.later(self.latency.value, lambda: self._hedge(req), req)
 
     def _hedge(self, req: Request) -> None:
         if not req.status:

@@ -1,8 +1,12 @@
 """The prediction service: a scheme's dispatcher on a worker pool, with bounded admission and graceful close.
 
     svc = Service.build("digits-cnn", scheme="gcc", workers=12, K=8, service_ms=30, faults=Faults(raise_p=0.01))
-    req = svc.submit(x).result()        # Request: status 200 / 503 / 504, output, degraded
+    req = svc.submit(x).result()        # Request: status 200 / 422 / 500 / 503 / 504, output, degraded
+    svc.health()                        # {"status": "ok" | "degraded" | "down", ...} from the live workers
     svc.close()                         # answers everything in flight first
+
+A bad input fails only its own request (422 from `submit`, checked in float32, the dtype the workers see); an
+exception in the dispatcher's code fails or re-routes only the requests it concerns (`Dispatcher.guard`).
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ class Service:
         self._inflight: dict[int, Request] = {}
         self._closing = False
         self.rejected = 0
+        self.invalid = 0  # inputs refused with 422
+        self.in_shape: tuple[int, ...] | None = None  # inputs of another shape get a 422 (from_config: the workload's)
 
     @classmethod
     def build(cls, workload: Any, scheme: str | None = None, workers: int | None = None, K: int | None = None, *,
@@ -171,6 +177,7 @@ class Service:
                   max_pending=c.max_pending, on_answer=on_answer)
         svc.workload = w
         svc.config = c
+        svc.in_shape = tuple(w.in_shape)
         return svc
 
     @property
@@ -178,17 +185,42 @@ class Service:
         with self._lock:
             return len(self._inflight)
 
+    def check_input(self, x: Any) -> np.ndarray | None:
+        """`x` as the workers see it (float32; None passes: timing only), or ValueError naming what is wrong:
+        not numbers, another shape than `in_shape`, or a value that is not finite in float32 (1e39 is inf)."""
+        if x is None:
+            return None
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                a = np.asarray(x, dtype=np.float32)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("input must be an array of numbers") from None
+        if self.in_shape is not None and a.shape != self.in_shape:
+            raise ValueError(f"input has shape {list(a.shape)}; this service expects {list(self.in_shape)}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError("input is not finite in float32 (NaN, infinity, or beyond +-3.4e38)")
+        return a
+
     def submit(self, x: Any) -> Future:
-        """Queue one input; the future resolves to its answered `Request` (503 at once when overloaded)."""
+        """Queue one input; the future resolves to its answered `Request` (422 at once for a bad input, 503 at
+        once when overloaded or closing)."""
         fut: Future = Future()
-        req = Request(-1, None if x is None else np.asarray(x, dtype=np.float32), self.pool.now())
+        req = Request(-1, None, self.pool.now())
+        try:
+            req.x = self.check_input(x)
+        except ValueError as e:
+            req.status, req.error = 422, str(e)
         with self._lock:
             req.id = next(self._ids)
-            if self._closing or len(self._inflight) >= self.max_pending:
+            if req.status == 422:
+                self.invalid += 1
+            elif self._closing or len(self._inflight) >= self.max_pending:
                 self.rejected += 1
-                req.status, req.t_done = 503, req.t_arrival
+                req.status = 503
                 req.error = "shutting down" if self._closing else \
                     f"overloaded: {self.max_pending} requests already in flight; retry later"
+            if req.status:
+                req.t_done = req.t_arrival
                 fut.set_result(req)
                 return fut
             self._inflight[req.id] = req
@@ -202,9 +234,29 @@ class Service:
         self.pool.post(lambda: self.dispatcher.submit(req))
         return fut
 
+    def health(self) -> dict[str, Any]:
+        """What the live workers can serve: "ok" when at least as many workers are alive (`pool.dead`) and not
+        quarantined as the scheme uses at once (`Dispatcher.workers_needed`: N for a coded group), "degraded"
+        when fewer but some are, "down" when none is (or the service is closing). `/healthz` answers it, 503
+        unless ok."""
+        pool, d = self.pool, self.dispatcher
+        dead = np.asarray(pool.dead, dtype=bool)
+        quarantined = [int(w) for w in getattr(d, "quarantined_view", ())]
+        usable = ~dead
+        usable[[w for w in quarantined if w < len(usable)]] = False
+        live, need = int(usable.sum()), d.workers_needed()
+        status = "down" if self._closing or live == 0 else ("ok" if live >= need else "degraded")
+        return {"status": status, "scheme": self.scheme, "workers": int(pool.n_workers),
+                "alive": int((~dead).sum()), "live": live, "needed": need, "quarantined": quarantined,
+                "in_flight": self.pending, "errors": int(sum(d.errors.values())),
+                "restarts": int(np.sum(getattr(pool, "restarts", 0)))}  # crashed workers re-created (engine)
+
     def close(self, drain_s: float = 30.0) -> None:
-        """Stop admitting, wait up to `drain_s` for in-flight requests, answer any left with 503, stop workers."""
+        """Stop admitting, wait up to `drain_s` for in-flight requests, answer any left with 503, stop workers
+        (once: a second call returns at once)."""
         with self._lock:
+            if self._closing:
+                return
             self._closing = True
         deadline = time.monotonic() + drain_s
         while self.pending and time.monotonic() < deadline:

@@ -1,0 +1,285 @@
+"""Soak: a long open-loop run at a fixed load, p99 latency and RSS printed per minute (issue 18: bounded memory
+per request; p99 of the last minute within 1.5x of the first, RSS growth under 30 MB at 50% load for 5 minutes).
+
+    python benchmarks/soak.py --minutes 10 --load 0.5                 # in process: Service.submit
+    python benchmarks/soak.py --minutes 5 --load 0.5 --http           # over loopback HTTP (uvicorn, this process)
+
+Load is a fraction of the scheme's capacity W / (E[task time] x tasks per request): tasks per request N / K for
+a coded scheme (1.5), `copies` for replication, 1 otherwise; E[task time] is the injected `--service-ms` plus
+f's own time, measured first. Arrivals are Poisson, independent of answers. The service is built as `gencc serve`
+builds it (`Service.build`, then `freeze_heap`). Per minute (`--minute-s`): requests that arrived in it, their
+statuses, p50 and p99 of the answered ones, the process's RSS at its end, the garbage collector's full
+collections and the longest one. `--http` serves the app on 127.0.0.1 in this process and sends each request on
+a pooled keep-alive connection of a raw asyncio client, so the RSS includes the client. Not a CI test
+(tests/serving/test_soak_smoke.py runs its code path for a few seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TARGET_P99_RATIO, TARGET_RSS_MB = 1.5, 30.0
+
+
+def rss_mb() -> float:
+    """This process's resident set size now, MB (Linux /proc; elsewhere the peak from getrusage)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Minutes:
+    """Per interval of arrivals: latencies of answered requests and counts by status (thread-safe; a request's
+    record is two numbers, never the request)."""
+
+    def __init__(self, n: int, minute_s: float):
+        self.minute_s, self.lock = minute_s, threading.Lock()
+        self.lat: list[list[float]] = [[] for _ in range(n)]
+        self.status: list[dict[int, int]] = [{} for _ in range(n)]
+        self.rss: list[float] = [math.nan] * n
+        self.full_gcs: list[int] = [0] * n
+        self.gc_ms: list[float] = [0.0] * n  # the longest full collection in the interval
+        self.t0 = time.perf_counter()
+
+    def watch_gc(self, phase: str, info: dict[str, Any]) -> None:
+        """A `gc.callbacks` hook: the longest pause of a full (generation 2) collection per interval."""
+        if info.get("generation") != 2:
+            return
+        now = time.perf_counter()
+        if phase == "start":
+            self._gc_start = now
+            return
+        m = min(int((now - self.t0) / self.minute_s), len(self.gc_ms) - 1)
+        self.gc_ms[m] = max(self.gc_ms[m], (now - getattr(self, "_gc_start", now)) * 1000)
+
+    def add(self, t_sent: float, status: int, latency_s: float) -> None:
+        m = min(int(t_sent / self.minute_s), len(self.lat) - 1)
+        with self.lock:
+            self.status[m][status] = self.status[m].get(status, 0) + 1
+            if status == 200:
+                self.lat[m].append(latency_s)
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for m, lat in enumerate(self.lat):
+            a = np.asarray(lat) * 1000
+            out.append({"minute": m + 1, "requests": sum(self.status[m].values()), "ok": len(lat),
+                        "other": {k: v for k, v in sorted(self.status[m].items()) if k != 200},
+                        "p50_ms": float(np.percentile(a, 50)) if a.size else math.nan,
+                        "p99_ms": float(np.percentile(a, 99)) if a.size else math.nan,
+                        "rss_mb": self.rss[m], "full_gcs": self.full_gcs[m], "gc_ms": self.gc_ms[m]})
+        return out
+
+
+def capacity(svc: Any, service_ms: float) -> float:
+    """Requests per second the scheme's workers can take: W / (E[task time] x tasks per request)."""
+    d = svc.dispatcher
+    x = svc.workload.X_test[:1]
+    f = svc.workload.f
+    f(x)
+    t = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        f(x)
+        t.append(time.perf_counter() - t0)
+    task_s = service_ms / 1000 + float(np.min(t))  # f's own cost (the machine may be busy meanwhile)
+    per_request = d.N / d.K if hasattr(d, "N") else float(getattr(d, "copies", 1))
+    return svc.pool.n_workers / (task_s * per_request)
+
+
+def _sampler(minutes: Minutes, t0: float, stop: threading.Event) -> None:
+    """At each interval's end: the RSS and the full collections so far."""
+    m, gen2 = 0, gc.get_stats()[2]["collections"]
+    while m < len(minutes.rss) and not stop.is_set():
+        stop.wait(max(0.0, t0 + (m + 1) * minutes.minute_s - time.perf_counter()))
+        g = gc.get_stats()[2]["collections"]
+        minutes.rss[m], minutes.full_gcs[m], gen2 = rss_mb(), g - gen2, g
+        m += 1
+
+
+def run_inprocess(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes) -> None:
+    t0 = time.perf_counter()
+    stop = threading.Event()
+    th = threading.Thread(target=_sampler, args=(minutes, t0, stop), daemon=True)
+    th.start()
+    pending = threading.Semaphore(0)
+    for i, t in enumerate(times):
+        delay = t0 + t - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        sent = float(t)
+
+        def done(fut: Any, sent: float = sent) -> None:
+            r = fut.result()
+            minutes.add(sent, r.status, r.latency)
+            pending.release()
+
+        svc.submit(X[i % len(X)]).add_done_callback(done)
+    for _ in range(len(times)):
+        pending.acquire(timeout=60)
+    th.join()
+
+
+async def _http(port: int, times: np.ndarray, bodies: list[bytes], minutes: Minutes, max_conns: int = 512) -> None:
+    """A raw asyncio HTTP/1.1 client: each request on a free keep-alive connection (a new one when none is)."""
+    free: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    opened = 0
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+
+    async def exchange(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], body: bytes) -> int:
+        r, w = conn
+        w.write(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        status, length = int((await r.readline()).split()[1]), 0
+        while (line := await r.readline()) not in (b"\r\n", b""):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        await r.readexactly(length)
+        return status
+
+    async def one(i: int, t: float) -> None:
+        nonlocal opened
+        start = loop.time()
+        while True:  # a kept-alive connection the server closed meanwhile: the next one, or a new one
+            reused = bool(free)
+            if reused:
+                conn = free.pop()
+            elif opened < max_conns:
+                opened += 1
+                conn = await asyncio.open_connection("127.0.0.1", port)
+            else:
+                break
+            try:
+                status = await exchange(conn, bodies[i % len(bodies)])
+            except (ConnectionError, asyncio.IncompleteReadError, IndexError, ValueError):
+                opened -= 1
+                conn[1].close()
+                if reused:
+                    continue
+                break
+            minutes.add(t, status, loop.time() - start)
+            free.append(conn)
+            return
+        minutes.add(t, 0, 0.0)  # no answer
+
+    running: set[asyncio.Task] = set()
+    for i, t in enumerate(times):  # each request's task made at its arrival (not all at once: the heap stays small)
+        await asyncio.sleep(max(0.0, t0 + float(t) - loop.time()))
+        task = asyncio.create_task(one(i, float(t)))
+        running.add(task)
+        task.add_done_callback(running.discard)
+    await asyncio.gather(*running)
+    for _, w in free:
+        w.close()
+
+
+def run_http(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes) -> None:
+    from gencc.serving.app import create_app, start_in_thread
+
+    server, th, port = start_in_thread(create_app(svc))
+    bodies = [json.dumps({"input": x.tolist()}).encode() for x in X[:256]]
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sampler, args=(minutes, time.perf_counter(), stop), daemon=True)
+    sampler.start()
+    try:
+        asyncio.run(_http(port, times, bodies, minutes))
+        sampler.join()
+    finally:
+        stop.set()
+        server.should_exit = True
+        th.join(60)
+
+
+def report(rows: list[dict[str, Any]], head: str) -> tuple[float, float]:
+    """Print the per-minute table; returns (p99 last / first, RSS growth MB from the end of minute 1)."""
+    print(head)
+    print(f"{'minute':>6} {'requests':>8} {'ok':>7} {'p50 ms':>8} {'p99 ms':>8} {'RSS MB':>8} {'full GCs':>8} "
+          f"{'max GC ms':>9}  other")
+    for r in rows:
+        print(f"{r['minute']:>6} {r['requests']:>8} {r['ok']:>7} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
+              f"{r['rss_mb']:>8.1f} {r['full_gcs']:>8} {r['gc_ms']:>9.1f}  {r['other'] or ''}")
+    ratio = rows[-1]["p99_ms"] / rows[0]["p99_ms"]
+    growth = rows[-1]["rss_mb"] - rows[0]["rss_mb"]
+    ok = ratio <= TARGET_P99_RATIO and growth < TARGET_RSS_MB
+    print(f"p99 last / first minute: {ratio:.2f} (target <= {TARGET_P99_RATIO}); RSS growth after minute 1: "
+          f"{growth:+.1f} MB (target < {TARGET_RSS_MB:g}): {'met' if ok else 'NOT met'}")
+    return ratio, growth
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=10.0, help="length of the run in minutes (default 10)")
+    ap.add_argument("--load", type=float, default=0.5, help="fraction of the scheme's capacity in (0, 1) (default 0.5)")
+    ap.add_argument("--workload", default="digits-cnn", help="a gencc workload (default digits-cnn)")
+    ap.add_argument("--scheme", default="gcc", help="serving scheme (default gcc)")
+    ap.add_argument("--workers", type=int, default=12, help="workers W (default 12)")
+    ap.add_argument("--K", type=int, default=8, help="group size K of the coded schemes (default 8)")
+    ap.add_argument("--service-ms", type=float, default=30.0, help="injected service time per task (default 30)")
+    ap.add_argument("--minute-s", type=float, default=60.0, help="seconds per reported interval (default 60)")
+    ap.add_argument("--http", action="store_true", help="over loopback HTTP instead of Service.submit")
+    ap.add_argument("--rate", type=float, default=None, help="requests per second (default: --load x capacity)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not 0 < args.load < 1:
+        ap.error(f"--load must lie in (0, 1), got {args.load:g}")
+    for name in ("minutes", "service_ms", "minute_s"):
+        if not 0 < getattr(args, name) < math.inf:
+            ap.error(f"--{name.replace('_', '-')} must be a positive finite number, got {getattr(args, name):g}")
+    if args.rate is not None and not 0 < args.rate < math.inf:
+        ap.error(f"--rate must be a positive finite number, got {args.rate:g}")
+    if args.minutes * 60 < args.minute_s:
+        ap.error(f"--minutes must cover at least one interval of --minute-s {args.minute_s:g} s")
+
+    from gencc.serving import Service, freeze_heap
+
+    svc = Service.build(args.workload, args.scheme, args.workers, args.K, service_ms=args.service_ms,
+                        max_pending=100_000)
+    cap = capacity(svc, args.service_ms)
+    rate = args.rate or args.load * cap
+    freeze_heap()
+    head = (f"soak: {args.workload}, {svc.scheme}, W={args.workers}, K={args.K}, service {args.service_ms:g} ms, "
+            f"{rate:.1f} req/s (capacity {cap:.1f}: load {rate / cap:.2f}) for {args.minutes:g} min, "
+            f"{'HTTP (loopback)' if args.http else 'in process'}; RSS at start {rss_mb():.1f} MB")
+    rows = soak(svc, rate, args.minutes * 60, args.minute_s, np.asarray(svc.workload.X_test, dtype=np.float32),
+                http=args.http, seed=args.seed)
+    report(rows, head)
+    return 0
+
+
+def soak(svc: Any, rate: float, duration: float, minute_s: float, X: np.ndarray, http: bool = False,
+         seed: int = 0) -> list[dict[str, Any]]:
+    """Poisson arrivals at `rate` for `duration` seconds on `svc` (inputs X in turn); closes it; per-interval rows."""
+    from gencc.serving.sim import poisson_arrivals
+
+    times = poisson_arrivals(rate, duration, np.random.default_rng(seed))
+    n = max(1, round(duration / minute_s))
+    minutes = Minutes(n, duration / n)
+    gc.callbacks.append(minutes.watch_gc)
+    try:
+        (run_http if http else run_inprocess)(svc, times, X, minutes)
+    finally:
+        gc.callbacks.remove(minutes.watch_gc)
+        svc.close()
+    return minutes.rows()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""benchmarks/soak.py's code path for a second or two (the soak itself is a benchmark, never run in CI)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from serving_helpers import lin
+
+from gencc.engine import ThreadBackend, Workers
+from gencc.faults import ServiceTimes
+from gencc.serving import Service, make_dispatcher
+
+SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
+IN = (3, 4)
+
+
+@pytest.fixture(scope="module")
+def soak():
+    spec = importlib.util.spec_from_file_location("soak_bench", SOAK)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("http", [False, True])
+def test_soak_reports_p99_and_rss_per_interval(soak, http, capsys):
+    if http:
+        pytest.importorskip("uvicorn")
+    svc = Service(Workers(12, ThreadBackend({"f": lin}, dtype=np.float32), ServiceTimes(0.002)),
+                  lambda env: make_dispatcher("gcc", env, K=8, max_wait=0.02))
+    svc.in_shape, svc.workload = IN, SimpleNamespace(in_shape=IN)
+    X = np.random.default_rng(0).normal(size=(32, *IN)).astype(np.float32)
+    rows = soak.soak(svc, rate=100.0, duration=1.5, minute_s=0.5, X=X, http=http)
+    assert [r["minute"] for r in rows] == [1, 2, 3]
+    assert 90 <= sum(r["requests"] for r in rows) <= 210  # Poisson(150)
+    assert all(r["ok"] == r["requests"] and not r["other"] for r in rows)
+    assert all(0 < r["p50_ms"] <= r["p99_ms"] < 1000 and math.isfinite(r["rss_mb"]) for r in rows)
+    ratio, growth = soak.report(rows, "smoke")
+    assert ratio == rows[-1]["p99_ms"] / rows[0]["p99_ms"] and growth == rows[-1]["rss_mb"] - rows[0]["rss_mb"]
+    assert "p99 last / first minute" in capsys.readouterr().out
+
+
+def test_soak_refuses_bad_arguments(soak, capsys):
+    for argv in (["--load", "1.5"], ["--minutes", "0"], ["--rate", "-1"], ["--minutes", "0.001"]):
+        with pytest.raises(SystemExit) as e:
+            soak.main(argv)
+        assert e.value.code == 2
