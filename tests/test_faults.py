@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from gencc.adversaries import SignFlip, SmoothBump
+from gencc.adversaries import Replay, Scaled, SignFlip, SmoothBump, SwapTop
 from gencc.faults import (
     FAULTS,
     Bimodal,
@@ -122,8 +122,19 @@ def test_wrong_results_come_from_the_adversaries_family():
     a, _ = WrongResults(workers=[0], scale=2.0).corrupt(0, y, np.random.default_rng(5))
     z = np.random.default_rng(5).standard_normal(y.shape)
     np.testing.assert_allclose(a, y + 2.0 * np.sqrt(np.mean(y ** 2)) * z)
-    with pytest.raises(ValueError, match="per-result adversary"):
+    with pytest.raises(ValueError, match="corrupts one result on its own"):
         WrongResults(model=SmoothBump(1))
+    with pytest.raises(ValueError, match="corrupts one result on its own"):
+        WrongResults(model=Replay(1))  # needs the other workers' results
+
+
+def test_wrong_results_take_the_plausible_families_that_work_on_one_result():
+    y = np.array([3.0, -1.0, 7.0, 0.5])
+    out, wrong = WrongResults(workers=[0], model=SwapTop(1)).corrupt(0, y, np.random.default_rng(0))
+    assert wrong and np.array_equal(out, [7.0, -1.0, 3.0, 0.5])  # the two largest outputs swapped
+    out, _ = WrongResults(workers=[0], model=Scaled(1)).corrupt(0, y, np.random.default_rng(1))
+    c = out / y  # one factor for the whole result, |log c| in [log 1.1, log 2]
+    assert np.allclose(c, c[0]) and np.log(1.1) - 1e-12 <= abs(np.log(abs(c[0]))) <= np.log(2) + 1e-12
 
 
 # ----- one injected task ----------------------------------------------------------------------------------------

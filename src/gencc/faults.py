@@ -168,9 +168,10 @@ class WrongResults:
             raise ValueError(f"wrong-result probability must lie in [0, 1], got {p}")
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"wrong-result scale must be a positive number, got {scale}")
-        if model is not None and not isinstance(model, PER_RESULT):
+        if model is not None and not (isinstance(model, Adversary) and model.per_result):
             names = ", ".join(c.__name__ for c in PER_RESULT)
-            raise ValueError(f"model must be a per-result adversary of gencc.adversaries ({names}), got {model!r}")
+            raise ValueError(f"model must be an adversary of gencc.adversaries that corrupts one result on its own "
+                             f"(e.g. {names}, or a plausible family such as Scaled or Permute), got {model!r}")
         self.p, self.scale = float(p), float(scale)
         self.model = model if model is not None else Noise(1, self.scale)
 
@@ -180,7 +181,9 @@ class WrongResults:
             return out, False
         out = np.asarray(out, dtype=float)
         rms = float(np.sqrt(np.mean(out ** 2))) or 1.0
-        return self.model._perturb(out, rms, rng), True
+        if isinstance(self.model, PER_RESULT):  # the draws these always made (recorded results stay identical)
+            return self.model._perturb(out, rms, rng), True
+        return self.model.perturb_one(out, rms, rng), True
 
 
 class ServiceTimes:
