@@ -13,7 +13,7 @@ import typer
 
 from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
 from .._cli_options import seed as check_seed
-from .config import BASELINES, CHECKED_SCHEMES, CHECKS, SCHEMES
+from .config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ MAX_WORKERS = 1024
 
 def serve_command(
     workload: Annotated[str, typer.Option(help="a gencc.workloads name, e.g. digits-cnn")] = "digits-cnn",
-    scheme: Annotated[str, typer.Option(help=", ".join(SCHEMES))] = "gcc",
+    scheme: Annotated[str, typer.Option(help=SCHEME_HELP)] = default_scheme(parity=False),
     workers: Annotated[int, typer.Option(min=1, help="model replicas (every scheme gets the same number)")] = 12,
     K: Annotated[int | None, typer.Option("--K", min=1, help="gcc, bacc, sgcc, sgcc-parity (and -hedge): requests "
                                                              "per coding group (default 8)")] = None,  # noqa: N803
@@ -49,6 +49,10 @@ def serve_command(
     packed_parity: Annotated[bool, typer.Option(
         help="parm, sgcc-parity: a parity model that takes each group's members stacked instead of their sum "
              "(coded slots receive k inputs; trained on first use)")] = False,
+    gate: Annotated[str, typer.Option(
+        help="coded schemes: on (a decoded answer is sent only when its uncertainty says it is likely right, the "
+             "threshold calibrated on the model's training inputs; else the request waits for its own result or "
+             "a copy) or off")] = "on",
     max_pending: Annotated[int, typer.Option(min=1, help="requests in flight before answering 503")] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="port to bind")] = 8000,
@@ -60,6 +64,8 @@ def serve_command(
     max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
+    if gate not in GATES:
+        raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
     _check_bindable(host, port)
     import uvicorn
 
@@ -71,12 +77,15 @@ def serve_command(
         svc = Service.build(workload, scheme, workers, K, backend=backend, address=address, service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
                             parm_k=parm_k, max_pending=max_pending, check=check_results,
-                            packed_parity=packed_parity)
+                            packed_parity=packed_parity, gate=gate)
     except ValueError:
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:
         log.exception("could not start serving %s with %s", workload, scheme)
         raise
+    if svc.gate is not None and not svc.gate.ready.is_set():
+        typer.echo("calibrating the gate on the model's training inputs (virtual time)...")
+        svc.gate.ready.wait()
     freeze_heap()
     url = f"http://{host}:{port}"
     typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at {url}")
