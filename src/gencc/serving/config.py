@@ -53,10 +53,12 @@ BAR = {
     "replication": "exact answers; not measured against the bar",
     "hedged": "exact answers; not measured against the bar",
     "parm": "not measured against the bar",
-    "bacc": "cannot meet the bar: its uncertainty (jackknife) does not tell right decodes from wrong, so the "
-            "gate sends almost none",
-    "gcc": "PENDING",
-    "sgcc": "meets the bar with the gate: the default without a parity model",
+    "bacc": "cannot meet the bar with its decodes: the gate's calibration finds no threshold at which they agree "
+            "at 0.95, so with the gate on it sends none (every answer is the model's own)",
+    "gcc": "cannot meet the bar with its decodes: the gate's calibration finds no threshold at which they agree "
+           "at 0.95, so with the gate on it sends none (every answer is the model's own)",
+    "sgcc": "meets the bar with the gate, sending the decodes its calibration trusts (on some models none): the "
+            "default without a parity model",
     "sgcc-parity": "meets the bar with the gate: the default with a parity model",
 }
 
