@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,14 +171,14 @@ class Gate:
                 self.copy(disp, r, disp._busy(g))
 
     def copy(self, disp: Any, r: Request, busy: set[int]) -> None:
-        """`copies` plain copies of a held request (once), each on the least-loaded worker outside `busy` that was
-        not slow on its last task (any outside `busy` when all were): at the p99.9 a copy that lands on a slow
-        worker counts, and two rarely both do."""
+        """`copies` plain copies of a held request (once), each on an idle worker outside `busy`, preferring one
+        that was not slow on its last task: at the p99.9 a copy that lands on a slow worker counts, and two
+        rarely both do. No idle worker (overload): no copy, the request waits for its own result."""
         if any(t.kind == "copy" for t in r.tasks):
             return
         med = self._median.value
         slow = {w for w, d in self._last.items() if d > SLOW_RATIO * med}
-        used = set(busy)
+        used = set(busy) | {int(w) for w in np.flatnonzero(np.asarray(disp.env.loads()) > 0)}
         for _ in range(self.copies):
             t = disp.send_copy(r, "copy", exclude=used | slow) or disp.send_copy(r, "copy", exclude=used)
             if t is None:
@@ -210,8 +211,10 @@ class Memo:
         self.table = {x.tobytes(): y for x, y in zip(X, F, strict=True)}
 
     def __call__(self, Z: Any) -> np.ndarray:
-        if self.stop is not None and self.stop.is_set():
-            raise CalibrationStopped("the service closed during the gate's calibration")
+        if self.stop is not None:  # a service's background calibration: yield the GIL to its serving threads
+            time.sleep(0)
+            if self.stop.is_set():
+                raise CalibrationStopped("the service closed during the gate's calibration")
         Z = np.asarray(Z, dtype=np.float32)
         out = np.empty((len(Z), *self.out_shape))
         miss = []
