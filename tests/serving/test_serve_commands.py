@@ -106,10 +106,10 @@ def test_serve_logs_start_up_shutdown_and_errors(monkeypatch, caplog):
     assert r.exit_code == 0, r.output
     assert served["log_level"] == "info" and served["port"] == port
     text = [(rec.name, rec.levelname, rec.getMessage()) for rec in caplog.records]
-    assert ("gencc.serving.commands", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme gcc, 6 local "
+    assert ("gencc.serving.commands", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme sgcc, 6 local "
             "workers, K=4, at most 1000 requests in flight") in text, text
     assert any(n == "gencc.serving.app" and m.startswith("shutting down: answering 0 requests") for n, _, m in text)
-    assert any(n == "gencc.serving.app" and m == "shut down: gcc service closed" for n, _, m in text)
+    assert any(n == "gencc.serving.app" and m == "shut down: sgcc service closed" for n, _, m in text)
     assert ("gencc.serving.commands", "INFO", f"stopped serving at http://127.0.0.1:{port}") in text
 
     def crash(*a, **k):

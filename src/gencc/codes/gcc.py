@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import apply_matrix, is_torch
+from .._arrays import apply_matrix, is_torch, to_numpy
 from .._lru import LRU
 from .._validate import check_nonneg, check_real
 from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
@@ -24,6 +24,7 @@ from .smoother_loo import (
     loo_and_weights,
     pair_residuals,
 )
+from .systematic import _error_sd, decoder_error_var, reml_scale
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline
 AUTO_DENSE_MAX = 512
@@ -242,6 +243,36 @@ class GCC(Code):
                   and not kernel.is_cubic_spline)
         return self._robust_cache.get_or_build((lam, *srt.tolist()), lambda: loo_and_weights(
             t, kernel, lam, self.alpha if shares else None))
+
+    # ----- the decoder's own uncertainty (serving's gate, gencc.serving.gate) ------------------------------
+    def posterior_var(self, returned: Sequence[int], Y: Any = None) -> np.ndarray:
+        """Per input k, the variance of the decode's error at alpha_k under the GP reading of the RKHS fit (the
+        kernel as covariance, its null space as a flat-prior trend, n lam as the results' noise), in units of the
+        kernel's signal variance: for the interpolating decoder the kriging variance (0 where a worker sits on
+        alpha_k); for other decoders the same model's error variance of their weights. `Y` only for decoders
+        that adapt to the results."""
+        idx = self.check_returned(returned)
+        D, lam = self.decoding_matrix_and_lam(idx, Y)
+        t = self.beta[idx]
+        kern = self.kernel_for(t.size)
+        C = kern(t, t) + t.size * lam * np.eye(t.size)
+        return decoder_error_var(D, kern(self.alpha, t), C, np.diag(kern(self.alpha, self.alpha)))
+
+    def signal_var(self, Y: Any, returned: Sequence[int]) -> float:
+        """The kernel's signal variance (per output coordinate) estimated from the results: the REML estimate
+        under the same GP reading (0 when the results leave no degree of freedom beyond the trend)."""
+        idx = self.check_returned(returned)
+        Yn = np.asarray(to_numpy(Y), dtype=float).reshape(idx.size, -1)
+        lam = self.decoding_matrix_and_lam(idx, Yn)[1]
+        t = self.beta[idx]
+        kern = self.kernel_for(t.size)
+        return reml_scale(kern(t, t) + t.size * lam * np.eye(t.size), kern.null_space(t), Yn)
+
+    def decode_uncertainty(self, Y: Any, returned: Sequence[int]) -> np.ndarray:
+        """Per input, the estimated standard deviation of each decoded output coordinate's error:
+        sqrt(posterior_var * signal_var) (0 where a returned worker sits on the input's point; inf elsewhere when
+        the results leave the signal variance unknown)."""
+        return _error_sd(self.posterior_var(returned, Y), self.signal_var(Y, returned))
 
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)

@@ -175,6 +175,36 @@ class SystematicGCC(Code):
         D[known, np.flatnonzero(~coded)] = 1.0  # exact: the posterior interpolates exact results
         return D
 
+    # ----- the decoder's own uncertainty (serving's gate, gencc.serving.gate) ------------------------------
+    def _reading(self, returned: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(H, Kc, T, noise) of the linear-Gaussian model for `returned` (validated, in the caller's order)."""
+        idx = self.check_returned(returned)
+        H = self.encoding_matrix[idx]
+        return (H, self.kernel(self.alpha, self.alpha), self.kernel.null_space(self.alpha),
+                self.rho * (self.group_size[idx] > 0))
+
+    def posterior_var(self, returned: Sequence[int]) -> np.ndarray:
+        """Per input k, the variance of the decode's error c_k - chat_k under the decoder's own model (module
+        docstring), in units of the prior's signal variance: 0 where k's own worker answered, the kriging
+        variance otherwise. Depends on the straggler set only."""
+        H, Kc, _, noise = self._reading(returned)
+        return decoder_error_var(self.decoding_matrix(returned), Kc @ H.T, H @ Kc @ H.T + np.diag(noise),
+                                 np.diag(Kc))
+
+    def signal_var(self, Y: Any, returned: Sequence[int]) -> float:
+        """The prior's signal variance (per output coordinate) estimated from the results themselves: the REML
+        estimate y^T P y / ((rank - q) m) of the model y = H c + r (0 when the results leave no degree of
+        freedom beyond the trend)."""
+        H, Kc, T, noise = self._reading(returned)
+        Yn = np.asarray(to_numpy(Y), dtype=float).reshape(H.shape[0], -1)
+        return reml_scale(H @ Kc @ H.T + np.diag(noise), H @ T, Yn)
+
+    def decode_uncertainty(self, Y: Any, returned: Sequence[int]) -> np.ndarray:
+        """Per input, the estimated standard deviation of each decoded output coordinate's error:
+        sqrt(posterior_var * signal_var) (0 where the input's own worker answered; inf where it did not and the
+        results leave the signal variance unknown)."""
+        return _error_sd(self.posterior_var(returned), self.signal_var(Y, returned))
+
     def __repr__(self) -> str:
         par = "" if self.parity is None else ", parity=..."
         return f"SystematicGCC(K={self.K}, N={self.N}, rho={self.rho:g}, kernel={self.kernel!r}{par})"
@@ -213,6 +243,35 @@ def kriging_decoder(H: np.ndarray, Kc: np.ndarray, T: np.ndarray, noise: np.ndar
     except linalg.LinAlgError:
         sol = linalg.lstsq(M, rhs)[0]
     return Kc @ H.T @ sol[:n] + T @ sol[n:]
+
+
+def decoder_error_var(D: np.ndarray, cross: np.ndarray, C: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """diag Var(c - D y) for c with prior variances `prior` (K,), observations y with covariance C (n x n) and
+    cross-covariance Cov(c, y) = `cross` (K x n): prior - 2 diag(D cross^T) + diag(D C D^T). For a decoder that
+    reproduces the model's trend (D H T = T, the kriging decoder) the trend cancels and this is its error
+    variance under the flat trend prior; clipped at 0 (rounding)."""
+    v = prior - 2 * np.einsum("kn,kn->k", D, cross) + np.einsum("kn,nm,km->k", D, C, D)
+    return np.maximum(v, 0.0)
+
+
+def _error_sd(var: np.ndarray, scale: float, tol: float = 1e-12) -> np.ndarray:
+    """sqrt(var * scale), with inf where var > 0 but the scale is unknown (0)."""
+    v = np.where(var > tol, var, 0.0)
+    return np.sqrt(v * scale) if scale > 0 else np.where(v > 0, np.inf, 0.0)
+
+
+def reml_scale(C: np.ndarray, B: np.ndarray, Y: np.ndarray) -> float:
+    """The REML estimate of a scale s^2 with Y's columns ~ N(B b, s^2 C) (b flat): tr(Y^T P Y) / ((r - q) m),
+    P = C^+ - C^+ B (B^T C^+ B)^+ B^T C^+ (pseudo-inverses: repeated or exact results may make C singular),
+    r = rank C, q = rank B; 0 when r <= q."""
+    Ci = linalg.pinvh((C + C.T) / 2)
+    r = int(np.linalg.matrix_rank(C, hermitian=True))
+    q = int(np.linalg.matrix_rank(B)) if B.size else 0
+    if r <= q:
+        return 0.0
+    CB = Ci @ B
+    P = Ci - CB @ linalg.pinvh(B.T @ CB) @ CB.T if q else Ci
+    return float(max(np.einsum("nm,nk,mk->", P, Y, Y), 0.0) / ((r - q) * Y.shape[1]))
 
 
 def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batched: bool | None = None) -> float:

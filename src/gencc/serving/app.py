@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -72,7 +73,8 @@ def _catch_up(counter: Any, total: float) -> None:
 def _body(r: Any, scheme: str) -> tuple[int, dict[str, Any]]:
     if r.status == 200:
         return 200, {"output": np.asarray(r.output).tolist(), "degraded": bool(r.degraded), "scheme": scheme,
-                     "latency_ms": round(r.latency * 1000, 3), "id": r.id}
+                     "latency_ms": round(r.latency * 1000, 3), "id": r.id, "gate": r.gate,
+                     "uncertainty": r.uncertainty if math.isfinite(r.uncertainty) else None}  # the gate's estimate
     return r.status, {"detail": r.error, "scheme": scheme, "id": r.id}
 
 

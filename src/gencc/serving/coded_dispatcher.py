@@ -20,6 +20,7 @@ from ..codes import Code
 from ..engine import Task
 from ..ordering import order_inputs
 from .dispatchers import Dispatcher
+from .gate import Gate
 from .requests import Env, Request, RollingQuantile
 from .slots import systematic_slots, worker_functions
 
@@ -63,7 +64,7 @@ class CodedDispatcher(Dispatcher):
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
                  min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
                  order: bool = True, decode_wait: float | None = None, cover: bool = False,
-                 name: str | None = None, **kw):
+                 gate: Gate | None = None, name: str | None = None, **kw):
         super().__init__(env, **kw)
         if mode not in MODES:
             raise ValueError(f"unknown coded mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -90,6 +91,7 @@ class CodedDispatcher(Dispatcher):
         self.decodes = 0
         self.copies = 0
         self.cover = self._cover_map() if cover else None
+        self.gate = gate  # gencc.serving.gate: holds back decodes unlikely to be right
 
     def workers_needed(self) -> int:
         return self.N
@@ -235,6 +237,8 @@ class CodedDispatcher(Dispatcher):
             for i in [i for i, r in enumerate(g.members) if not r.status and not self._covered(g, i, set(g.results))]:
                 self._copy(g, g.members[i])
         self._try_decode(g)
+        if self.gate is not None and not g.done:  # a member the deadline left undecoded is held too
+            self.gate.hold_rest(self, g)
 
     def _copy(self, g: _Group, r: Request) -> bool:
         """A plain copy of member r (once) on a worker the group does not occupy; False when none is free."""
@@ -300,6 +304,8 @@ class CodedDispatcher(Dispatcher):
 
     # ----- results -----------------------------------------------------------------------------------
     def task_done(self, task: Task) -> None:
+        if self.gate is not None:
+            self.gate.observe(task)
         if task.kind in ("retry", "copy"):
             super().task_done(task)
             return
@@ -371,6 +377,8 @@ class CodedDispatcher(Dispatcher):
             except ValueError:
                 return
         self.decodes += 1
+        if self.gate is not None and Yhat is not None:  # the gate: send only decodes likely right
+            todo = self.gate.screen(self, g, todo, Yhat, np.stack(vals), R)
         for k in todo:
             g.members[k].decoded_from = R
             self.answer(g.members[k], None if Yhat is None else Yhat[g.pos[k]], degraded=True)

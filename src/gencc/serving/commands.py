@@ -13,7 +13,7 @@ import typer
 
 from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
 from .._cli_options import seed as check_seed
-from .config import BASELINES, CHECKED_SCHEMES, CHECKS, SCHEMES
+from .config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def serve_command(
                                                    "calibration and --check-results")] = None,
     parity: Annotated[Path | None, typer.Option(help="--model with parm / sgcc-parity: the parity model from "
                                                      "`gencc parity train` (checked against the model and k)")] = None,
-    scheme: Annotated[str, typer.Option(help=", ".join(SCHEMES))] = "gcc",
+    scheme: Annotated[str | None, typer.Option(help=SCHEME_HELP)] = None,
     workers: Annotated[int, typer.Option(min=1, help="model replicas (every scheme gets the same number)")] = 12,
     K: Annotated[int | None, typer.Option("--K", min=1, help="gcc, bacc, sgcc, sgcc-parity (and -hedge): requests "
                                                              "per coding group (default 8)")] = None,  # noqa: N803
@@ -62,6 +62,10 @@ def serve_command(
     packed_parity: Annotated[bool, typer.Option(
         help="parm, sgcc-parity: a parity model that takes each group's members stacked instead of their sum "
              "(coded slots receive k inputs; trained on first use)")] = False,
+    gate: Annotated[str, typer.Option(
+        help="coded schemes: on (a decoded answer is sent only when its uncertainty says it is likely right, the "
+             "threshold calibrated on the model's training inputs; else the request waits for its own result or "
+             "a copy) or off")] = "on",
     max_pending: Annotated[int, typer.Option(min=1, help="requests in flight before answering 503")] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="port to bind")] = 8000,
@@ -73,6 +77,7 @@ def serve_command(
                                                 callback=number(above=0))] = 10.0,
 ) -> None:
     """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn)."""
+    scheme = scheme if scheme is not None else default_scheme(parity=parity is not None)
     _check_not_ignored(scheme, K, parm_k, max_wait_ms, slow_fraction, slow_factor)
     K, parm_k = (8 if K is None else K), (2 if parm_k is None else parm_k)  # noqa: N806
     slow_factor = 10.0 if slow_factor is None else slow_factor
@@ -81,6 +86,8 @@ def serve_command(
     workload = workload or ("digits-cnn" if model is None else None)
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
+    if gate not in GATES:
+        raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
     _check_bindable(host, port)
     limits = _check_access(host, api_key, read_timeout)
     import uvicorn
@@ -99,12 +106,15 @@ def serve_command(
                             service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
                             parm_k=parm_k, max_pending=max_pending, check=check_results,
-                            packed_parity=packed_parity)
+                            packed_parity=packed_parity, gate=gate)
     except ValueError:
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:
         log.exception("could not start serving %s with %s", workload or model, scheme)
         raise
+    if svc.gate is not None and not svc.gate.ready.is_set():
+        typer.echo("calibrating the gate on the model's training inputs (virtual time)...")
+        svc.gate.ready.wait()
     freeze_heap()
     workload = workload if model is None else svc.workload.f.identity
     url = f"http://{host}:{port}"

@@ -17,19 +17,23 @@ from ..faults import PersistentStragglers, ServiceTimes
 
 #: wrong-result checks (gencc.serving.checked_dispatcher): none, answers after the check, or every answer checked
 CHECKS = ("off", "on", "strict")
+#: the gate on decoded answers (gencc.serving.gate): on (calibrated per model on training inputs) or off
+GATES = ("on", "off")
 BACKENDS = ("local", "ray")
 
 
 @dataclass(frozen=True)
 class Scheme:
     """A serving scheme: its dispatcher ("uncoded", "replication", "hedged" or "coded"); for a coded one the
-    registry name of its code, whether its coded slots run a parity model, and "eager" or "hedge" dispatch."""
+    registry name of its code, whether its coded slots run a parity model, and "eager" or "hedge" dispatch;
+    `bar`: what the gate frontier (benchmarks/gate.py) measured of it against the answer bar."""
 
     name: str
     dispatcher: str
     code: str | None = None
     parity: bool = False
     mode: str = "eager"
+    bar: str = ""  # whether it meets the answer bar (docs/guides/serving.md), as measured
 
     def __post_init__(self):
         if self.code is not None and self.code not in CODES:
@@ -41,23 +45,55 @@ class Scheme:
         return self.dispatcher == "coded" and self.mode == "eager" and self.code != "parm"
 
 
+#: per scheme, what benchmarks/gate.py measured against the answer bar (top-1 agreement >= 0.95 of the degraded
+#: answers sent, p99.9 - p50 at most 0.3 of uncoded's; W = 12, K = 8, 40 ms, 10% slow x10, load 0.3; the table:
+#: docs/generated/gate_frontier.md); the -hedge forms were not measured
+BAR = {
+    "uncoded": "exact answers; its tail is the bar's reference",
+    "replication": "exact answers; not measured against the bar",
+    "hedged": "exact answers; not measured against the bar",
+    "parm": "not measured against the bar",
+    "bacc": "cannot meet the bar with its decodes: the gate's calibration finds no threshold at which they agree "
+            "at 0.95, so with the gate on it sends none (every answer is the model's own)",
+    "gcc": "cannot meet the bar with its decodes: the gate's calibration finds no threshold at which they agree "
+           "at 0.95, so with the gate on it sends none (every answer is the model's own)",
+    "sgcc": "meets the bar with the gate, sending the decodes its calibration trusts (on some models none): the "
+            "default without a parity model",
+    "sgcc-parity": "meets the bar with the gate: the default with a parity model",
+}
+
+
 def _coded(name: str, code: str, parity: bool = False) -> tuple[Scheme, Scheme]:
-    return Scheme(name, "coded", code, parity), Scheme(f"{name}-hedge", "coded", code, parity, "hedge")
+    return (Scheme(name, "coded", code, parity, bar=BAR[name]),
+            Scheme(f"{name}-hedge", "coded", code, parity, "hedge", bar="not measured against the bar"))
 
 
 _eager_hedge = {s.name: s for pair in (_coded("parm", "parm", True), _coded("bacc", "bacc"), _coded("gcc", "gcc"),
                                        _coded("sgcc", "sgcc"), _coded("sgcc-parity", "sgcc", True)) for s in pair}
 #: every scheme by name: the contract's schemes, then the coded hedges
 SCHEME_TABLE: dict[str, Scheme] = {s.name: s for s in (
-    Scheme("uncoded", "uncoded"), Scheme("replication", "replication"), Scheme("hedged", "hedged"),
+    *(Scheme(n, n, bar=BAR[n]) for n in ("uncoded", "replication", "hedged")),
     *(_eager_hedge[n] for n in ("parm", "bacc", "gcc", "sgcc", "sgcc-parity", "gcc-hedge", "sgcc-hedge",
                                 "sgcc-parity-hedge", "parm-hedge")),
 )}
+#: the scheme a service gets when none is named: the one that meets the answer bar (BAR), with or without a
+#: parity model
+DEFAULTS = {True: "sgcc-parity", False: "sgcc"}
+
+
+def default_scheme(parity: bool) -> str:
+    """The default scheme for a model with (`parity`) or without a trained parity model."""
+    return DEFAULTS[bool(parity)]
+
+
 SCHEMES = tuple(SCHEME_TABLE)
 #: the schemes a wrong-result check covers (bacc, gcc, sgcc, sgcc-parity); they also code groups of K requests
 CHECKED_SCHEMES = tuple(n for n, s in SCHEME_TABLE.items() if s.checkable)
 #: the schemes that send each request on its own (no coding group)
 BASELINES = tuple(n for n, s in SCHEME_TABLE.items() if s.dispatcher != "coded")
+#: `gencc serve --scheme`'s help: each scheme with what it measured against the answer bar
+SCHEME_HELP = "; ".join(f"{n} ({s.bar})" for n, s in SCHEME_TABLE.items()) + \
+    f". Default: {DEFAULTS[False]} ({DEFAULTS[True]} with a parity model)"
 
 
 def scheme(name: str) -> Scheme:
@@ -71,9 +107,11 @@ def scheme(name: str) -> Scheme:
 class ServiceConfig:
     """What a deployment chooses. max_wait_ms: a coded group's formation deadline; max_pending: admission bound
     (more requests in flight get a 503); check: wrong-result check (see `make_dispatcher`); packed_parity: the
-    parity model takes each group's members stacked (parm, sgcc-parity schemes)."""
+    parity model takes each group's members stacked (parm, sgcc-parity schemes); gate: "on" sends a decoded
+    answer only when its uncertainty says it is likely right (`gencc.serving.gate`; coded schemes without a
+    check), at `gate_threshold` or, when None, at the threshold calibrated on the model's training inputs."""
 
-    scheme: str = "gcc"
+    scheme: str = DEFAULTS[False]
     workers: int = 12
     K: int = 8
     backend: str = "local"
@@ -85,6 +123,8 @@ class ServiceConfig:
     seed: int = 0
     check: str = "off"
     packed_parity: bool = False
+    gate: str = "on"
+    gate_threshold: float | None = None
 
     def __post_init__(self):
         scheme(self.scheme)
@@ -100,6 +140,11 @@ class ServiceConfig:
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0))
         if self.check not in CHECKS:
             raise ValueError(f"unknown check {self.check!r}; choose one of {', '.join(CHECKS)}")
+        if self.gate not in GATES:
+            raise ValueError(f"unknown gate {self.gate!r}; choose on or off")
+        if self.gate_threshold is not None:
+            object.__setattr__(self, "gate_threshold", check_real("gate_threshold", self.gate_threshold, 0.0,
+                                                                               finite=False))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from .coded_dispatcher import CodedDispatcher
 from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
 from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from .gate import Gate, service_gate
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
 from .requests import Env, Request
 
@@ -37,7 +38,7 @@ __all__ = ["CHECKS", "SCHEMES", "Service", "freeze_heap", "make_dispatcher"]  # 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
                     calibration: dict[str, float] | None = None, max_wait: float = 0.05, check: str = "off",
-                    check_data: tuple[Callable, Any] | None = None, **kw: Any) -> Dispatcher:
+                    check_data: tuple[Callable, Any] | None = None, gate: Gate | None = None, **kw: Any) -> Dispatcher:
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
     CodedDispatcher schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
@@ -49,7 +50,8 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot.
 
     check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
-    (`gencc.serving.checked_dispatcher.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs)."""
+    (`gencc.serving.checked_dispatcher.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
+    gate (coded schemes without a check): `gencc.serving.gate.Gate`, which holds back decodes unlikely to be right."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)
@@ -89,7 +91,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
         rc = ResultCheck.calibrate(code, *check_data, order=kw.get("order", True))
         return CheckedDispatcher(env, code, rc, strict=check == "strict", max_wait=max_wait,
                                  name=f"{scheme}-checked", **kw)
-    return CodedDispatcher(env, code, mode=sch.mode, max_wait=max_wait, name=scheme, **kw)
+    return CodedDispatcher(env, code, mode=sch.mode, max_wait=max_wait, name=scheme, gate=gate, **kw)
 
 
 def freeze_heap() -> None:
@@ -170,14 +172,19 @@ class Service:
             be = RayBackend(c.workers, factories, address=c.address)
         pool = Workers(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
                        seed=c.seed, wrong=wrong)
-        svc = cls(pool, lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
-                                                    calibration=calibration, max_wait=c.max_wait_ms / 1000,
-                                                    request_timeout=c.request_timeout, seed=c.seed, check=c.check,
-                                                    check_data=(w.f, w.X_train)),
-                  max_pending=c.max_pending, on_answer=on_answer)
+        def make(gate: Gate | None) -> Callable[[Env], Dispatcher]:
+            return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
+                                               calibration=calibration, max_wait=c.max_wait_ms / 1000,
+                                               request_timeout=c.request_timeout, seed=c.seed, check=c.check,
+                                               check_data=(w.f, w.X_train), gate=gate)
+
+        ident = workload if isinstance(workload, str) else getattr(w.f, "identity", None) or id(w)  # weights sha256
+        gate = service_gate(c, slowdown, make, fns, w.X_train, key=(ident, calibration))
+        svc = cls(pool, make(gate), max_pending=c.max_pending, on_answer=on_answer)
         svc.workload = w
         svc.config = c
         svc.in_shape = tuple(w.in_shape)
+        svc.gate = gate
         return svc
 
     @property
@@ -254,6 +261,8 @@ class Service:
     def close(self, drain_s: float = 30.0) -> None:
         """Stop admitting, wait up to `drain_s` for in-flight requests, answer any left with 503, stop workers
         (once: a second call returns at once)."""
+        if getattr(self, "gate", None) is not None:
+            self.gate.stopped.set()  # abandon its calibration, if still running
         with self._lock:
             if self._closing:
                 return

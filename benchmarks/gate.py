@@ -1,0 +1,279 @@
+"""The serving gate's frontier: top-1 agreement of the degraded answers sent against the latency tail, as the
+gate's threshold varies, per model and scheme, in the virtual-time serving simulator.
+
+    python benchmarks/gate.py --out docs/generated/gate_frontier.md
+    python benchmarks/gate.py --models mlp --schemes gcc --duration 20        # a quick look
+    python benchmarks/gate.py --real --out docs/generated/gate_real.md         # real threads, wall clock
+
+W = 12 workers, K = 8, 40 ms service, persistent stragglers (10% of the time slow x10, periods of 1 s), Poisson
+arrivals at 30% of uncoded capacity. Models: digits-cnn (gencc's) and "mlp", a model gencc does not ship: a
+two-layer tanh MLP on the flattened sklearn digits (64 inputs), trained here in seconds, with a parity model of
+its own (same architecture, trained here with MSE so that F_P(x_1 + x_2) ~ f(x_1) + f(x_2)). Per scheme the gate
+is calibrated on *training* inputs (`gencc.serving.gate.calibrate`, its own seed), then every threshold is
+served test inputs: the calibrated one, multiples of it, 0 (every decode sent, the deadline copies kept), inf
+(no decode sent) and no gate at all. Bar: agreement >= 0.95 among degraded answers sent, and a (p99.9 - p50)
+gap at most 0.3 of uncoded's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import torch  # noqa: E402
+
+from gencc.engine import VirtualWorkers  # noqa: E402
+from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
+from gencc.serving import make_dispatcher, simulate_load  # noqa: E402
+from gencc.serving.gate import CALIBRATION_RUNS, Gate, Memo, calibrate  # noqa: E402
+from gencc.serving.parity import calibrate_sgcc, coded_workers  # noqa: E402
+
+W, K, SERVICE_MS, SLOW_F, SLOW_X, LOAD = 12, 8, 40.0, 0.1, 10.0, 0.3
+SCHEMES = ("gcc", "sgcc", "bacc", "sgcc-parity")
+BAR_AGREEMENT, BAR_GAP = 0.95, 0.3
+COMMAND = "python benchmarks/gate.py --out docs/generated/gate_frontier.md"
+
+
+class TorchModel:
+    """A torch module as a batched numpy callable (float64 out), the way a user wraps their own model."""
+
+    batched = True
+
+    def __init__(self, module: torch.nn.Module):
+        self.module = module.eval()
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return self.module(torch.as_tensor(np.asarray(X, dtype=np.float32))).double().numpy()
+
+
+class UserModel:
+    """Workload-like: what the serving code needs of a model (f, X_train, name)."""
+
+    def __init__(self, name: str, f, X_train: np.ndarray, X_test: np.ndarray, parity=None):
+        self.name, self.f, self.X_train, self.X_test, self.parity = name, f, X_train, X_test, parity
+
+
+def _mlp(d: int, hidden: int = 48) -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden),
+                               torch.nn.Tanh(), torch.nn.Linear(hidden, 10))
+
+
+def mlp_model(seed: int = 0) -> UserModel:
+    """The MLP of the module docstring and its parity model (k = 2), trained on sklearn digits."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=seed, stratify=y)
+    torch.manual_seed(seed)
+    net = _mlp(64)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    Xt, yt = torch.as_tensor(Xtr), torch.as_tensor(ytr)
+    for _ in range(300):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(Xt), yt).backward()
+        opt.step()
+    f = TorchModel(net)
+    par = _mlp(64)
+    par.load_state_dict(net.state_dict())
+    opt = torch.optim.Adam(par.parameters(), lr=3e-3)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        Ft = net(Xt)
+    for _ in range(3000):
+        i, j = torch.randint(len(Xt), (2, 256), generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(par(Xt[i] + Xt[j]), Ft[i] + Ft[j]).backward()
+        opt.step()
+    return UserModel("mlp", f, Xtr, Xte, TorchModel(par))
+
+
+def cnn_model() -> UserModel:
+    from gencc.workloads import load, load_parity
+
+    w = load("digits-cnn", progress=False)
+    return UserModel("digits-cnn", w.f, w.X_train, w.X_test, load_parity("digits-cnn", 2, progress=False))
+
+
+def _env(m: UserModel, X: np.ndarray, seed: int) -> VirtualWorkers:
+    fns = {"f": Memo(m.f, X), "parity": m.parity}
+    return VirtualWorkers(W, ServiceTimes(SERVICE_MS / 1000), PersistentStragglers(W, SLOW_F, SLOW_X, 1.0, seed=seed),
+                          functions=fns, seed=seed)
+
+
+def _rate() -> float:
+    return LOAD * W / (SERVICE_MS / 1000 * (1 - SLOW_F + SLOW_F * SLOW_X))
+
+
+def measure(m: UserModel, scheme: str, gate: Gate | None, duration: float, seed: int, cal) -> dict:
+    """One served run on test inputs: latency percentiles, degraded answers sent and their agreement."""
+    X = m.X_test
+    env = _env(m, X, seed)
+    extra = {} if scheme == "uncoded" else {"gate": gate, "parity": m.parity, "calibration": cal}
+    reqs = simulate_load(lambda e: make_dispatcher(scheme, e, K=K, seed=seed, **extra), env, _rate(), duration,
+                         inputs=None if scheme == "uncoded" else X, seed=seed)
+    lat = np.array([r.latency for r in reqs if r.status == 200]) * 1000
+    top = np.argmax(env.functions["f"](X).reshape(len(X), -1), axis=1)
+    deg = [r for r in reqs if r.degraded]
+    agree = float(np.mean([np.argmax(r.output) == top[r.id % len(X)] for r in deg])) if deg else math.nan
+    p50, p999 = np.percentile(lat, [50, 99.9])
+    return {"n": len(reqs), "ok": int(lat.size), "degraded": len(deg) / len(reqs), "agreement": agree,
+            "held": sum(r.gate == "held" for r in reqs) / len(reqs), "p50": p50, "p999": p999, "gap": p999 - p50}
+
+
+def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
+    """The same conditions on the engine's worker threads (wall clock): the service's own gate (calibrated in
+    the background on training inputs; waited for), Poisson arrivals of test inputs for `duration` seconds."""
+    from gencc.engine import ThreadBackend, Workers
+    from gencc.serving import Service
+    from gencc.serving.config import ServiceConfig, Slowdown
+    from gencc.serving.gate import service_gate
+
+    cfg = ServiceConfig(scheme=scheme, workers=W, K=K, seed=seed)
+    slow = Slowdown(service_ms=SERVICE_MS, slow_fraction=SLOW_F, slow_factor=SLOW_X)
+    cal = calibrate_sgcc(m, K, coded_workers(K, W), m.parity) if scheme.startswith("sgcc-parity") else None
+    fns = {"f": m.f} if m.parity is None else {"f": m.f, "parity": m.parity}
+
+    def make(gate):
+        extra = {} if scheme == "uncoded" else {"gate": gate, "parity": m.parity, "calibration": cal}
+        return lambda env: make_dispatcher(scheme, env, K=K, seed=seed, max_wait=cfg.max_wait_ms / 1000, **extra)
+
+    gate = service_gate(cfg, slow, make, fns, m.X_train, key=m.name)
+    if gate is not None:
+        gate.ready.wait()
+    pool = Workers(W, ThreadBackend(fns, dtype=np.float32), slow.service_times(), slow.stragglers(W, seed), seed=seed)
+    svc = Service(pool, make(gate))
+    rng = np.random.default_rng([seed, 5])
+    gaps = rng.exponential(1 / _rate(), size=int(_rate() * duration * 1.3) + 10)
+    idx = rng.integers(len(m.X_test), size=gaps.size)
+    futs, t0, t = [], time.monotonic(), 0.0
+    try:
+        for g, i in zip(gaps, idx, strict=True):
+            t += g
+            if t > duration:
+                break
+            time.sleep(max(0.0, t0 + t - time.monotonic()))
+            futs.append((i, svc.submit(m.X_test[i])))
+        reqs = [(i, f.result(timeout=120)) for i, f in futs]
+    finally:
+        svc.close()
+    top = np.argmax(m.f(m.X_test), axis=1)
+    lat = np.array([r.latency for _, r in reqs if r.status == 200]) * 1000
+    deg = [(i, r) for i, r in reqs if r.degraded]
+    agree = float(np.mean([np.argmax(r.output) == top[i] for i, r in deg])) if deg else math.nan
+    p50, p999 = np.percentile(lat, [50, 99.9])
+    return {"n": len(reqs), "degraded": len(deg) / len(reqs), "agreement": agree,
+            "held": sum(r.gate == "held" for _, r in reqs) / len(reqs), "p50": p50, "p999": p999, "gap": p999 - p50,
+            "threshold": math.nan if gate is None else gate.threshold}
+
+
+def run_real(args: argparse.Namespace) -> list[list[str]]:
+    rows = []
+    for name in args.models:
+        m = mlp_model() if name == "mlp" else cnn_model()
+        base = None
+        for scheme in ("uncoded", *args.schemes):
+            r = measure_real(m, scheme, args.duration, args.seed)
+            base = base or r
+            ratio = r["gap"] / base["gap"]
+            meets = scheme != "uncoded" and ratio <= BAR_GAP and (
+                r["degraded"] == 0 or (not math.isnan(r["agreement"]) and r["agreement"] >= BAR_AGREEMENT))
+            rows.append([name, scheme, "" if math.isnan(r["threshold"]) else f"{r['threshold']:.2f}", str(r["n"]),
+                         f"{r['agreement']:.3f}", f"{r['degraded']:.3f}", f"{r['held']:.3f}", f"{r['p50']:.1f}",
+                         f"{r['p999']:.1f}", f"{r['gap']:.1f}", f"{ratio:.2f}", "" if scheme == "uncoded" else
+                         ("yes" if meets else "no")])
+            print(" | ".join(rows[-1]), flush=True)
+    return rows
+
+
+HEAD_REAL = ["model", "scheme", "calibrated threshold", "requests", "agreement of degraded sent", "degraded sent",
+             "held", "p50 ms", "p99.9 ms", "gap ms", "gap / uncoded", "meets bar"]
+
+
+def run(args: argparse.Namespace) -> list[list[str]]:
+    rows = []
+    for name in args.models:
+        t0 = time.time()
+        m = mlp_model() if name == "mlp" else cnn_model()
+        base = measure(m, "uncoded", None, args.duration, args.seed, None)
+        rows.append([name, "uncoded", "", "", "0", "", "", f"{base['p50']:.1f}", f"{base['p999']:.1f}",
+                     f"{base['gap']:.1f}", "1.00", ""])
+        for scheme in args.schemes:
+            cal = calibrate_sgcc(m, K, coded_workers(K, W), m.parity) if scheme.startswith("sgcc-parity") else None
+
+            def make(gate, scheme=scheme, cal=cal, m=m):
+                return lambda env: make_dispatcher(scheme, env, K=K, seed=args.seed + 100, gate=gate,
+                                                   parity=m.parity, calibration=cal)
+
+            gc = calibrate(make, {"f": m.f, "parity": m.parity}, m.X_train, workers=W, service_ms=SERVICE_MS,
+                           slow_fraction=SLOW_F, slow_factor=SLOW_X, load=LOAD, duration=args.cal_duration,
+                           seed=args.seed + 100)
+            t = gc.threshold
+            settings = [("no gate", None), ("0", 0.0)]
+            if math.isfinite(t):
+                settings += [(f"0.5 x cal = {0.5 * t:.2f}", 0.5 * t), (f"**calibrated {t:.2f}**", t),
+                             (f"2 x cal = {2 * t:.2f}", 2 * t)]
+            else:
+                settings += [(f"{x:.2f} (calibration: none qualifies)", x) for x in (2.0, 4.0)]
+            settings.append(("inf", math.inf))
+            for label, thr in settings:
+                r = measure(m, scheme, None if thr is None else Gate(thr), args.duration, args.seed, cal)
+                ratio = r["gap"] / base["gap"]
+                meets = (not math.isnan(r["agreement"]) and r["agreement"] >= BAR_AGREEMENT) and ratio <= BAR_GAP
+                rows.append([name, scheme, label, f"{r['agreement']:.3f}", f"{r['degraded']:.3f}", f"{r['held']:.3f}",
+                             str(gc.candidates),
+                             f"{r['p50']:.1f}", f"{r['p999']:.1f}", f"{r['gap']:.1f}", f"{ratio:.2f}",
+                             "yes" if meets else "no"])
+                print(" | ".join(rows[-1]), flush=True)
+        print(f"{name}: {time.time() - t0:.0f} s", file=sys.stderr)
+    return rows
+
+
+HEAD = ["model", "scheme", "gate threshold", "agreement of degraded sent", "degraded sent", "held",
+        "degraded requests in calibration", "p50 ms", "p99.9 ms", "gap ms", "gap / uncoded", "meets bar"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["digits-cnn", "mlp"], choices=["digits-cnn", "mlp"])
+    ap.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=list(SCHEMES))
+    ap.add_argument("--duration", type=float, default=90.0, help="virtual seconds served per point (default 90)")
+    ap.add_argument("--cal-duration", type=float, default=60.0,
+                    help="virtual seconds of the calibration run on training inputs (default 60)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--real", action="store_true",
+                    help="serve on real worker threads (wall clock) instead of the simulator: uncoded and each scheme "
+                         "with its calibrated gate, --duration seconds each")
+    ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    args = ap.parse_args(argv)
+    if not (args.duration > 0 and args.cal_duration > 0):
+        ap.error("--duration and --cal-duration must be positive")
+    torch.set_num_threads(1)
+    rows = run_real(args) if args.real else run(args)
+    if args.out is not None:
+        cmd = COMMAND if argv is None and sys.argv[1:] == ["--out", str(args.out)] else \
+            "python benchmarks/gate.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        where = "real worker threads, wall clock, on a shared 2-core machine" if args.real else "virtual time"
+        head = HEAD_REAL if args.real else HEAD
+        lines = [f"Generated by `{cmd}`", "",
+                 f"W = {W}, K = {K}, {SERVICE_MS:g} ms service, {SLOW_F:.0%} of workers slow x{SLOW_X:g}, load "
+                 f"{LOAD:g}, {args.duration:g} s served per row ({where}), gate calibrated on training inputs "
+                 f"({CALIBRATION_RUNS} runs of {args.cal_duration:g} s of virtual time). Bar: agreement >= "
+                 f"{BAR_AGREEMENT} and gap <= {BAR_GAP} x uncoded's.", "",
+                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
