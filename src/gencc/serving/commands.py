@@ -25,6 +25,7 @@ MAX_WORKERS = 1024
 
 
 def serve_command(
+    ctx: typer.Context,
     workload: Annotated[str, typer.Option(help="a gencc.workloads name, e.g. digits-cnn")] = "digits-cnn",
     scheme: Annotated[str, typer.Option(help=", ".join(SCHEMES))] = "gcc",
     workers: Annotated[int, typer.Option(min=1, help="model replicas (every scheme gets the same number)")] = 12,
@@ -52,15 +53,26 @@ def serve_command(
     max_pending: Annotated[int, typer.Option(min=1, help="requests in flight before answering 503")] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="port to bind")] = 8000,
+    isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
+                                               "namespace (unshare -n, or -rn as an ordinary user); the port is "
+                                               "bound outside it and handed over")] = True,
 ) -> None:
-    """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn)."""
+    """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn). With --backend ray
+    and no --address, the command re-runs itself inside a loopback-only network namespace (as `gencc run`
+    does) and starts a private Ray there; the port is bound here first, so clients reach it as before."""
     _check_not_ignored(scheme, K, parm_k, max_wait_ms, slow_fraction, slow_factor)
     K, parm_k = (8 if K is None else K), (2 if parm_k is None else parm_k)  # noqa: N806
     slow_factor = 10.0 if slow_factor is None else slow_factor
     max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
-    _check_bindable(host, port)
+    from ..testing.isolation import inherited_socket
+
+    sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
+    if sock is None:
+        _check_bindable(host, port)
+    if sock is None and backend == "ray" and address is None and isolate:
+        _serve_isolated(ctx, host, port)
     import uvicorn
 
     from .app import create_app
@@ -84,8 +96,14 @@ def serve_command(
              svc.scheme, workers, backend, K, max_pending)
     level = logging.getLevelName(logging.getLogger("gencc").getEffectiveLevel()).lower()
     try:
-        uvicorn.run(create_app(svc), host=host, port=port, access_log=False,
-                    log_level=level if level in ("debug", "info", "warning", "error") else "warning")
+        kw = {"access_log": False, "log_level": level if level in ("debug", "info", "warning", "error") else "warning"}
+        if sock is None:
+            uvicorn.run(create_app(svc), host=host, port=port, **kw)
+        else:
+            server = uvicorn.Server(uvicorn.Config(create_app(svc), **kw))
+            server.run(sockets=[sock])
+            if not server.started:
+                raise SystemExit(3)
     except SystemExit as e:  # uvicorn exits 1 when it cannot start
         if e.code:
             log.error("uvicorn could not serve at %s (exit status %s)", url, e.code)
@@ -94,6 +112,22 @@ def serve_command(
         log.exception("serving at %s stopped on an error", url)
         raise
     log.info("stopped serving at %s", url)
+
+
+def _serve_isolated(ctx: typer.Context, host: str, port: int) -> None:
+    """Run this same command again inside a loopback-only network namespace, the port bound here and handed
+    over, then exit with its status (nothing to do when already inside one)."""
+    from ..testing.isolation import can_unshare, in_loopback_namespace, serve_in_loopback
+
+    if in_loopback_namespace():
+        return
+    ok, how = can_unshare()
+    if not ok:
+        raise refuse("--backend", f"a local Ray runs inside a loopback-only network namespace, which cannot be made "
+                                  f"here ({how}); pass --address of a cluster you run, or --no-isolate to start Ray "
+                                  "bound to 127.0.0.1 without the namespace")
+    typer.echo(f"serving from inside a loopback-only network namespace, made with {how}", err=True)
+    raise typer.Exit(serve_in_loopback(ctx, host, port))
 
 
 def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_ms: float | None,  # noqa: N803
