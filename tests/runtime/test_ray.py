@@ -108,25 +108,25 @@ def _wait_until_ready(actor, timeout: float = 90.0) -> int:
 
 @pytest.mark.parametrize("restarts", [0, -1])
 def test_actor_killed_mid_job_is_a_straggler_then_replaced(X, restarts):
-    code = gencc.GCC(K=6, N=8)
-    lat = np.zeros(8)
-    lat[5] = INF  # worker 5 sits on its actor until the actor is killed
-    with RayExecutor(num_actors=8, max_restarts=restarts) as e:
-        e.start(smooth, 8)
-        old_pid = e.actor_pids[5]
-        killer = threading.Timer(1.0, lambda: ray.kill(e.actors[5], no_restart=True))  # for good, as Ray sees it
+    code, X = gencc.GCC(K=3, N=4), X[:3]
+    lat = np.zeros(4)
+    lat[3] = INF  # worker 3 sits on its actor until the actor is killed
+    with RayExecutor(num_actors=4, max_restarts=restarts) as e:
+        e.start(smooth, 4)
+        old_pid = e.actor_pids[3]
+        killer = threading.Timer(1.0, lambda: ray.kill(e.actors[3], no_restart=True))  # for good, as Ray sees it
         killer.start()
         r = run(smooth, X, code, e, latency=lat, order=False, timeout=60)
         killer.join()
-        assert set(r.stragglers) == {5} and r.stragglers[5].startswith("lost")
-        np.testing.assert_allclose(r.outputs, reference(code, X, [0, 1, 2, 3, 4, 6, 7]), atol=1e-12)
-        assert e._backend.restarts[5] == (0 if restarts == 0 else 1)
-        r2 = run(smooth, X, code, e, order=False, timeout=90)  # wait for all: worker 5 answers only if replaced
+        assert set(r.stragglers) == {3} and r.stragglers[3].startswith("lost")
+        np.testing.assert_allclose(r.outputs, reference(code, X, [0, 1, 2]), atol=1e-12)
+        assert e._backend.restarts[3] == (0 if restarts == 0 else 1)
+        r2 = run(smooth, X, code, e, order=False, timeout=90)  # wait for all: worker 3 answers only if replaced
         if restarts == 0:  # replacement off: the dead actor stays dead
-            assert set(r2.stragglers) == {5} and "not replaced" in r2.stragglers[5]
+            assert set(r2.stragglers) == {3} and "not replaced" in r2.stragglers[3]
         else:
-            assert r2.stragglers == {} and _wait_until_ready(e.actor_for(5)) != old_pid
-            np.testing.assert_allclose(r2.outputs, reference(code, X, range(8)), atol=1e-12)
+            assert r2.stragglers == {} and _wait_until_ready(e.actor_for(3)) != old_pid
+            np.testing.assert_allclose(r2.outputs, reference(code, X, range(4)), atol=1e-12)
 
 
 def test_more_logical_workers_than_actors_and_torch_factory():

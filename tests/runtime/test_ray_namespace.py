@@ -28,6 +28,10 @@ def test_command_line_passes_on_only_what_was_typed(monkeypatch):
 
     app, seen = typer.Typer(), []
 
+    @app.callback()
+    def root(level: str = "info") -> None:
+        pass
+
     @app.command()
     def serve(ctx: typer.Context, port: int = 1, rate: float = 0.5, isolate: bool = True, out: Path | None = None,
               secret: str | None = typer.Option(None, envvar="GENCC_TEST_SECRET")) -> None:
@@ -37,10 +41,11 @@ def test_command_line_passes_on_only_what_was_typed(monkeypatch):
     def other() -> None:  # two commands: `serve` is a subcommand, as in gencc
         pass
 
-    r = CliRunner().invoke(app, ["serve", "--rate", "2.5", "--no-isolate", "--out", "a b.csv"],
+    r = CliRunner().invoke(app, ["--level", "debug", "serve", "--rate", "2.5", "--no-isolate", "--out", "a b.csv"],
                            env={"GENCC_TEST_SECRET": "hunter2"})
     assert r.exit_code == 0, r.output
-    assert seen == [[sys.executable, "-m", "gencc.cli", "serve", "--rate", "2.5", "--no-isolate", "--out", "a b.csv"]]
+    assert seen == [[sys.executable, "-m", "gencc.cli", "--level", "debug", "serve", "--rate", "2.5", "--no-isolate",
+                     "--out", "a b.csv"]]
 
 
 def test_a_socket_bound_outside_is_served_from_inside_the_namespace(tmp_path):

@@ -129,14 +129,26 @@ def run_forwarding(argv: Sequence[str], *, pass_fds: Sequence[int] = (), env: di
 
 
 def command_line(ctx: Any) -> list[str]:
-    """`python -m gencc.cli` with the (sub)command of the Typer/click context `ctx` and the options given on its
-    command line (not those from defaults or environment variables, which the re-executed command gets the same
-    way: a secret read from the environment never appears in a process listing)."""
-    names, c = [], ctx
-    while c is not None and c.parent is not None:
-        names.insert(0, c.info_name)
+    """`python -m gencc.cli` with the (sub)commands of the Typer/click context `ctx` and the options given on the
+    command line to each (`gencc --log-level debug serve --port 9000`: both), not those from defaults or
+    environment variables, which the re-executed command gets the same way (a secret read from the environment
+    never appears in a process listing)."""
+    chain = []
+    c = ctx
+    while c is not None:
+        chain.insert(0, c)
         c = c.parent
-    argv = [sys.executable, "-m", "gencc.cli", *names]
+    argv = [sys.executable, "-m", "gencc.cli"]
+    for i, c in enumerate(chain):
+        if i > 0:
+            argv.append(c.info_name)
+        argv += _typed_options(c)
+    return argv
+
+
+def _typed_options(ctx: Any) -> list[str]:
+    """The options of `ctx`'s own command that were given on the command line, as they would be typed."""
+    argv: list[str] = []
     for p in ctx.command.params:
         source = ctx.get_parameter_source(p.name)
         if getattr(p, "param_type_name", "") != "option" or getattr(source, "name", "") != "COMMANDLINE":
