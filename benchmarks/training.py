@@ -1,7 +1,7 @@
 """Straggler-resilient training at equal N: time to a target test accuracy and final accuracy per scheme, with
 the compute per worker beside it, under transient and persistent stragglers.
 
-    python benchmarks/training.py                       # digits-logreg (full batch) and digits-cnn, 3 seeds
+    python benchmarks/training.py                       # digits-logreg (full batch), digits-cnn, mnist1d-cnn
     python benchmarks/training.py --workloads digits-logreg --seeds 0 1 2 3 4 --out docs/generated/training.md
     python benchmarks/training.py --slope --out docs/generated/training-slope.md   # gcc's error against N
 
@@ -39,6 +39,7 @@ SETTINGS = {  # name -> (straggler model for seed s, placement)
 WORKLOADS = {  # name -> (steps, eval_every, sample_s, target accuracy)
     "digits-logreg": (100, 5, 1e-4, 0.92),
     "digits-cnn": (120, 10, 1e-3, 0.9),
+    "mnist1d-cnn": (200, 10, 1e-3, 0.6),  # 4,000 1-D signals, batch 400: 20 epochs in 200 steps
 }
 
 

@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
 
     if in_loopback_namespace():
         return
-    ray_items = [item for item in items if "ray" in item.keywords]
+    ray_items = [item for item in items if item.get_closest_marker("ray") is not None]
     if not ray_items:
         return
     ok, how = can_unshare()

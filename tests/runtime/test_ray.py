@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -26,6 +27,7 @@ from gencc.runtime import Hedged, RayExecutor, Replicated, Uncoded, run, stream
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
 ray.cloudpickle.register_pickle_by_value(runtime_helpers)  # tests/ is not importable on the actors
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # UserTorchModel below
 INF = np.inf
 
 
@@ -84,9 +86,8 @@ def test_actor_crash_mid_job_is_lost_and_job_completes(X):
         r = run(None, X, code, e, order=False, timeout=60)  # wait for all: only the loss can end worker 3
         assert r.stragglers == {3: r.stragglers[3]} and r.stragglers[3].startswith("lost")
         np.testing.assert_allclose(r.outputs, reference(code, X, [w for w in range(10) if w != 3]), atol=1e-12)
-        # Ray restarts the actor (rebuilding f) for later jobs; a job sent while it restarts would find worker 3
-        # unavailable, a straggler, so wait for the restart before the next job
-        assert _wait_until_ready(e.actor_for(3)) != e.actor_pids[3]
+        # the backend replaced the actor (a fresh one rebuilds f) for later jobs: worker 3's next task waits on it
+        assert _wait_until_ready(e.actor_for(3)) != e.actor_pids[3] and e._backend.restarts[3] == 1
         X2 = X + 1.0
         r2 = run(None, X2, code, e, order=False, timeout=60)
         assert r2.stragglers == {}
@@ -105,18 +106,27 @@ def _wait_until_ready(actor, timeout: float = 90.0) -> int:
             time.sleep(0.2)
 
 
-def test_actor_killed_mid_job(X):
-    code = gencc.GCC(K=6, N=8)
-    lat = np.zeros(8)
-    lat[5] = INF  # worker 5 sits on its actor until the actor is killed
-    with RayExecutor(num_actors=8, max_restarts=0) as e:
-        e.start(smooth, 8)
-        killer = threading.Timer(1.0, lambda: ray.kill(e.actors[5]))
+@pytest.mark.parametrize("restarts", [0, -1])
+def test_actor_killed_mid_job_is_a_straggler_then_replaced(X, restarts):
+    code, X = gencc.GCC(K=3, N=4), X[:3]
+    lat = np.zeros(4)
+    lat[3] = INF  # worker 3 sits on its actor until the actor is killed
+    with RayExecutor(num_actors=4, max_restarts=restarts) as e:
+        e.start(smooth, 4)
+        old_pid = e.actor_pids[3]
+        killer = threading.Timer(1.0, lambda: ray.kill(e.actors[3], no_restart=True))  # for good, as Ray sees it
         killer.start()
         r = run(smooth, X, code, e, latency=lat, order=False, timeout=60)
         killer.join()
-    assert set(r.stragglers) == {5} and r.stragglers[5].startswith("lost")
-    np.testing.assert_allclose(r.outputs, reference(code, X, [0, 1, 2, 3, 4, 6, 7]), atol=1e-12)
+        assert set(r.stragglers) == {3} and r.stragglers[3].startswith("lost")
+        np.testing.assert_allclose(r.outputs, reference(code, X, [0, 1, 2]), atol=1e-12)
+        assert e._backend.restarts[3] == (0 if restarts == 0 else 1)
+        r2 = run(smooth, X, code, e, order=False, timeout=90)  # wait for all: worker 3 answers only if replaced
+        if restarts == 0:  # replacement off: the dead actor stays dead
+            assert set(r2.stragglers) == {3} and "not replaced" in r2.stragglers[3]
+        else:
+            assert r2.stragglers == {} and _wait_until_ready(e.actor_for(3)) != old_pid
+            np.testing.assert_allclose(r2.outputs, reference(code, X, range(4)), atol=1e-12)
 
 
 def test_more_logical_workers_than_actors_and_torch_factory():
@@ -184,6 +194,48 @@ def test_garbage_worker_is_excluded_and_reported_on_ray():
     np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-10)
 
 
+class UserTorchModel:
+    """A picklable factory of a model gencc never saw: a small torch module defined here, wrapped as a batched
+    numpy callable (float32 compute, float64 out), built on each actor."""
+
+    def __call__(self):
+        import torch
+
+        torch.manual_seed(5)
+        net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).eval()
+
+        def f(X):
+            with torch.no_grad():
+                return net(torch.as_tensor(np.asarray(X, dtype=np.float32))).double().numpy()
+
+        f.batched = True
+        return f
+
+
+def test_user_torch_model_served_on_ray_answers_like_threads():
+    from gencc.engine import Workers
+    from gencc.engine._ray import RayBackend
+    from gencc.engine.backends import ThreadBackend
+    from gencc.serving.service import Service, make_dispatcher
+
+    factory = UserTorchModel()
+    Xs = np.random.default_rng(4).normal(size=(10, 6)).astype(np.float32)
+    got = {}
+    for name in ("threads", "ray"):
+        be = ThreadBackend({"f": factory()}, dtype=np.float32) if name == "threads" else RayBackend(4, {"f": factory})
+        svc = Service(Workers(4, be, mark_dead=name == "threads"), lambda env: make_dispatcher("replication", env))
+        try:
+            got[name] = [f.result(timeout=60) for f in [svc.submit(x) for x in Xs]]
+        finally:
+            svc.close()
+    want = factory()(Xs)
+    for a, b, w in zip(got["threads"], got["ray"], want, strict=True):
+        assert a.status == b.status == 200 and not a.degraded and not b.degraded
+        assert type(a.output) is type(b.output) and np.asarray(a.output).dtype == np.asarray(b.output).dtype
+        np.testing.assert_array_equal(np.asarray(b.output), np.asarray(a.output))
+        np.testing.assert_allclose(np.asarray(b.output), w, rtol=1e-6, atol=1e-6)
+
+
 def test_start_reports_progress_and_close_removes_own_temp_dir(ex, X):
     ex.close()  # last test of the module: it needs a Ray started by its own executor
     if ray.is_initialized():
@@ -192,7 +244,8 @@ def test_start_reports_progress_and_close_removes_own_temp_dir(ex, X):
     e = RayExecutor(num_actors=3, num_cpus=2, on_ready=lambda ready, total: seen.append((ready, total)))
     e.start(smooth, 3)
     tmp = e._own_tmp
-    assert tmp is not None and os.path.isdir(tmp) and os.path.basename(tmp).startswith("gencc-ray-")
+    assert tmp is not None and os.path.isdir(tmp) and os.path.basename(tmp).startswith("gcr")
+    assert os.stat(tmp).st_mode & 0o777 == 0o700  # Ray makes its own folders 0777: they sit inside this one
     assert os.listdir(tmp)  # Ray's session files live there
     code = gencc.GCC(K=6, N=12)  # 12 logical workers on the 3 actors
     r = run(smooth, X, code, e, order=False)
@@ -201,3 +254,4 @@ def test_start_reports_progress_and_close_removes_own_temp_dir(ex, X):
     assert not os.path.exists(tmp)
     assert seen[0] == (0, 3) and seen[-1] == (3, 3)
     assert [a for a, _ in seen] == sorted(a for a, _ in seen)
+

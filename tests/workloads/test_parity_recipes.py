@@ -83,7 +83,8 @@ def test_load_parity_module_round_trip(tmp_path: Path) -> None:
     torch.manual_seed(0)
     m = P.build_parity("mnist1d-cnn", 4, P.settings("mnist1d-cnn"))
     torch.save(m.state_dict(), tmp_path / "w.pt")
-    back = P.load_parity_module("mnist1d-cnn", 4, tmp_path / "w.pt")
+    sha = hashlib.sha256((tmp_path / "w.pt").read_bytes()).hexdigest()
+    back = P.load_parity_module("mnist1d-cnn", 4, tmp_path / "w.pt", sha256=sha)
     x = torch.randn(4, 1, 40)
     with torch.no_grad():
         torch.testing.assert_close(back(x), m.eval()(x))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gencc.workloads import WORKLOADS, Workload, load, models_dir
+from gencc.workloads import WORKLOADS, load, models_dir
 
 torch = pytest.importorskip("torch")
 
@@ -22,29 +22,6 @@ NAMES = list(WORKLOADS)
 PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n == "mnist1d-cnn" else n for n in NAMES]
 TRAINED = [n for n in NAMES if WORKLOADS[n].trained]
 MIN_ACCURACY = {"digits-cnn": 0.95, "digits-mlp": 0.93, "mnist1d-cnn": 0.85}
-
-
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One fresh cache root for the whole session: each model trains once."""
-    return tmp_path_factory.mktemp("gencc-cache")
-
-
-@pytest.fixture(scope="session")
-def first_load(cache: Path) -> dict[str, tuple[Workload, float]]:
-    return {}
-
-
-@pytest.fixture
-def get(cache: Path, first_load: dict[str, tuple[Workload, float]]):
-    def _get(name: str) -> Workload:
-        if name not in first_load:
-            t0 = time.perf_counter()
-            w = load(name, progress=False, cache_dir=cache)
-            first_load[name] = (w, time.perf_counter() - t0)
-        return first_load[name][0]
-
-    return _get
 
 
 def test_import_does_not_import_torch() -> None:

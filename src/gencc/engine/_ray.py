@@ -1,19 +1,28 @@
 """The one Ray module: starting or joining Ray, and the engine's Ray backend (one actor per worker).
 
 Ray is imported only here, inside functions, so `import gencc` never imports it. Without `address`, Ray starts
-privately on 127.0.0.1 (no dashboard, usage stats off unless set, a private temp dir removed at close); run it
-inside the loopback-only network namespace of `gencc.testing.isolation` in tests. With `address` it joins an
-existing cluster ("127.0.0.1:6379", "auto"). A Ray already initialised in this process is used as it is.
+privately on 127.0.0.1 (no dashboard, usage stats off unless set, its temp dir inside a private 0700 folder
+removed at close or exit); run it inside the loopback-only network namespace of `gencc.testing.isolation`
+(tests, `gencc run`, `gencc serve`, `gencc train`). With `address` it joins an existing cluster
+("127.0.0.1:6379", "auto"). A Ray already initialised in this process is used as it is.
 
 Each actor holds the backend's models, built there from picklable factories (a torch model is built on the
 actor, not shipped per call), and a task's own function is put in the object store once and built once per
 actor on first use. A task runs `gencc.faults.run_injected` on the actor, so its injected delay passes there:
 cancellation is cooperative (`cancel` on the threaded actor sets a flag the task waits on), and an actor lost
-meanwhile makes the task lost (ConnectionError on the master).
+meanwhile makes the task lost (ConnectionError on the master: a straggler for that task).
+
+A dead actor (killed, an injected crash, its process gone, e.g. `os._exit` inside f) is replaced: the master
+that saw the loss kills its handle for good and creates a fresh actor in its slot from the same factories
+(Ray's own restarts are off, so there is one mechanism; an injected crash is `ray.kill`). Later tasks of that
+slot queue on the new actor while it builds its models. `max_restarts` bounds the replacements per slot (-1:
+no limit); a slot whose last REPLACE_STREAK replacements each died before answering anything (a factory that
+fails) is not replaced again.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import shutil
@@ -31,6 +40,10 @@ from .backends import FunctionTable
 from .task import Task, WorkerError, describe_error
 
 _ACTOR_CLS: Any = None
+#: the longest temp folder Ray's private folder goes in (its socket paths add about 75 bytes, of 107 allowed)
+MAX_TEMP_BASE = 30
+#: consecutive replacements of one slot that die before answering anything, after which it stays dead
+REPLACE_STREAK = 3
 
 
 def import_ray() -> Any:
@@ -55,10 +68,34 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, temp_di
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         tmp = temp_dir
         if tmp is None:
-            tmp = own_tmp = tempfile.mkdtemp(prefix="gencc-ray-")
+            tmp, own_tmp = private_temp_dir()
         kw.setdefault("num_cpus", num_cpus)
-        ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
+        try:
+            ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
+        except BaseException:
+            remove_temp_dir(own_tmp)
+            raise
     return ray, True, own_tmp
+
+
+def private_temp_dir() -> tuple[str, str]:
+    """(Ray's temp dir, the folder to remove afterwards): Ray makes its temp dir and session folders
+    world-writable (0777), so it goes inside a private 0700 folder of this user (in the temp folder, or /tmp
+when that path is too long for Ray's socket paths), removed by `remove_temp_dir`
+    at close or, failing that, when the process exits (registered before Ray's own exit hook, so it runs after
+    Ray has shut down)."""
+    base = tempfile.gettempdir()
+    if len(base) > MAX_TEMP_BASE and os.path.isdir("/tmp"):
+        base = "/tmp"  # Ray's socket paths under it must stay within 107 bytes
+    own = tempfile.mkdtemp(prefix="gcr", dir=base)
+    atexit.register(remove_temp_dir, own)
+    return os.path.join(own, "r"), own
+
+
+def remove_temp_dir(path: str | None) -> None:
+    """Remove a folder made by `private_temp_dir` (nothing if None or already gone)."""
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class _Actor:
@@ -119,10 +156,12 @@ def _actor_class(ray: Any) -> Any:
 class RayBackend:
     """`n_actors` Ray actors; `factories` maps model names ("f", "parity") to picklable builders. Worker w runs
     on actor w % n_actors (in its own actor thread: `max_concurrency`). `on_ready(ready, total)` is called as
-    the actors come up (building a torch model on 16 actors takes tens of seconds on a small machine)."""
+    the actors come up (building a torch model on 16 actors takes tens of seconds on a small machine).
+    max_restarts: replacements of a dead actor per slot (-1: no limit; 0: a dead actor stays dead); `restarts`
+    counts them per slot."""
 
     def __init__(self, n_actors: int, factories: dict[str, Callable[[], Callable]], address: str | None = None,
-                 *, num_cpus: int | None = None, max_concurrency: int = 64, max_restarts: int = 0,
+                 *, num_cpus: int | None = None, max_concurrency: int = 64, max_restarts: int = -1,
                  actor_options: dict | None = None, init_kwargs: dict | None = None, temp_dir: str | None = None,
                  ready_timeout: float = 120.0, on_ready: Callable[[int, int], None] | None = None):
         ray, self._owns, self._own_tmp = init_ray(address, num_cpus=num_cpus, temp_dir=temp_dir,
@@ -130,11 +169,16 @@ class RayBackend:
         self.ray = ray
         self._keys = itertools.count()
         self._table = FunctionTable(ray.put)
-        opts = {"num_cpus": 0, "max_concurrency": max_concurrency, "max_restarts": max_restarts,
-                "max_task_retries": 0, **(actor_options or {})}
+        self.max_restarts = int(max_restarts)
+        self.restarts = [0] * n_actors
+        self._streak = [0] * n_actors  # replacements of the slot since it last answered
+        self._lock = threading.Lock()
+        self._factories = factories
+        self._opts = {"num_cpus": 0, "max_concurrency": max_concurrency, "max_restarts": 0, "max_task_retries": 0,
+                      **(actor_options or {})}
         try:
-            cls = _actor_class(ray)
-            self.actors = [cls.options(**opts).remote(factories) for _ in range(n_actors)]
+            self._cls = _actor_class(ray)
+            self.actors = [self._new_actor() for _ in range(n_actors)]
             self.actor_pids = self._wait_ready([a.ready.remote() for a in self.actors], ready_timeout, on_ready)
         except BaseException:
             self.close()
@@ -152,9 +196,30 @@ class RayBackend:
             on_ready(len(refs), len(refs))
         return self.ray.get(refs)
 
+    def _new_actor(self) -> Any:
+        return self._cls.options(**self._opts).remote(self._factories)
+
     def actor_for(self, worker: int) -> Any:
         """The actor that runs worker `worker`."""
         return self.actors[worker % len(self.actors)]
+
+    def replace(self, slot: int, dead: Any, counted: bool = True) -> bool:
+        """Replace the dead actor `dead` of `slot` by a fresh one (unless another thread did, the budget is spent
+        or the slot's replacements keep dying: `counted` False for an injected crash, which says nothing of the
+        factory); True when this call replaced it."""
+        with self._lock:
+            if slot >= len(self.actors) or self.actors[slot] is not dead:
+                return False
+            if (0 <= self.max_restarts <= self.restarts[slot]) or self._streak[slot] >= REPLACE_STREAK:
+                return False
+            try:
+                self.ray.kill(dead, no_restart=True)
+            except Exception:  # already gone
+                pass
+            self.actors[slot] = self._new_actor()
+            self.restarts[slot] += 1
+            self._streak[slot] += counted
+            return True
 
     def ship(self, fn: Callable) -> tuple[int, list]:
         """A task's own function, put in the object store once (a ValueError when it cannot be)."""
@@ -164,6 +229,7 @@ class RayBackend:
     def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
             stop: threading.Event) -> np.ndarray:
         ray, actor = self.ray, self.actor_for(worker)
+        slot = worker % len(self.actors)
         if fault == "crash":
             ray.kill(actor, no_restart=True)
         fn = task.fn
@@ -173,10 +239,14 @@ class RayBackend:
         try:
             status, val, extra = ray.get(actor.compute.remote(key, spec[0], x, extra_s, slow, fault, hang_s,
                                                               float(task.delay), *spec[1]))
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-            raise ConnectionError(f"actor died ({type(e).__name__})") from e
+        except ray.exceptions.ActorUnavailableError as e:
+            raise ConnectionError(f"actor unavailable ({type(e).__name__})") from e
+        except ray.exceptions.RayActorError as e:
+            how = "replaced" if self.replace(slot, actor, fault != "crash") else "not replaced"
+            raise ConnectionError(f"actor died ({type(e).__name__}; {how})") from e
         except ray.exceptions.RayError as e:
             raise ConnectionError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        self._streak[slot] = 0
         if status == "ok":
             return val
         if status == "fault":
@@ -196,16 +266,16 @@ class RayBackend:
 
     def close(self) -> None:
         """Kill the actors; shut Ray down if this backend started it; remove the temp dir it created."""
-        for a in getattr(self, "actors", []):
+        with getattr(self, "_lock", threading.Lock()):
+            actors, self.actors = getattr(self, "actors", []), []
+        for a in actors:
             try:
-                self.ray.kill(a)
+                self.ray.kill(a, no_restart=True)
             except Exception:  # already dead
                 pass
-        self.actors = []
         self._table.clear()
         if self._owns and self.ray.is_initialized():
             self.ray.shutdown()
         self._owns = False
-        if self._own_tmp is not None:
-            shutil.rmtree(self._own_tmp, ignore_errors=True)
-            self._own_tmp = None
+        remove_temp_dir(self._own_tmp)
+        self._own_tmp = None

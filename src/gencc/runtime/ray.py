@@ -11,8 +11,9 @@ Ray is imported lazily, so `import gencc` never imports it.
   an actor overlap while their real compute contends for that actor's process.
 - Cancellation is cooperative: a cancelled task's actor gets `cancel(key)` (a threaded actor, so it runs beside
   the tasks), which ends the task's injected delay. No force-kill in steady state.
-- An actor that dies mid-job turns its unfinished tasks into stragglers ("lost"); Ray restarts it (up to
-  `max_restarts`) for later jobs, rebuilding f from the factory.
+- An actor that dies mid-job (killed, crashed, its process gone) turns its unfinished tasks into stragglers
+  ("lost"); the backend replaces it by a fresh actor (up to `max_restarts` times per actor, -1: no limit),
+  which rebuilds f from the factory, for the later tasks of that worker.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class RayExecutor(Executor):
     127.0.0.1 (no dashboard, usage stats off unless set, a private temp dir) that `close()` shuts down.
     If Ray is already initialised in this process, it is used as it is.
     max_concurrency: threads per actor (tasks of several logical workers and jobs overlap on one actor).
+    max_restarts: how many times each dead actor is replaced by a fresh one (-1: no limit; 0: never).
     on_ready: called as on_ready(ready, total) when the actors are created and as each one has built f (building
     a torch model on each of 16 actors takes tens of seconds on a small machine: worth showing).
     A private temp dir this executor created is removed by `close()`.
@@ -43,7 +45,7 @@ class RayExecutor(Executor):
 
     def __init__(self, factory: Callable[[], Callable] | None = None, num_actors: int | None = None,
                  address: str | None = None, *, num_cpus: int | None = None, max_concurrency: int = 64,
-                 max_restarts: int = 4, actor_options: dict | None = None, init_kwargs: dict | None = None,
+                 max_restarts: int = -1, actor_options: dict | None = None, init_kwargs: dict | None = None,
                  temp_dir: str | None = None, ready_timeout: float = 180.0,
                  on_ready: Callable[[int, int], None] | None = None):
         if factory is not None and not callable(factory):

@@ -13,6 +13,7 @@ import typer
 
 from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
 from .._cli_options import seed as check_seed
+from .cli_model import check_model_options, load_model
 from .config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
 
@@ -28,6 +29,7 @@ MAX_WORKERS = 1024
 
 
 def serve_command(
+    ctx: typer.Context,
     workload: Annotated[str | None, typer.Option(help="a gencc.workloads name (default digits-cnn), or --model")
                         ] = None,
     model: Annotated[str | None, typer.Option(help="your model instead of a workload: an import path "
@@ -75,21 +77,32 @@ def serve_command(
              "with a --host other than loopback")] = None,
     read_timeout: Annotated[float, typer.Option(help="seconds a request's headers and body may take to arrive",
                                                 callback=number(above=0))] = 10.0,
+    isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
+                                               "namespace (unshare -n, or -rn as an ordinary user); the port is "
+                                               "bound outside it and handed over")] = True,
 ) -> None:
-    """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn)."""
+    """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn). With --backend ray
+    and no --address, the command re-runs itself inside a loopback-only network namespace (as `gencc run`
+    does) and starts a private Ray there; the port is bound here first, so clients reach it as before."""
     scheme = scheme if scheme is not None else default_scheme(parity=parity is not None)
     _check_not_ignored(scheme, K, parm_k, max_wait_ms, slow_fraction, slow_factor)
     K, parm_k = (8 if K is None else K), (2 if parm_k is None else parm_k)  # noqa: N806
     slow_factor = 10.0 if slow_factor is None else slow_factor
     max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
-    _check_model_options(workload, model, input_shape, data, parity)
+    check_model_options(workload, model, input_shape, data, parity)
     workload = workload or ("digits-cnn" if model is None else None)
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
     if gate not in GATES:
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
-    _check_bindable(host, port)
     limits = _check_access(host, api_key, read_timeout)
+    from ..testing.isolation import inherited_socket
+
+    sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
+    if sock is None:
+        _check_bindable(host, port)
+    if sock is None and backend == "ray" and address is None and isolate:
+        _serve_isolated(ctx, host, port)
     import uvicorn
 
     from .app import create_app
@@ -98,7 +111,7 @@ def serve_command(
 
     target, X, parity_model = workload, None, None
     if model is not None:
-        target, X, parity_model = _load_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
+        target, X, parity_model = load_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
                                               check_results, packed_parity)
     log.info("starting: loading %s for %s on %d %s workers", workload or model, scheme, workers, backend)
     try:
@@ -123,9 +136,15 @@ def serve_command(
              svc.scheme, workers, backend, K, max_pending)
     level = logging.getLevelName(logging.getLogger("gencc").getEffectiveLevel()).lower()
     try:
-        uvicorn.run(create_app(svc, limits=limits), host=host, port=port, access_log=False,
-                    log_level=level if level in ("debug", "info", "warning", "error") else "warning",
-                    **uvicorn_options(limits))
+        kw = {"access_log": False, "log_level": level if level in ("debug", "info", "warning", "error") else "warning",
+              **uvicorn_options(limits)}
+        if sock is None:
+            uvicorn.run(create_app(svc, limits=limits), host=host, port=port, **kw)
+        else:
+            server = uvicorn.Server(uvicorn.Config(create_app(svc, limits=limits), **kw))
+            server.run(sockets=[sock])
+            if not server.started:
+                raise SystemExit(3)
     except SystemExit as e:  # uvicorn exits 1 when it cannot start
         if e.code:
             log.error("uvicorn could not serve at %s (exit status %s)", url, e.code)
@@ -136,43 +155,20 @@ def serve_command(
     log.info("stopped serving at %s", url)
 
 
-def _check_model_options(workload: str | None, model: str | None, input_shape: str | None, data: Path | None,
-                         parity: Path | None) -> None:
-    if model is not None and workload is not None:
-        raise refuse("--model", "give --model (your model) or --workload (a built-in one), not both")
-    if model is None:
-        for option, value in (("--input-shape", input_shape), ("--data", data), ("--parity", parity)):
-            if value is not None:
-                raise refuse(option, f"{option} goes with --model (your own model)")
+def _serve_isolated(ctx: typer.Context, host: str, port: int) -> None:
+    """Run this same command again inside a loopback-only network namespace, the port bound here and handed
+    over, then exit with its status (nothing to do when already inside one)."""
+    from ..testing.isolation import can_unshare, in_loopback_namespace, serve_in_loopback
 
-
-def _load_model(spec: str, input_shape: str | None, data: Path | None, parity: Path | None, scheme: str,
-                K: int, workers: int, parm_k: int, check_results: str, packed: bool) -> tuple:  # noqa: N803
-    """(Model, training inputs or None, parity model or None) of --model, each refused with the option's name."""
-    from ..workloads.parity_commands import load_cli_data, load_cli_model
-
-    m = load_cli_model(spec, input_shape)
-    X = None if data is None else load_cli_data(data, m)
-    if m.in_shape is None:
-        raise refuse("--input-shape", f"the input shape of {spec} is unknown: give --input-shape C,H,W or --data")
-    if X is None and (scheme.startswith("sgcc-parity") or check_results != "off"):
-        what = "sgcc-parity calibrates" if scheme.startswith("sgcc-parity") else "--check-results calibrates"
-        raise refuse("--data", f"{what} on your model's training inputs: give --data FILE.npy")
-    pk = parity_k(scheme, K, workers, parm_k)
-    if pk is None:
-        if parity is not None:
-            raise refuse("--parity", f"--parity applies to {' and '.join(PARITY_SCHEMES)} (and their -hedge forms), "
-                                     f"not {scheme!r}")
-        return m, X, None
-    if parity is None:
-        raise refuse("--parity", f"{scheme} runs a parity model for k={pk}: train one with `gencc parity train "
-                                 f"--model {spec} --data FILE --k {pk} --out parity.pt`, then pass --parity parity.pt")
-    from ..workloads.parity_training import load_parity_file
-
-    try:
-        return m, X, load_parity_file(parity, m, k=pk, packed=True if packed else None)
-    except ValueError as e:
-        raise refuse("--parity", str(e)) from None
+    if in_loopback_namespace():
+        return
+    ok, how = can_unshare()
+    if not ok:
+        raise refuse("--backend", f"a local Ray runs inside a loopback-only network namespace, which cannot be made "
+                                  f"here ({how}); pass --address of a cluster you run, or --no-isolate to start Ray "
+                                  "bound to 127.0.0.1 without the namespace")
+    typer.echo(f"serving from inside a loopback-only network namespace, made with {how}", err=True)
+    raise typer.Exit(serve_in_loopback(ctx, host, port))
 
 
 def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_ms: float | None,  # noqa: N803

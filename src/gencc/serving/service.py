@@ -171,7 +171,8 @@ class Service:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(c.workers, factories, address=c.address)
         pool = Workers(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
-                       seed=c.seed, wrong=wrong)
+                       seed=c.seed, wrong=wrong, mark_dead=c.backend == "local")  # Ray replaces dead actors
+
         def make(gate: Gate | None) -> Callable[[Env], Dispatcher]:
             return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
                                                calibration=calibration, max_wait=c.max_wait_ms / 1000,

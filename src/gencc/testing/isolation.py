@@ -1,8 +1,9 @@
 """Keep Ray's traffic on loopback: run a command inside a network namespace that has only `lo`.
 
 Ray binds the machine's network address unless told otherwise; inside a fresh network namespace there is
-nothing but the loopback interface, so nothing can leave the machine. The tests, the latency benchmark and
-`gencc run --backend ray` re-execute their Ray part this way. Root gets the namespace from `unshare -n`; an
+nothing but the loopback interface, so nothing can leave the machine. The tests, the latency benchmark,
+`gencc run`, `gencc serve` and `gencc train` with `--backend ray` re-execute their Ray part this way (a server's
+port is bound outside first and handed over, so clients still reach it). Root gets the namespace from `unshare -n`; an
 ordinary user from `unshare -rn` (a user namespace in which it is root, where the kernel allows user
 namespaces: /proc/sys/user/max_user_namespaces > 0).
 """
@@ -12,10 +13,14 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 #: environment set explicitly for every Ray run gencc starts
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -77,10 +82,11 @@ def loopback_command(argv: Sequence[str]) -> list[str]:
 
 
 def ray_env(base: dict | None = None) -> dict[str, str]:
-    """An environment for a Ray run: auth mode and usage stats set explicitly, a private TMPDIR, the flag."""
+    """An environment for a Ray run: auth mode and usage stats set explicitly, a private TMPDIR (inside the
+    environment's own TMPDIR, if set), the flag."""
     env = dict(os.environ if base is None else base)
     env.update(RAY_ENV)
-    env["TMPDIR"] = tempfile.mkdtemp(prefix="gencc-ray-")
+    env["TMPDIR"] = tempfile.mkdtemp(prefix="gencc-ray-", dir=env.get("TMPDIR") or None)
     env[NETNS_FLAG] = "1"
     return env
 
@@ -92,3 +98,106 @@ def run_in_loopback(argv: Sequence[str], timeout: float | None = None, **kwargs)
         return subprocess.run(loopback_command(argv), env=env, timeout=timeout, **kwargs)
     finally:
         shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+
+
+#: names the listening socket a re-executed `gencc serve` inherits (bound outside the namespace)
+LISTEN_FD = "GENCC_LISTEN_FD"
+#: signals a re-executing command passes on to the command inside the namespace
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def run_forwarding(argv: Sequence[str], *, pass_fds: Sequence[int] = (), env: dict | None = None) -> int:
+    """Run argv in a loopback-only namespace with `ray_env(env)`, passing on SIGTERM, SIGINT and SIGHUP (so a
+    server inside shuts down gracefully; when called from the main thread), and return its exit status; its
+    private TMPDIR is removed after."""
+    env = ray_env(env)
+    old: dict[int, Any] = {}
+    try:
+        proc = subprocess.Popen(loopback_command(argv), env=env, pass_fds=tuple(pass_fds))
+        if threading.current_thread() is threading.main_thread():  # where Python lets handlers be set
+            for sig in FORWARDED:
+                old[sig] = signal.signal(sig, lambda s, _frame: proc.send_signal(s))
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # pragma: no cover - the handler above replaces SIGINT's
+                proc.send_signal(signal.SIGINT)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+
+
+def command_line(ctx: Any) -> list[str]:
+    """`python -m gencc.cli` with the (sub)commands of the Typer/click context `ctx` and the options given on the
+    command line to each (`gencc --log-level debug serve --port 9000`: both), not those from defaults or
+    environment variables, which the re-executed command gets the same way (a secret read from the environment
+    never appears in a process listing)."""
+    chain = []
+    c = ctx
+    while c is not None:
+        chain.insert(0, c)
+        c = c.parent
+    argv = [sys.executable, "-m", "gencc.cli"]
+    for i, c in enumerate(chain):
+        if i > 0:
+            argv.append(c.info_name)
+        argv += _typed_options(c)
+    return argv
+
+
+def _typed_options(ctx: Any) -> list[str]:
+    """The options of `ctx`'s own command that were given on the command line, as they would be typed."""
+    argv: list[str] = []
+    for p in ctx.command.params:
+        source = ctx.get_parameter_source(p.name)
+        if getattr(p, "param_type_name", "") != "option" or getattr(source, "name", "") != "COMMANDLINE":
+            continue
+        value = ctx.params[p.name]
+        if p.is_flag and isinstance(value, bool):
+            if value or p.secondary_opts:
+                argv.append(p.opts[0] if value else p.secondary_opts[0])
+            continue
+        for v in value if p.multiple else [value]:
+            argv += [p.opts[0], str(getattr(v, "value", v))]
+    return argv
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port and listening, inheritable: bound here, outside the namespace, it keeps
+    accepting connections from this network while the server that inherits it runs inside."""
+    family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def inherited_socket() -> socket.socket | None:
+    """The listening socket named by $GENCC_LISTEN_FD (family detected from the descriptor), else None."""
+    fd = os.environ.pop(LISTEN_FD, None)
+    if fd is None:
+        return None
+    sock = socket.socket(fileno=int(fd))
+    sock.set_inheritable(False)  # not passed on to Ray's processes
+    return sock
+
+
+def rerun_in_loopback(ctx: Any) -> int:
+    """Re-run the command of the Typer/click context `ctx` (with --no-isolate) inside a loopback-only namespace,
+    signals passed on; returns its exit status."""
+    return run_forwarding([*command_line(ctx), "--no-isolate"])
+
+
+def serve_in_loopback(ctx: Any, host: str, port: int) -> int:
+    """Re-run the server command of `ctx` (with --no-isolate) inside a loopback-only namespace, its port bound
+    here first and handed over ($GENCC_LISTEN_FD), so clients reach it as before while Ray inside sees only
+    `lo`; returns its exit status."""
+    sock = listening_socket(host, port)
+    try:
+        env = {**os.environ, LISTEN_FD: str(sock.fileno())}
+        return run_forwarding([*command_line(ctx), "--no-isolate"], pass_fds=[sock.fileno()], env=env)
+    finally:
+        sock.close()

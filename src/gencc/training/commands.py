@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,7 +68,23 @@ def _writable(path: Path | None, option: str) -> None:
         _check(not path.is_dir(), option, f"{path} is a folder; give a file name")
 
 
+def _rerun_isolated(ctx: typer.Context) -> None:
+    """Run this same command again inside a loopback-only network namespace and exit with its status (nothing to
+    do when already inside one)."""
+    from ..testing.isolation import can_unshare, in_loopback_namespace, rerun_in_loopback
+
+    if in_loopback_namespace():
+        return
+    ok, how = can_unshare()
+    _check(ok, "--backend", f"a local Ray runs inside a loopback-only network namespace, which cannot be made here "
+                            f"({how}); pass --ray-address of a cluster you run, or --no-isolate to start Ray bound "
+                            "to 127.0.0.1 without the namespace")
+    print(f"training inside a loopback-only network namespace, made with {how}", file=sys.stderr)
+    raise typer.Exit(rerun_in_loopback(ctx))
+
+
 def train_command(
+    ctx: typer.Context,
     workload: Annotated[str, typer.Option(help=f"one of {', '.join(TRAIN_WORKLOADS)}")] = "digits-cnn",
     scheme: Annotated[str, typer.Option(help=f"one of {', '.join(SCHEMES)}")] = "ignore",
     workers: Annotated[int, typer.Option(help="N workers (engine threads, or Ray actors)")] = 8,
@@ -92,10 +109,14 @@ def train_command(
     backend: Annotated[str, typer.Option(help=f"{', '.join(BACKENDS)}")] = "threads",
     ray_address: Annotated[str | None, typer.Option(help="ray: join this cluster (default: a private Ray on "
                                                          "127.0.0.1)")] = None,
+    isolate: Annotated[bool, typer.Option(help="ray without --ray-address: run inside a loopback-only network "
+                                               "namespace (unshare -n, or -rn as an ordinary user)")] = True,
     out: Annotated[Path | None, typer.Option(help="write the history here (CSV)")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a plot here (PNG)")] = None,
 ) -> None:
-    """Train a workload data-parallel on N workers with a straggler-resilient scheme; print a summary."""
+    """Train a workload data-parallel on N workers with a straggler-resilient scheme; print a summary. With
+    --backend ray and no --ray-address, the command re-runs itself inside a loopback-only network namespace (as
+    `gencc run` does) and starts a private Ray there (127.0.0.1 only)."""
     _check(workload in TRAIN_WORKLOADS, "--workload", f"choose one of {', '.join(TRAIN_WORKLOADS)}, got {workload!r}")
     _check(scheme in SCHEMES, "--scheme", f"choose one of {', '.join(SCHEMES)}, got {scheme!r}")
     _check(workers >= 1, "--workers", f"must be at least 1, got {workers}")
@@ -120,6 +141,8 @@ def train_command(
            f"a count must be below --workers ({workers})")
     _writable(out, "--out")
     _writable(plot, "--plot")
+    if backend == "ray" and ray_address is None and isolate:
+        _rerun_isolated(ctx)
 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -168,7 +168,8 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     opt = _optimizer(optimizer, model.parameters(), lr)
     rng = np.random.default_rng([seed, 19])
     engine = Workers(N, _backend(backend, N, ray_address, ray_options), ServiceTimes(sample_s * compute),
-                     inj.persistent, inj.faults, seed=seed, preempt=True, name="gencc-train")
+                     inj.persistent, inj.faults, seed=seed, preempt=True, mark_dead=backend != "ray",
+                     name="gencc-train")  # Ray replaces a dead actor: only that task is lost
     history: list[dict] = []
     wall = 0.0
     try:

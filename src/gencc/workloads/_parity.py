@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .._validate import check_int
-from ._cache import read_json, recipe_hash
+from ._cache import SHA_KEY, check_cache, recipe_hash
 from ._torch import (
     IN_SHAPES,
     RECIPES,
@@ -27,10 +27,12 @@ from ._torch import (
     ModelFn,
     _progress_bar,
     build_module,
+    cached_meta,
     dataset,
     ensure_trained,
     full_recipe,
     load_module,
+    load_state,
     save_entry,
     training_threads,
     weights_paths,
@@ -267,8 +269,8 @@ def train_parity(name: str, k: int, models: Path, progress: bool = True, packed:
     """
     recipe = parity_recipe(name, k, packed)
     pt, js, h = parity_paths(name, k, models, packed)
-    ensure_trained(name, models, progress=progress)
-    base = load_module(name, weights_paths(name, models)[0])
+    base_meta, _ = ensure_trained(name, models, progress=progress)
+    base = load_module(name, weights_paths(name, models)[0], sha256=base_meta[SHA_KEY])
     Xtr, _, Xte, _ = dataset(name)
     with training_threads():
         X = torch.as_tensor(Xtr, dtype=torch.float32)
@@ -290,19 +292,22 @@ def train_parity(name: str, k: int, models: Path, progress: bool = True, packed:
     return meta
 
 
-def load_parity_module(name: str, k: int, weights: Path, packed: bool = False) -> torch.nn.Module:
-    """The parity module of `name` for k (current settings) with the weights at `weights`, eval, float32, CPU."""
+def load_parity_module(name: str, k: int, weights: Path, packed: bool = False, *, sha256: str) -> torch.nn.Module:
+    """The parity module of `name` for k (current settings) with the weights at `weights` (refused unless their
+    sha256 is `sha256`, recorded when they were trained), eval, float32, CPU."""
     module = build_parity(name, k, settings(name, packed))
-    module.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    module.load_state_dict(load_state(weights, sha256))
     return module.float().eval()
 
 
 def ensure_parity(name: str, k: int, models: Path, progress: bool = True,
                   retrain: bool = False, packed: bool = False) -> tuple[dict, bool]:
     """(metadata, from_cache): train unless a complete cache entry for the current parity recipe exists."""
+    check_cache(models)
     pt, js, _ = parity_paths(name, k, models, packed)
-    if not retrain and pt.exists() and js.exists():
-        return read_json(js), True
+    meta = cached_meta(pt, js, retrain)
+    if meta is not None:
+        return meta, True
     return train_parity(name, k, models, progress=progress, packed=packed), False
 
 
@@ -324,8 +329,8 @@ class ParityFactory:
             raise RuntimeError(f"{self.name} parity model (k={self.k}): recipe hash here is {h}, the factory was "
                                f"made for {self.hash} (torch {torch.__version__} here)")
         meta, from_cache = ensure_parity(self.name, self.k, models, progress=False, packed=self.packed)
-        return ParityFn(self.name, load_parity_module(self.name, self.k, pt, self.packed), self, meta, from_cache,
-                        pt)
+        module = load_parity_module(self.name, self.k, pt, self.packed, sha256=meta[SHA_KEY])
+        return ParityFn(self.name, module, self, meta, from_cache, pt)
 
 
 class ParityFn(ModelFn):

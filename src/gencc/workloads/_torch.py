@@ -6,6 +6,8 @@ torch.
 
 from __future__ import annotations
 
+import io
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,7 +21,11 @@ from torch import nn
 
 from .._arrays import is_torch
 from . import _data
-from ._cache import atomic_write, read_json, recipe_hash, write_json
+from ._cache import SHA_KEY, atomic_write, check_cache, read_json, read_verified, recipe_hash, sha256_bytes, write_json
+
+log = logging.getLogger(__name__)
+#: how a refused weights file is fixed (see `_cache.read_verified`)
+FIX = "(gencc trains it again on the next load) or load with retrain=True"
 
 TRAIN_THREADS = 1  # one thread: reproducible, and 10-100x faster than two on a shared 2-core machine
 FORMAT_VERSION = 1  # bump when the training loop itself changes (it is part of every recipe hash)
@@ -156,9 +162,37 @@ def training_threads() -> Iterator[None]:
 
 
 def save_entry(pt: Path, js: Path, module: nn.Module, meta: dict) -> None:
-    """Weights first, metadata last: the .json is the marker of a complete cache entry."""
-    atomic_write(pt, lambda tmp: torch.save(module.state_dict(), tmp))
+    """Weights first, metadata last (with the weights' sha256 under SHA_KEY, added to `meta`): the .json is the
+    marker of a complete cache entry."""
+    buf = io.BytesIO()
+    torch.save(module.state_dict(), buf)
+    data = buf.getvalue()
+    meta[SHA_KEY] = sha256_bytes(data)
+
+    def _write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    atomic_write(pt, _write)
     write_json(js, meta)
+
+
+def cached_meta(pt: Path, js: Path, retrain: bool) -> dict | None:
+    """The metadata of a complete, verifiable cache entry (weights, metadata, a recorded sha256), else None.
+    An entry written before gencc recorded sha256s is trained again (training is deterministic)."""
+    if retrain or not (pt.exists() and js.exists()):
+        return None
+    meta = read_json(js)
+    if not meta.get(SHA_KEY):
+        log.info("%s has no recorded sha256 (an older gencc wrote it): training it again", pt)
+        return None
+    return meta
+
+
+def load_state(path: Path, sha256: str) -> dict[str, torch.Tensor]:
+    """The state_dict at `path`, read once and refused unless its sha256 is `sha256` (then weights_only)."""
+    data = read_verified(path, sha256, FIX)
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
 def train(name: str, models: Path, progress: bool = True) -> dict[str, Any]:
@@ -239,16 +273,19 @@ def _progress_bar(progress: bool) -> Any:
 
 def ensure_trained(name: str, models: Path, progress: bool = True, retrain: bool = False) -> tuple[dict, bool]:
     """(metadata, from_cache): train unless a complete cache entry for the current recipe exists."""
+    check_cache(models)
     pt, js, _ = weights_paths(name, models)
-    if not retrain and pt.exists() and js.exists():
-        return read_json(js), True
+    meta = cached_meta(pt, js, retrain)
+    if meta is not None:
+        return meta, True
     return train(name, models, progress=progress), False
 
 
-def load_module(name: str, weights: Path) -> nn.Module:
-    """The module of `name` with the weights at `weights`, in eval mode, float32, on the CPU."""
+def load_module(name: str, weights: Path, *, sha256: str) -> nn.Module:
+    """The module of `name` with the weights at `weights` (refused unless their sha256 is `sha256`, the one
+    recorded when they were trained), in eval mode, float32, on the CPU."""
     module = build_module(RECIPES[name]["arch"])
-    module.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    module.load_state_dict(load_state(weights, sha256))
     return module.float().eval()
 
 
@@ -273,8 +310,9 @@ class ModelFactory:
                 f"{self.name}: recipe hash here is {h}, the factory was made for {self.hash} "
                 f"(torch {torch.__version__} here); the model would differ from the caller's"
             )
-        ensure_trained(self.name, models, progress=False)
-        return ModelFn(self.name, load_module(self.name, pt), IN_SHAPES[self.name], (10,), self)
+        meta, _ = ensure_trained(self.name, models, progress=False)
+        return ModelFn(self.name, load_module(self.name, pt, sha256=meta[SHA_KEY]), IN_SHAPES[self.name], (10,),
+                       self)
 
 
 class ModelFn:
