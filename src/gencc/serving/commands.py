@@ -95,12 +95,12 @@ def serve_command(
                          packed_parity)
     if gate not in GATES:
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
-    limits = _check_access(host, api_key, read_timeout)
     from ..testing.isolation import inherited_socket
 
     sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
     if sock is None:
         _check_bindable(host, port)
+    limits = _check_access(host, api_key, read_timeout)
     if sock is None and backend == "ray" and address is None and isolate:
         _serve_isolated(ctx, host, port)
     import uvicorn
