@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
+from measure import machine  # noqa: E402
 
 from gencc.serving.http_client import HttpClient  # noqa: E402
 
@@ -153,12 +154,6 @@ def poison(port: int, X: np.ndarray, rounds: int = 30) -> dict:
                 "poison": len(poisoned), "worst_valid_s": worst}
 
     return asyncio.run(run())
-
-
-def machine() -> str:
-    """The machine the figures come from (they move with its load)."""
-    return (f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} when written (on a shared machine these "
-            "figures move with the load).")
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
+from measure import machine  # noqa: E402
 
 from gencc.serving.load import client_cost, histogram_quantiles, run_http, summary  # noqa: E402
 
@@ -73,12 +74,6 @@ def _httpx_rows(lat: np.ndarray, h: dict) -> list[str]:
     s = summary(lat) if lat.size else {"p50": float("nan"), "p99": float("nan")}
     return [f"| the former httpx generator, same rate | {lat.size} | {s['p50']:.1f} | {s['p99']:.1f} |",
             f"| server histogram during the httpx run | {h['count']} | {h['p50']:.1f} | {h['p99']:.1f} |"]
-
-
-def machine() -> str:
-    """The machine the figures come from (they move with its load)."""
-    return (f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} when written (on a shared machine these "
-            "figures move with the load).")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ same machine load; a ratio near 1 means gencc adds little on top of it.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,3 +57,9 @@ def render(figures: list[Figure]) -> str:
         lines.append(f"| {f.suite} | {f.name} | {f.value:.3g} {f.unit} | {f.floor:.3g} {f.unit} | {f.floor_name} | "
                      f"{f.ratio:.2f} |")
     return "\n".join(lines)
+
+
+def machine() -> str:
+    """The machine the figures come from (they move with its load)."""
+    return (f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} when written (on a shared machine these "
+            "figures move with the load).")
