@@ -125,3 +125,44 @@ def test_loadtest_prints_the_servers_histogram_beside_its_own_figures(tmp_path):
     assert f"answered {n} +" in r.output and f"server histogram (/metrics, arrival to answer): {n} answers" in r.output
     assert "client: lag p50" in r.output and "ms CPU per request" in r.output
     assert "lag_ms" in (tmp_path / "load.csv").read_text().splitlines()[0]
+
+
+def test_loadtest_sends_your_own_inputs_from_data(tmp_path):
+    pytest.importorskip("fastapi")
+    from serving_helpers import start_server
+    from typer.testing import CliRunner
+
+    from gencc.cli import app as cli
+    from gencc.engine import ThreadBackend, Workers
+    from gencc.serving import Service
+    from gencc.serving.app import create_app
+    from gencc.serving.service import make_dispatcher
+
+    seen = []
+
+    def norm(x):  # a model gencc never saw, on inputs of shape (3,)
+        x = np.asarray(x, dtype=np.float64)
+        seen.extend(map(tuple, x))
+        return np.linalg.norm(x, axis=1, keepdims=True)
+
+    norm.batched = True
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    np.save(tmp_path / "mine.npy", X)
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["loadtest", "--url", "http://127.0.0.1:9", "--rate", "5", "--duration", "1",
+                              "--out", str(tmp_path / "x.csv"), "--data", str(tmp_path / "none.npy")])
+    # refused before the server is tried
+    assert bad.exit_code == 2 and "does not exist" in " ".join(bad.output.replace("│", " ").split())
+    svc = Service(Workers(2, ThreadBackend({"f": norm}, dtype=np.float32)), lambda env: make_dispatcher("uncoded", env))
+    server, th, port = start_server(create_app(svc, in_shape=(3,)))
+    try:
+        r = runner.invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "0.5",
+                                "--out", str(tmp_path / "load.csv"), "--data", str(tmp_path / "mine.npy")])
+    finally:
+        server.should_exit = True
+        th.join(20)
+    assert r.exit_code == 0, r.output
+    rows = (tmp_path / "load.csv").read_text().splitlines()
+    assert len(rows) > 1 and seen  # the server computed on the file's rows
+    rows_f32 = {tuple(np.float32(v) for v in x) for x in X}
+    assert all(tuple(np.float32(v) for v in s) in rows_f32 for s in seen)

@@ -13,7 +13,7 @@ import typer
 
 from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
 from .._cli_options import seed as check_seed
-from .cli_model import check_model_options, load_model
+from .cli_model import check_model_options, load_inputs_option, load_model
 from .config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
 
@@ -291,6 +291,8 @@ def loadtest_command(
     duration: Annotated[float, typer.Option(help="seconds of arrivals", callback=number(above=0))],
     out: Annotated[Path, typer.Option(help="CSV file, one row per request", callback=out_file)],
     workload: Annotated[str, typer.Option(help="workload whose test inputs are sent")] = "digits-cnn",
+    data: Annotated[Path | None, typer.Option(help="send these inputs instead (your model's): .npy / .npz, "
+                                                   "shape (n, *input shape)")] = None,
     plots: Annotated[Path | None, typer.Option(help="folder for percentile and CDF PNGs", callback=out_dir)] = None,
     timeout: Annotated[float, typer.Option(help="seconds before a request counts as unanswered",
                                            callback=number(above=0))] = 30.0,
@@ -310,6 +312,7 @@ def loadtest_command(
                                f"{rate:g} x {duration:g}")
     if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    X = None if data is None else load_inputs_option(data)
     try:
         if not ipaddress.ip_address(host).is_loopback:
             typer.echo(f"note: sending load to non-loopback {host}", err=True)
@@ -319,7 +322,7 @@ def loadtest_command(
     from ..workloads import load
     from .load import accounting, histogram_quantiles, plot, run_http, summary, write_csv
 
-    inputs = load(workload, progress=False).X_test.tolist()
+    inputs = (load(workload, progress=False).X_test if X is None else X).tolist()
     before = _scrape(url, api_key)
     rep: dict = {}
     rows = run_http(url, rate, duration, inputs, seed=seed, timeout=timeout, api_key=api_key, report=rep)
