@@ -181,8 +181,6 @@ class WrongResults:
             return out, False
         out = np.asarray(out, dtype=float)
         rms = float(np.sqrt(np.mean(out ** 2))) or 1.0
-        if isinstance(self.model, PER_RESULT):  # the draws these always made (recorded results stay identical)
-            return self.model._perturb(out, rms, rng), True
         return self.model.perturb_one(out, rms, rng), True
 
 
