@@ -1,11 +1,9 @@
-"""The --model options of `gencc serve` (your own model, its training inputs and its parity model) and the --data
-of `gencc loadtest`, each checked before any slow work and refused with the option's name (exit 2)."""
+"""The --model options of `gencc serve`: your own model, its training inputs and its parity model, each checked
+before any slow work and refused with the option's name (exit 2)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
 
 from .._cli_options import refuse
 from .parity import PARITY_SCHEMES, parity_k
@@ -48,13 +46,3 @@ def load_model(spec: str, input_shape: str | None, data: Path | None, parity: Pa
         return m, X, load_parity_file(parity, m, k=pk, packed=True if packed else None)
     except ValueError as e:
         raise refuse("--parity", str(e)) from None
-
-
-def load_inputs_option(path: Path) -> np.ndarray:
-    """The inputs of `gencc loadtest --data FILE` (.npy / .npz), float64."""
-    from ..model_data import load_inputs
-
-    try:
-        return load_inputs(path)
-    except ValueError as e:
-        raise refuse("--data", str(e)) from None

@@ -13,7 +13,7 @@ import typer
 
 from .._cli_options import check_out_dir, check_out_file, check_ray_address, number, out_dir, out_file, refuse
 from .._cli_options import seed as check_seed
-from .cli_model import check_model_options, load_inputs_option, load_model
+from .cli_model import check_model_options, load_model
 from .config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
 
@@ -312,7 +312,9 @@ def loadtest_command(
                                f"{rate:g} x {duration:g}")
     if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
-    X = None if data is None else load_inputs_option(data)
+    from ..workloads.parity_commands import load_cli_inputs
+
+    X = None if data is None else load_cli_inputs(data)
     try:
         if not ipaddress.ip_address(host).is_loopback:
             typer.echo(f"note: sending load to non-loopback {host}", err=True)

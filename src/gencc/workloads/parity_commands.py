@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from .._cli_options import out_file, refuse
@@ -27,14 +28,20 @@ def load_cli_model(spec: str, input_shape: str | None, option: str = "--model"):
         raise refuse(option, str(e)) from None
 
 
-def load_cli_data(path: Path, model) -> object:  # noqa: ANN001
-    """The inputs of --data FILE, checked against the model (its input shape read from them when unknown)."""
+def load_cli_inputs(path: Path, in_shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """The inputs of --data FILE (.npy / .npz) as float64, rows reshaped to `in_shape` when given; refused (exit 2)
+    naming --data."""
     from ..model_data import load_inputs
 
     try:
-        X = load_inputs(path, model.in_shape)
+        return load_inputs(path, in_shape)
     except ValueError as e:
         raise refuse("--data", str(e)) from None
+
+
+def load_cli_data(path: Path, model) -> object:  # noqa: ANN001
+    """The inputs of --data FILE, checked against the model (its input shape read from them when unknown)."""
+    X = load_cli_inputs(path, model.in_shape)
     try:
         model(X[:2])
     except Exception as e:  # noqa: BLE001 (the user's model may raise anything on inputs it cannot take)
