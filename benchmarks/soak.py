@@ -3,15 +3,19 @@ per request; p99 of the last minute within 1.5x of the first, RSS growth under 3
 
     python benchmarks/soak.py --minutes 10 --load 0.5                 # in process: Service.submit
     python benchmarks/soak.py --minutes 5 --load 0.5 --http           # over loopback HTTP (uvicorn, this process)
+    python benchmarks/soak.py --minutes 1 --minute-s 10 --crash-p 0.01   # 1% of tasks crash their worker
+    python benchmarks/soak.py --minutes 1 --minute-s 10 --wrong-worker 0 --check on   # one always-wrong worker
 
-Load is a fraction of the scheme's capacity W / (E[task time] x tasks per request): tasks per request N / K for
-a coded scheme (1.5), `copies` for replication, 1 otherwise; E[task time] is the injected `--service-ms` plus
-f's own time, measured first. Arrivals are Poisson, independent of answers. The service is built as `gencc serve`
-builds it (`Service.build`, then `freeze_heap`). Per minute (`--minute-s`): requests that arrived in it, their
-statuses, p50 and p99 of the answered ones, the process's RSS at its end, the garbage collector's full
-collections and the longest one. `--http` serves the app on 127.0.0.1 in this process and sends each request on
-a pooled keep-alive connection of a raw asyncio client, so the RSS includes the client. Not a CI test
-(tests/serving/test_soak_smoke.py runs its code path for a few seconds).
+Load is a fraction of the scheme's capacity W / (E[task time] x tasks per request): tasks per request N / K for a
+coded scheme (1.5), `copies` for replication, 1 otherwise; E[task time] is the injected `--service-ms` plus f's own
+time, measured first. Arrivals are Poisson, independent of answers. The service is built as `gencc serve` builds it
+(`Service.build`, then `freeze_heap`). Per minute (`--minute-s`): requests that arrived in it, their statuses, p50
+and p99 of the answered ones, the process's RSS at its end, the garbage collector's full collections and the
+longest one, the exact (not degraded) answers whose top-1 class differs from the model's own on the input (wrong:
+corruption that got through), the degraded answers and how many of them differ, and the service's health read every
+`--health-s` seconds (counts by status, and the fewest live workers seen). `--http` serves the app on 127.0.0.1 in
+this process and sends each request on a pooled keep-alive connection of a raw asyncio client, so the RSS includes
+the client. Not a CI test (tests/serving/test_soak_smoke.py runs its code path for a few seconds).
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ class Minutes:
         self.rss: list[float] = [math.nan] * n
         self.full_gcs: list[int] = [0] * n
         self.gc_ms: list[float] = [0.0] * n  # the longest full collection in the interval
+        self.wrong: list[int] = [0] * n  # exact (not degraded) answers whose top-1 is not the model's
+        self.degraded: list[int] = [0] * n
+        self.wrong_degraded: list[int] = [0] * n
+        self.health: list[dict[str, int]] = [{} for _ in range(n)]
+        self.min_live: list[float] = [math.inf] * n
         self.t0 = time.perf_counter()
 
     def watch_gc(self, phase: str, info: dict[str, Any]) -> None:
@@ -68,12 +77,23 @@ class Minutes:
         m = min(int((now - self.t0) / self.minute_s), len(self.gc_ms) - 1)
         self.gc_ms[m] = max(self.gc_ms[m], (now - getattr(self, "_gc_start", now)) * 1000)
 
-    def add(self, t_sent: float, status: int, latency_s: float) -> None:
+    def add(self, t_sent: float, status: int, latency_s: float, wrong: bool = False, degraded: bool = False) -> None:
         m = min(int(t_sent / self.minute_s), len(self.lat) - 1)
         with self.lock:
             self.status[m][status] = self.status[m].get(status, 0) + 1
             if status == 200:
                 self.lat[m].append(latency_s)
+                self.degraded[m] += bool(degraded)
+                if degraded:
+                    self.wrong_degraded[m] += bool(wrong)
+                else:
+                    self.wrong[m] += bool(wrong)
+
+    def add_health(self, t: float, status: str, live: int) -> None:
+        m = min(int(t / self.minute_s), len(self.lat) - 1)
+        with self.lock:
+            self.health[m][status] = self.health[m].get(status, 0) + 1
+            self.min_live[m] = min(self.min_live[m], live)
 
     def rows(self) -> list[dict[str, Any]]:
         out = []
@@ -83,7 +103,10 @@ class Minutes:
                         "other": {k: v for k, v in sorted(self.status[m].items()) if k != 200},
                         "p50_ms": float(np.percentile(a, 50)) if a.size else math.nan,
                         "p99_ms": float(np.percentile(a, 99)) if a.size else math.nan,
-                        "rss_mb": self.rss[m], "full_gcs": self.full_gcs[m], "gc_ms": self.gc_ms[m]})
+                        "rss_mb": self.rss[m], "full_gcs": self.full_gcs[m], "gc_ms": self.gc_ms[m],
+                        "wrong": self.wrong[m], "degraded": self.degraded[m],
+                        "wrong_degraded": self.wrong_degraded[m], "health": dict(sorted(self.health[m].items())),
+                        "min_live": self.min_live[m]})
         return out
 
 
@@ -113,11 +136,24 @@ def _sampler(minutes: Minutes, t0: float, stop: threading.Event) -> None:
         m += 1
 
 
-def run_inprocess(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes) -> None:
+def _health(svc: Any, minutes: Minutes, t0: float, stop: threading.Event, every_s: float) -> None:
+    """Every `every_s`: the service's health status, and its count of live workers."""
+    while not stop.wait(every_s):
+        h = svc.health()
+        minutes.add_health(time.perf_counter() - t0, h["status"], h["live"])
+
+
+def _top1(out: Any) -> int:
+    return int(np.argmax(np.asarray(out, dtype=float).ravel()))
+
+
+def run_inprocess(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes, truth: np.ndarray | None = None,
+                  health_s: float = 1.0) -> None:
     t0 = time.perf_counter()
     stop = threading.Event()
     th = threading.Thread(target=_sampler, args=(minutes, t0, stop), daemon=True)
     th.start()
+    threading.Thread(target=_health, args=(svc, minutes, t0, stop, health_s), daemon=True).start()
     pending = threading.Semaphore(0)
     for i, t in enumerate(times):
         delay = t0 + t - time.perf_counter()
@@ -125,15 +161,17 @@ def run_inprocess(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes) 
             time.sleep(delay)
         sent = float(t)
 
-        def done(fut: Any, sent: float = sent) -> None:
+        def done(fut: Any, sent: float = sent, i: int = i % len(X)) -> None:
             r = fut.result()
-            minutes.add(sent, r.status, r.latency)
+            wrong = truth is not None and r.status == 200 and _top1(r.output) != truth[i]
+            minutes.add(sent, r.status, r.latency, wrong, bool(r.degraded))
             pending.release()
 
         svc.submit(X[i % len(X)]).add_done_callback(done)
     for _ in range(len(times)):
         pending.acquire(timeout=60)
     th.join()
+    stop.set()
 
 
 async def _http(port: int, times: np.ndarray, bodies: list[bytes], minutes: Minutes, max_conns: int = 512) -> None:
@@ -190,14 +228,16 @@ async def _http(port: int, times: np.ndarray, bodies: list[bytes], minutes: Minu
         w.close()
 
 
-def run_http(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes) -> None:
+def run_http(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes, health_s: float = 1.0) -> None:
     from gencc.serving.app import create_app, start_in_thread
 
     server, th, port = start_in_thread(create_app(svc))
     bodies = [json.dumps({"input": x.tolist()}).encode() for x in X[:256]]
     stop = threading.Event()
-    sampler = threading.Thread(target=_sampler, args=(minutes, time.perf_counter(), stop), daemon=True)
+    t0 = time.perf_counter()
+    sampler = threading.Thread(target=_sampler, args=(minutes, t0, stop), daemon=True)
     sampler.start()
+    threading.Thread(target=_health, args=(svc, minutes, t0, stop, health_s), daemon=True).start()
     try:
         asyncio.run(_http(port, times, bodies, minutes))
         sampler.join()
@@ -211,10 +251,13 @@ def report(rows: list[dict[str, Any]], head: str) -> tuple[float, float]:
     """Print the per-minute table; returns (p99 last / first, RSS growth MB from the end of minute 1)."""
     print(head)
     print(f"{'minute':>6} {'requests':>8} {'ok':>7} {'p50 ms':>8} {'p99 ms':>8} {'RSS MB':>8} {'full GCs':>8} "
-          f"{'max GC ms':>9}  other")
+          f"{'max GC ms':>9} {'wrong':>5} {'degraded':>8} {'of them wrong':>13}  other / health")
     for r in rows:
+        health = f"health {r['health']}, fewest live {r['min_live']:g}" if r["health"] else ""
         print(f"{r['minute']:>6} {r['requests']:>8} {r['ok']:>7} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
-              f"{r['rss_mb']:>8.1f} {r['full_gcs']:>8} {r['gc_ms']:>9.1f}  {r['other'] or ''}")
+              f"{r['rss_mb']:>8.1f} {r['full_gcs']:>8} {r['gc_ms']:>9.1f} {r['wrong']:>5} {r['degraded']:>8} "
+              f"{r['wrong_degraded']:>13}  {r['other'] or ''} "
+              f"{health}")
     ratio = rows[-1]["p99_ms"] / rows[0]["p99_ms"]
     growth = rows[-1]["rss_mb"] - rows[0]["rss_mb"]
     ok = ratio <= TARGET_P99_RATIO and growth < TARGET_RSS_MB
@@ -235,8 +278,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minute-s", type=float, default=60.0, help="seconds per reported interval (default 60)")
     ap.add_argument("--http", action="store_true", help="over loopback HTTP instead of Service.submit")
     ap.add_argument("--rate", type=float, default=None, help="requests per second (default: --load x capacity)")
+    ap.add_argument("--crash-p", type=float, default=0.0, help="probability a task crashes its worker (default 0)")
+    ap.add_argument("--wrong-worker", type=int, action="append", default=[],
+                    help="a worker whose every result is wrong (repeatable; with --check on or strict)")
+    ap.add_argument("--check", default="off", help="wrong-result check: off, on or strict (default off)")
+    ap.add_argument("--health-s", type=float, default=1.0, help="seconds between health reads (default 1)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if not 0 <= args.crash_p < 1:
+        ap.error(f"--crash-p must lie in [0, 1), got {args.crash_p:g}")
+    if any(not 0 <= w < args.workers for w in args.wrong_worker):
+        ap.error(f"--wrong-worker must name workers in 0..{args.workers - 1}, got {args.wrong_worker}")
+    if not 0 < args.health_s < math.inf:
+        ap.error(f"--health-s must be a positive finite number, got {args.health_s:g}")
     if not 0 < args.load < 1:
         ap.error(f"--load must lie in (0, 1), got {args.load:g}")
     for name in ("minutes", "service_ms", "minute_s"):
@@ -247,24 +301,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes * 60 < args.minute_s:
         ap.error(f"--minutes must cover at least one interval of --minute-s {args.minute_s:g} s")
 
+    from gencc.faults import Faults, WrongResults
     from gencc.serving import Service, freeze_heap
 
-    svc = Service.build(args.workload, args.scheme, args.workers, args.K, service_ms=args.service_ms,
-                        max_pending=100_000)
+    try:
+        svc = Service.build(args.workload, args.scheme, args.workers, args.K, service_ms=args.service_ms,
+                            max_pending=100_000, check=args.check,
+                            faults=Faults(crash_p=args.crash_p) if args.crash_p else None,
+                            wrong=WrongResults(args.wrong_worker) if args.wrong_worker else None)
+    except ValueError as e:
+        ap.error(str(e))
     cap = capacity(svc, args.service_ms)
     rate = args.rate or args.load * cap
     freeze_heap()
     head = (f"soak: {args.workload}, {svc.scheme}, W={args.workers}, K={args.K}, service {args.service_ms:g} ms, "
             f"{rate:.1f} req/s (capacity {cap:.1f}: load {rate / cap:.2f}) for {args.minutes:g} min, "
-            f"{'HTTP (loopback)' if args.http else 'in process'}; RSS at start {rss_mb():.1f} MB")
-    rows = soak(svc, rate, args.minutes * 60, args.minute_s, np.asarray(svc.workload.X_test, dtype=np.float32),
-                http=args.http, seed=args.seed)
+            f"{'HTTP (loopback)' if args.http else 'in process'}; crash_p {args.crash_p:g}, wrong workers "
+            f"{args.wrong_worker or 'none'}, check {args.check}; RSS at start {rss_mb():.1f} MB")
+    X = np.asarray(svc.workload.X_test, dtype=np.float32)
+    truth = np.argmax(np.asarray(svc.workload.f(X), dtype=float).reshape(len(X), -1), axis=1)
+    rows = soak(svc, rate, args.minutes * 60, args.minute_s, X, http=args.http, seed=args.seed, truth=truth,
+                health_s=args.health_s)
     report(rows, head)
+    d, pool = svc.dispatcher, svc.pool
+    print(f"crashes {d.failures.get('crash', 0)}, workers re-created {int(np.sum(getattr(pool, 'restarts', 0)))}, "
+          f"quarantined {sorted(getattr(d, 'quarantined_view', ()))}")
     return 0
 
 
 def soak(svc: Any, rate: float, duration: float, minute_s: float, X: np.ndarray, http: bool = False,
-         seed: int = 0) -> list[dict[str, Any]]:
+         seed: int = 0, truth: np.ndarray | None = None, health_s: float = 1.0) -> list[dict[str, Any]]:
     """Poisson arrivals at `rate` for `duration` seconds on `svc` (inputs X in turn); closes it; per-interval rows."""
     from gencc.serving.sim import poisson_arrivals
 
@@ -273,7 +339,10 @@ def soak(svc: Any, rate: float, duration: float, minute_s: float, X: np.ndarray,
     minutes = Minutes(n, duration / n)
     gc.callbacks.append(minutes.watch_gc)
     try:
-        (run_http if http else run_inprocess)(svc, times, X, minutes)
+        if http:
+            run_http(svc, times, X, minutes, health_s)
+        else:
+            run_inprocess(svc, times, X, minutes, truth, health_s)
     finally:
         gc.callbacks.remove(minutes.watch_gc)
         svc.close()

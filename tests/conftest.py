@@ -49,3 +49,26 @@ def run_ray_tests_in_namespace():
         assert " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-2000:]
 
     return launch
+
+
+@pytest.fixture
+def wait_healthy():
+    """Wait until a `gencc serve` subprocess answers GET URL/healthz with 200: fails with its output if it exits
+    first, or if `timeout` seconds pass."""
+    import time
+
+    import httpx
+
+    def wait(proc, url: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            try:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"the server at {url} did not come up in {timeout:g} s"
+            time.sleep(0.5)
+
+    return wait

@@ -12,7 +12,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -57,7 +56,7 @@ def test_the_page_has_the_steps_this_test_follows() -> None:
 
 
 @pytest.mark.slow
-def test_a_newcomer_serves_their_own_model(tmp_path: Path) -> None:
+def test_a_newcomer_serves_their_own_model(tmp_path: Path, wait_healthy) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("uvicorn")
     import httpx
@@ -81,16 +80,7 @@ def test_a_newcomer_serves_their_own_model(tmp_path: Path) -> None:
                               stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 240
-        while True:
-            assert server.poll() is None, server.stdout.read()[-3000:]
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.5)
+        wait_healthy(server, url, 240)
         p = subprocess.run(_argv(query[0]), **run)
         assert p.returncode == 0, p.stderr
         body = json.loads((tmp_path / "one.json").read_text())

@@ -122,7 +122,7 @@ _register("plot", "gencc.experiments.commands", "plot")
 _register("reproduce", "gencc.experiments.commands", "reproduce")
 _register("run", "gencc.runtime.commands", "run_command")
 _register("serve", "gencc.serving.commands", "serve_command")
-_register("loadtest", "gencc.serving.commands", "loadtest_command")
+_register("loadtest", "gencc.serving.loadtest_cli", "loadtest_command")
 _register("train", "gencc.training.commands", "train_command")
 
 parity_app = typer.Typer(help="ParM parity models for your own model.", no_args_is_help=True)

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_serve_on_ray_runs_in_the_loopback_namespace_and_cleans_up(tmp_path: Path) -> None:
+def test_serve_on_ray_runs_in_the_loopback_namespace_and_cleans_up(tmp_path: Path, wait_healthy) -> None:
     ok, why = can_unshare()
     if not ok or in_loopback_namespace():
         pytest.skip(f"needs a loopback-only namespace made from outside one ({why})")
@@ -50,16 +49,7 @@ def test_serve_on_ray_runs_in_the_loopback_namespace_and_cleans_up(tmp_path: Pat
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 150
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.5)
+        wait_healthy(proc, url, 150)
         inner = [c for c in _children(proc.pid) if "serve" in Path(f"/proc/{c}/cmdline").read_text()]
         assert inner and os.readlink(f"/proc/{inner[0]}/ns/net") != os.readlink("/proc/self/ns/net")
         x = w.X_test[:3]

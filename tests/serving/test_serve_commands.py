@@ -37,6 +37,8 @@ def _in_tmp_path(tmp_path, monkeypatch):
     (["serve", "--check-results", "maybe"], "--check-results"),
     (["serve", "--scheme", "uncoded", "--check-results", "on"], "eager coded schemes"),
     (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "--packed-parity applies to parm and sgcc-parity"),
+    (["serve", "--max-batch", "0"], "'--max-batch'"),
+    (["serve", "--max-body", "100"], "'--max-body'"),
     (["loadtest", "--url", "ftp://x", "--rate", "1", "--duration", "1", "--out", "x.csv"], "--url"),
     (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "-1", "--duration", "1", "--out", "x.csv"], "'--rate'"),
     (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1e6", "--duration", "10", "--out", "x.csv"], "under"),
@@ -135,3 +137,32 @@ def test_loadtest_sends_nothing_to_a_server_that_refuses(tmp_path, monkeypatch):
                             "--out", str(tmp_path / "x.csv")])
     assert r.exit_code == 2 and "connection refused" in flat(r.output) and "Traceback" not in r.output, r.output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_serve_max_batch_and_max_body_set_the_door(monkeypatch):
+    """--max-batch caps a batch's inputs (a longer one is refused, 4xx) and --max-body the bytes of any body (413
+    before parsing); a batch within both is answered."""
+    import json
+
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    seen = {}
+
+    def fake_run(app_, host, port, **kwargs):
+        one = [[[0.25] * 8] * 8]
+        with TestClient(app_) as c:
+            seen["ok"] = c.post("/predict/batch", json={"inputs": [one, one]}).status_code
+            seen["long"] = c.post("/predict/batch", json={"inputs": [one] * 3}).status_code
+            seen["big"] = c.post("/predict", content=json.dumps({"input": one}) + " " * 20_000,
+                                 headers={"content-type": "application/json"}).status_code
+            seen["max_body"] = app_.state.max_body_bytes
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    r = runner.invoke(app, ["serve", "--scheme", "uncoded", "--workers", "2", "--port", str(port), "--max-batch", "2",
+                            "--max-body", "16000"])
+    assert r.exit_code == 0, r.output
+    assert seen == {"ok": 200, "long": 422, "big": 413, "max_body": 16000}

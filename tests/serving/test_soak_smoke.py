@@ -46,7 +46,20 @@ def test_soak_reports_p99_and_rss_per_interval(soak, http, capsys):
 
 
 def test_soak_refuses_bad_arguments(soak, capsys):
-    for argv in (["--load", "1.5"], ["--minutes", "0"], ["--rate", "-1"], ["--minutes", "0.001"]):
+    for argv in (["--load", "1.5"], ["--minutes", "0"], ["--rate", "-1"], ["--minutes", "0.001"], ["--crash-p", "1"],
+                 ["--wrong-worker", "12"], ["--health-s", "0"]):
         with pytest.raises(SystemExit) as e:
             soak.main(argv)
         assert e.value.code == 2
+
+
+def test_soak_counts_wrong_answers_and_reads_health(soak):
+    """Answers are scored against the truth given (here a class no answer can have: every exact answer counts as
+    wrong), and the health is read every `health_s` seconds."""
+    svc = Service(Workers(12, ThreadBackend({"f": lin}, dtype=np.float32), ServiceTimes(0.002)),
+                  lambda env: make_dispatcher("uncoded", env))
+    svc.in_shape, svc.workload = IN, SimpleNamespace(in_shape=IN)
+    X = np.random.default_rng(0).normal(size=(32, *IN)).astype(np.float32)
+    rows = soak.soak(svc, rate=60.0, duration=1.0, minute_s=0.5, X=X, truth=np.full(len(X), -1), health_s=0.1)
+    assert all(r["wrong"] == r["ok"] > 0 and r["degraded"] == 0 for r in rows)
+    assert all(set(r["health"]) == {"ok"} and r["min_live"] == 12 for r in rows)

@@ -280,4 +280,6 @@ class Service:
 
         self.pool.post(flush)
         done.wait(5)
+        if getattr(self, "gate", None) is not None:  # its calibration stops at its next model call: let it end
+            self.gate.ready.wait(30)  # before the caller's process may exit (torch aborts if a thread is in it)
         self.pool.close()
