@@ -44,13 +44,12 @@ _F64 = np.dtype(np.float64)
 #: LinearMap looks for a row without zeros in matrices of at most this many columns
 DENSE_ROW_MAX = 4096
 _SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
-#: LinearMap looks for a row without zeros in matrices of at most this many columns
-DENSE_ROW_MAX = 4096
-_SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
-#: LinearMap proves wide float64 data finite by a checksum row of the product from this many columns on, for
-#: matrices of at least CHECKSUM_ROWS rows
-CHECKSUM_COLUMNS = 4096
-CHECKSUM_ROWS = 16
+#: OpenBLAS multiplies products of at most this many multiply-adds (rows x inner x columns) by its small-matrix
+#: kernel, much faster there than its blocked one: LinearMap's checksum row is left out where it would push a
+#: product past this size (the data's own sum is cheaper there, as the data sits in cache)
+SMALL_PRODUCT = 1_000_000
+
+
 def all_finite(x: np.ndarray) -> bool:
     """True when `x` holds no NaN or infinity: one sum (NaN and inf propagate, so a finite sum proves it) with
     no temporary, and an exact scan only when the sum is not finite (which finite values can give by overflow)."""
@@ -73,13 +72,15 @@ class LinearMap:
 
     `apply(..., check_result=True)` proves the data finite from the product instead of the data: NaN and inf
     propagate through M @ data wherever M's entry is not zero, so for float64 data one row of the product
-    suffices when M has a row without zeros (found once; smoothing and interpolation weights have one), and
-    otherwise the whole product does, with the data rows on M's all-zero columns checked on their own. The data
-    itself is scanned only when that fails, to tell non-finite data (refused) from an overflow (returned, as
-    before).
+    suffices when M has a row without zeros (found once; smoothing and interpolation weights have one); when M
+    has all-zero columns instead (workers no estimate uses), M is kept with a checksum row of ones under it
+    (one allocation, M a view of its first rows) and that row of the one product proves every data row finite;
+    otherwise the whole product's sum does. The data itself is scanned only when that fails, to tell non-finite
+    data (refused) from an overflow (returned, as before). Nothing is copied or re-checked per call beyond the
+    product and one row's sum.
     """
 
-    __slots__ = ("M", "_casts", "_zero64", "_dense")
+    __slots__ = ("M", "_casts", "_zero64", "_dense", "_aug")
 
     def __init__(self, M: np.ndarray):
         M = np.asarray(M, dtype=np.float64)
@@ -90,6 +91,7 @@ class LinearMap:
         self._casts: dict[Any, tuple[Any, Any]] = {}
         self._zero64: np.ndarray | None | bool = False  # M's all-zero columns (None: none), once found
         self._dense = -1  # a row of M without zeros (-1: none)
+        self._aug: np.ndarray | None = None  # M with a row of ones under it, where M has all-zero columns
 
     def _cast(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
         """(M in `dtype`, the indices of its all-zero columns or None when there are none)."""
@@ -104,9 +106,16 @@ class LinearMap:
             else:
                 zero = np.flatnonzero(~Mc.any(axis=0)) if K else np.arange(F)
                 zero = zero if zero.size else None
-            got = self._casts[dtype] = (Mc, zero)
             if dtype == np.float64:
+                if zero is not None and K:
+                    aug = np.empty((K + 1, F))
+                    aug[:K] = Mc
+                    aug[K] = 1.0
+                    Mc = aug[:K]
+                    Mc.setflags(write=False)
+                    self._aug, self.M = aug, Mc
                 self._dense, self._zero64 = dense, zero
+            got = self._casts[dtype] = (Mc, zero)
         return got
 
     def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
@@ -132,6 +141,9 @@ class LinearMap:
             out = (self.M if dt is _F64 else self.M.astype(dt, copy=False)) @ flat
         else:
             Mc, zero = self._cast(dt)
+            if dt == _F64:
+                out = self.apply_f64(flat, what, nonfinite)
+                return out if len(shape) == 2 else out.reshape((self.M.shape[0], *shape[1:]))
             out = Mc @ flat
             if not all_finite(out) or (zero is not None and not all_finite(flat[zero])):
                 check_finite(flat, what, nonfinite)  # raises unless the data is finite (the product overflowed)
@@ -142,13 +154,26 @@ class LinearMap:
         zero = self._zero64
         if zero is False:  # M's zeros not looked at yet
             return self.apply(data, what, nonfinite, check_result=True)
-        out = self.M @ data
         k = self._dense
         if k >= 0:
+            out = self.M @ data
             row = out[k]
             ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
+        elif zero is None:
+            out = self.M @ data
+            ok = math.isfinite(_SUM(out, None))
         else:
-            ok = math.isfinite(_SUM(out, None)) and (zero is None or all_finite(data[zero]))
+            aug = self._aug
+            K1, F = aug.shape
+            size = F * data.shape[1]
+            if size * (K1 - 1) <= SMALL_PRODUCT < size * K1:  # the checksum row would cost the small kernel
+                out = self.M @ data
+                ok = math.isfinite(_SUM(data, None))
+            else:
+                full = aug @ data
+                out = full[:-1]
+                row = full[-1]
+                ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
         if not ok:
             check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
         return out
