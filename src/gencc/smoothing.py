@@ -184,9 +184,8 @@ def _solved_rows(nz: int, h: np.ndarray, alpha: float, cols: np.ndarray, av: np.
     """W (nz, n) with W[j] = (Q A^{-1} (b_j - alpha Q^T a_j))^T for every row j, a block of rows at a time (n >= 3).
 
     A row whose right-hand side is zero (interpolation, lam = 0, at a fit point: the value there is that point's
-    own) has a zero solution: it is left as it is in a zero-filled W, whose untouched pages the OS never backs,
-    and only the other rows are solved, so a decoder whose rows mostly sit on returned workers costs O(n) each for
-    the few others."""
+    own) has a zero solution: it is left as it is in a zero-filled W and only the other rows are solved, so a
+    decoder whose rows mostly sit on returned workers costs O(n) for each of the few others."""
     n = h.size + 1
     m = n - 2
     hinv = 1.0 / h

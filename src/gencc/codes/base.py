@@ -12,6 +12,7 @@ from .._arrays import LinearMap, apply_matrix, is_torch, take_rows, to_numpy
 from .._lru import LRU
 from .._validate import check_int
 from . import robust
+from .selection_map import SelectionMap, decoder_map
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
@@ -106,7 +107,8 @@ class Code(ABC):
         the caller's copy (the code keeps its own for `decode`).
         """
         if not self.data_dependent:
-            return np.array(self._decoder(returned).M)
+            dec = self._decoder(returned)
+            return dec.dense() if isinstance(dec, SelectionMap) else np.array(dec.M)
         order, srt, Ys = self._sorted(returned, Y)
         return _unsort(np.asarray(self._decoding_matrix(srt, Ys), dtype=float), order)
 
@@ -121,8 +123,9 @@ class Code(ABC):
             Ys = Yn.reshape(Yn.shape[0], -1)[order].astype(float)
         return order, srt, Ys
 
-    def _decoder(self, returned: Any) -> LinearMap:
-        """D_F of a data-independent decoder as a LinearMap, columns in the order of `returned`, from the code's
+    def _decoder(self, returned: Any) -> LinearMap | SelectionMap:
+        """D_F of a data-independent decoder as a LinearMap (or a SelectionMap, for a D_F whose rows mostly select
+        one result each: `selection_map`), columns in the order of `returned`, from the code's
         LRU cache: a hit on the caller's own indices (a list's tuple, an integer array's bytes) skips validating
         and sorting them again (the miss did, and an equal key means equal indices); a miss validates, builds D
         for the sorted set (shared by every order of it) and keeps the caller's order beside it. The lock covers
@@ -142,9 +145,9 @@ class Code(ABC):
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-        dec = self._cache.get_or_build(canon, lambda: LinearMap(self._decoding_matrix(srt, None)))
+        dec = self._cache.get_or_build(canon, lambda: decoder_map(self._decoding_matrix(srt, None)))
         if order is not None:
-            dec = LinearMap(_unsort(dec.M, order))
+            dec = dec.reordered(order) if isinstance(dec, SelectionMap) else LinearMap(_unsort(dec.M, order))
         if key is not None and key != canon:
             self._cache.put(key, dec)
         return dec
