@@ -6,6 +6,7 @@ torch is imported lazily, only when the caller already handed us a tensor, so `i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -151,32 +152,49 @@ class LinearMap:
 
     def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
         """`apply(data, ..., check_result=True)` for float64 data of shape (n, m) (the caller knows it is)."""
-        zero = self._zero64
-        if zero is False:  # M's zeros not looked at yet
-            return self.apply(data, what, nonfinite, check_result=True)
-        k = self._dense
-        if k >= 0:
-            out = self.M @ data
-            row = out[k]
-            ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
-        elif zero is None:
-            out = self.M @ data
-            ok = math.isfinite(_SUM(out, None))
-        else:
-            aug = self._aug
-            K1, F = aug.shape
-            size = F * data.shape[1]
-            if size * (K1 - 1) <= SMALL_PRODUCT < size * K1:  # the checksum row would cost the small kernel
-                out = self.M @ data
-                ok = math.isfinite(_SUM(data, None))
-            else:
-                full = aug @ data
-                out = full[:-1]
-                row = full[-1]
-                ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
-        if not ok:
+        return self.f64_product(what, nonfinite)(data)
+
+    def f64_product(self, what: str, nonfinite: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
+        """data -> `apply_f64(data, what, nonfinite)` as one closure over what it needs (a decode's hot path keeps
+        it for its pattern: no attribute look-ups or branches on M per call)."""
+        if self._zero64 is False:
+            self._cast(_F64)  # M's zeros looked at (and the checksum row built where M has all-zero columns)
+        M, k, zero = self.M, self._dense, self._zero64
+        isfinite, tot = math.isfinite, _SUM
+
+        def failed(data: np.ndarray, out: np.ndarray) -> np.ndarray:
             check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
-        return out
+            return out
+
+        if k >= 0:
+            def by_row(data: np.ndarray) -> np.ndarray:
+                out = M @ data
+                row = out[k]
+                return out if isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)) else failed(data, out)
+            return by_row
+        if zero is None:
+            def by_sum(data: np.ndarray) -> np.ndarray:
+                out = M @ data
+                return out if isfinite(tot(out, None)) else failed(data, out)
+            return by_sum
+        aug = self._aug
+        K, F = M.shape
+        if aug is None:  # no rows: nothing reaches the product
+            def by_data(data: np.ndarray) -> np.ndarray:
+                out = M @ data
+                return out if isfinite(tot(data, None)) else failed(data, out)
+            return by_data
+
+        def by_checksum(data: np.ndarray) -> np.ndarray:
+            size = F * data.shape[1]
+            if size * K <= SMALL_PRODUCT < size * (K + 1):  # the checksum row would cost the small kernel
+                out = M @ data
+                return out if isfinite(tot(data, None)) else failed(data, out)
+            full = aug @ data
+            row = full[K]
+            out = full[:K]
+            return out if isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)) else failed(data, out)
+        return by_checksum
 
     def _apply_torch(self, data: Any, what: str, nonfinite: str | None, check_result: bool) -> Any:
         import torch

@@ -48,7 +48,7 @@ class Code(ABC):
         #: D_F as a LinearMap per `returned` (keyed by its indices, caller's order), and subclasses' entries
         self._cache: LRU[Any, Any] = LRU(DECODER_CACHE_SIZE)
         #: the last (key, D_F) decode used, compared before the cache's lookup (a job decodes one pattern often)
-        self._last: tuple[bytes | None, Any] = (None, None)
+        self._last: tuple[bytes | None, Any, Any] = (None, None, None)
         self.alpha: np.ndarray
         self.beta: np.ndarray
 
@@ -157,11 +157,10 @@ class Code(ABC):
 
         Y[i] is the result of worker returned[i]; the order of `returned` does not matter.
         """
-        if type(returned) is np.ndarray and returned.dtype is _I64:
-            last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
-            if (type(Y) is np.ndarray and Y.dtype is _F64 and Y.ndim == 2 and Y.shape[0] == returned.size
-                    and last[0] == returned.tobytes()):
-                return last[1].apply_f64(Y, "Y", NONFINITE_Y)
+        last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
+        if (type(returned) is np.ndarray and type(Y) is np.ndarray and Y.dtype is _F64 and Y.ndim == 2
+                and last[0] == returned.tobytes() and returned.dtype is _I64 and len(Y) == returned.size):
+            return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
         if type(returned) is np.ndarray and returned.dtype is _I64 and not self.data_dependent:  # the hot path
             shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)
             if len(shape) == 0 or shape[0] != returned.size:
@@ -171,7 +170,8 @@ class Code(ABC):
                 dec = last[1]
             else:
                 dec = self._cache.get(key) or self._decoder(returned)
-                self._last = (key, dec)  # one tuple: a thread reads either the old pair or the new one
+                # one tuple: a thread reads either the old one or the new one
+                self._last = (key, dec, dec.f64_product("Y", NONFINITE_Y))
             return dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
         if isinstance(returned, (list, tuple)):
             ret, n = returned, len(returned)
@@ -285,7 +285,7 @@ class Code(ABC):
         """The code's state without its caches (locked LRUs do not pickle); the copy starts them empty."""
         state = {k: v for k, v in self.__dict__.items() if not isinstance(v, LRU)}
         state["_E_map"] = None  # rebuilt on first use (it may hold torch copies of E)
-        state["_last"] = (None, None)
+        state["_last"] = (None, None, None)
         state["_lru_sizes"] = {k: v.maxsize for k, v in self.__dict__.items() if isinstance(v, LRU)}
         return state
 

@@ -11,6 +11,7 @@ below D_F @ Y, with the same values (a one-hot row's product is its result exact
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -91,14 +92,23 @@ class SelectionMap:
 
     def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
         """The product for float64 data of shape (F, m)."""
-        out = data.take(self._src, axis=0)
-        full = self._aug @ data
-        if self.other.size:
-            out[self.other] = full[:-1]
-        row = full[-1]
-        if not math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None)):
-            check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
-        return out
+        return self.f64_product(what, nonfinite)(data)
+
+    def f64_product(self, what: str, nonfinite: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
+        """data -> `apply_f64(data, what, nonfinite)` as one closure (as `LinearMap.f64_product`)."""
+        src, aug, other = self._src, self._aug, (self.other if self.other.size else None)
+        isfinite, tot = math.isfinite, _SUM
+
+        def product(data: np.ndarray) -> np.ndarray:
+            out = data.take(src, axis=0)
+            full = aug @ data
+            if other is not None:
+                out[other] = full[:-1]
+            row = full[-1]
+            if not isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)):
+                check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
+            return out
+        return product
 
     def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
         """M @ data over data's first axis (see the class); non-finite data raises a ValueError."""
