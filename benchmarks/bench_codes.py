@@ -3,8 +3,9 @@
 - encode vs E @ X (the encoder is a fixed linear map), K = 100, N = 1,000, from 64 columns up;
 - warm decode (D_F cached for the straggler pattern, as a job reuses it; the same returned array each call) vs
   D_F @ Y, K = 100, |F| = 150 and 1,000 results, 10 to 20,000 columns: GCC's default (systematic workers: most
-  rows of D_F select one result, so the decode is a gather and can beat the product) and GCC with
-  beta="chebyshev2" (no worker on a data point: a dense D_F, the plain product's path);
+  rows of D_F select one result, so the decode is a gather and can beat the product), with every systematic
+  worker back or one of them lost, and GCC with beta="chebyshev2" (no worker on a data point: a dense D_F, the
+  plain product's path);
 - cold D_F (a new straggler pattern on a new code object, construction included) vs the solve it needs: one banded
   solve of the same size for the default kernel (beyond 512 points it is the cubic spline's O(n) banded path; at
   N = 1,000 and at `--large-N` workers), one dense solve of the same size for the dense Matern 3/2 path; at
@@ -87,22 +88,31 @@ def encode(repeat: int, columns: int, threads: int | None = 1) -> Figure:
     return Figure(SUITE, f"encode, K={K}, N={N}, {columns} columns, {how}", 1e3 * t, 1e3 * f, "E @ X")
 
 
-def warm_decode(repeat: int, results: int, columns: int, dense: bool = False, threads: int | None = 1) -> Figure:
-    """Decode with D_F cached (the same returned array each call, in a shuffled order) vs D_F @ Y."""
+def warm_decode(repeat: int, results: int, columns: int, kind: str = "default", threads: int | None = 1) -> Figure:
+    """Decode with D_F cached (the same returned array each call, in a shuffled order) vs D_F @ Y; 10 stragglers.
+
+    kind "default": GCC's defaults, no systematic worker (one on a data point) among the stragglers; "lost": one
+    of them is systematic; "dense": beta="chebyshev2" (no systematic workers, so a dense D_F)."""
     K, S = 100, 10
     N = results + S
-    code = gencc.GCC(K, N, beta="chebyshev2") if dense else gencc.GCC(K, N)
+    code = gencc.GCC(K, N, beta="chebyshev2") if kind == "dense" else gencc.GCC(K, N)
     rng = np.random.default_rng(1)
-    returned = _returned(N, S, rng)
+    systematic = np.asarray(code.systematic if code.systematic is not None else [], dtype=np.int64)
+    lost = 1 if kind == "lost" else 0
+    others = np.setdiff1d(np.arange(N), systematic)
+    stragglers = np.concatenate([rng.choice(systematic, lost, replace=False), rng.choice(others, S - lost,
+                                                                                          replace=False)])
+    returned = np.setdiff1d(np.arange(N), stragglers)
     rng.shuffle(returned)
     Y = np.random.default_rng(2).normal(size=(returned.size, columns))
     D = code.decoding_matrix(returned)
     code.decode(Y, returned)  # cached: a job reuses D_F for its straggler pattern
     with threadpool_limits(threads):
         t, f = pairs(lambda: code.decode(Y, returned), lambda: D @ Y, _pairs(repeat, columns), _clock(threads))
-    kind = "dense D_F (beta=chebyshev2)" if dense else "GCC default"
+    what = {"default": "GCC default, systematic workers all back", "lost": "GCC default, a systematic worker lost",
+            "dense": "dense D_F (beta=chebyshev2)"}[kind]
     how = "default threads" if threads is None else "1 thread"
-    return Figure(SUITE, f"warm decode, {kind}, K={K}, {returned.size} results, {columns} columns, {how}",
+    return Figure(SUITE, f"warm decode, {what}, K={K}, {returned.size} results, {columns} columns, {how}",
                   1e3 * t, 1e3 * f, "D_F @ Y")
 
 
@@ -190,10 +200,10 @@ def run(args: argparse.Namespace) -> list[Figure]:
     r, top = args.repeat, args.columns
     figs = [encode(r, d) for d in (*ENCODE_COLUMNS, top)]
     figs.append(encode(r, top, threads=None))
-    for results in (150, 1_000):
-        for dense in (False, True):
-            figs += [warm_decode(r, results, d, dense) for d in (*DECODE_COLUMNS, top)]
-    figs += [warm_decode(r, 1_000, top, dense, threads=None) for dense in (False, True)]
+    for results, kinds in ((150, ("default", "dense")), (1_000, ("default", "lost", "dense"))):
+        for kind in kinds:  # (150 results: the dense Matern path, whose D_F has no exact zeros, lost or not)
+            figs += [warm_decode(r, results, d, kind) for d in (*DECODE_COLUMNS, top)]
+    figs += [warm_decode(r, 1_000, top, kind, threads=None) for kind in ("default", "dense")]
     figs += [cold(r, 10, 1_000), cold(r, 100, 1_000), cold(r, 10, 1_000, "matern32")]
     if args.large_N:
         N = args.large_N
