@@ -100,12 +100,12 @@ def test_decoding_in_any_order_gives_the_same_result(seed, lose, columns):
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), lose=st.integers(0, 3), bad=st.sampled_from([np.nan, np.inf, -np.inf]),
-       columns=st.sampled_from([1, 5, 70]))
-def test_a_non_finite_result_anywhere_raises_even_on_a_hit(seed, lose, bad, columns):
+       columns=st.sampled_from([1, 5, 70]), dtype=st.sampled_from([np.float64, np.float32]))
+def test_a_non_finite_result_anywhere_raises_even_on_a_hit(seed, lose, bad, columns, dtype):
     rng = np.random.default_rng(seed)
     code = _code()
     ret = _returned(rng, code, lose)
-    Y = rng.normal(size=(ret.size, columns))
+    Y = rng.normal(size=(ret.size, columns)).astype(dtype)
     code.decode(Y, ret)  # the pattern cached: the next decode is a hit
     Yb = Y.copy()
     Yb[rng.integers(ret.size), rng.integers(columns)] = bad  # most rows are results no estimate uses
@@ -144,11 +144,13 @@ def test_linear_map_with_unused_columns_checks_every_row(columns):
     Y = rng.normal(size=(100, columns))
     for _ in range(2):
         np.testing.assert_allclose(lm.apply(Y, "Y", check_result=True), M @ Y, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lm.apply(Y.astype(np.float32), "Y", check_result=True), M @ Y, rtol=1e-4, atol=1e-4)
     for row in (0, 1):  # an unused row and a used one
         Yb = Y.copy()
         Yb[row, -1] = np.nan
-        with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains 1 non-finite"):
-            lm.apply(Yb, "Y", check_result=True)
+        for data in (Yb, Yb.astype(np.float32), Yb.reshape(100, columns, 1)):
+            with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains 1 non-finite"):
+                lm.apply(data, "Y", check_result=True)
     out = lm.apply(Y, "Y", check_result=True)
     out[:] = 0.0  # the result is the caller's: the map is unaffected
     np.testing.assert_allclose(lm.apply(Y, "Y", check_result=True), M @ Y, rtol=1e-12, atol=1e-12)

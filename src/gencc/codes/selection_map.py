@@ -43,12 +43,12 @@ def decoder_map(D: np.ndarray) -> LinearMap | SelectionMap:
 
 class SelectionMap:
     """A (K, F) matrix whose rows `sel` are one-hot (weight 1 on column `cols`) and whose rows `other` are
-    `weights`, applied to data over its first axis like a LinearMap (numpy in, numpy out; torch and float32
-    data go through the dense matrix). Finite data is proven by a checksum row of ones in the one product the
+    `weights`, applied to data over its first axis like a LinearMap (numpy in, numpy out; torch tensors and
+    other dtypes go through the dense matrix). Finite data is proven by a checksum row of ones in the one product the
     decode makes (every data row reaches it, used or not); the data is scanned only when that fails, to tell
     non-finite data (refused) from an overflow."""
 
-    __slots__ = ("shape", "sel", "cols", "other", "_src", "_aug", "_lm")
+    __slots__ = ("shape", "sel", "cols", "other", "_src", "_aug", "_lm", "_fns")
 
     def __init__(self, shape: tuple[int, int], sel: np.ndarray, cols: np.ndarray, other: np.ndarray,
                  weights: np.ndarray):
@@ -63,6 +63,7 @@ class SelectionMap:
         aug[-1] = 1.0
         self._aug = aug
         self._lm: LinearMap | None = None
+        self._fns: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
         for a in (sel, cols, other, src, aug):
             a.setflags(write=False)
 
@@ -92,30 +93,48 @@ class SelectionMap:
 
     def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
         """The product for float64 data of shape (F, m)."""
-        return self.f64_product(what, nonfinite)(data)
+        return self.product(_F64, what, nonfinite)(data)
 
     def f64_product(self, what: str, nonfinite: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
-        """data -> `apply_f64(data, what, nonfinite)` as one closure (as `LinearMap.f64_product`)."""
-        src, aug, other = self._src, self._aug, (self.other if self.other.size else None)
-        isfinite, tot = math.isfinite, _SUM
+        """data -> `apply_f64(data, what, nonfinite)` (see `product`)."""
+        return self.product(_F64, what, nonfinite)
 
-        def product(data: np.ndarray) -> np.ndarray:
-            out = data.take(src, axis=0)
-            full = aug @ data
-            if other is not None:
-                out[other] = full[:-1]
-            row = full[-1]
-            if not isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)):
-                check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
-            return out
-        return product
+    def product(self, dtype: np.dtype, what: str, nonfinite: str | None = None
+                ) -> Callable[[np.ndarray], np.ndarray]:
+        """data -> the product for numpy data of this float dtype and shape (F, m), as one closure (kept per
+        dtype and message, as `LinearMap.product`)."""
+        key = (np.dtype(dtype), what, nonfinite)
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = self._fns[key] = _product(self._src, self._aug.astype(key[0], copy=False),
+                                           self.other if self.other.size else None, what, nonfinite)
+        return fn
 
     def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
         """M @ data over data's first axis (see the class); non-finite data raises a ValueError."""
-        if type(data) is np.ndarray and data.dtype is _F64 and data.ndim >= 2 and data.shape[0] == self.shape[1]:
+        if (type(data) is np.ndarray and (data.dtype is _F64 or data.dtype == np.float32) and data.ndim >= 2
+                and data.shape[0] == self.shape[1]):
             shape = data.shape
+            fn = self.product(data.dtype, what, nonfinite)
             if len(shape) == 2:
-                return self.apply_f64(data, what, nonfinite)
-            out = self.apply_f64(data.reshape(shape[0], math.prod(shape[1:])), what, nonfinite)
-            return out.reshape((self.shape[0], *shape[1:]))
+                return fn(data)
+            return fn(data.reshape(shape[0], math.prod(shape[1:]))).reshape((self.shape[0], *shape[1:]))
         return self._linear().apply(data, what, nonfinite, check_result=check_result)
+
+
+def _product(src: np.ndarray, aug: np.ndarray, other: np.ndarray | None, what: str, nonfinite: str | None
+             ) -> Callable[[np.ndarray], np.ndarray]:
+    """SelectionMap.product's closure: the selected rows gathered, the other rows and the checksum row from one
+    product."""
+    isfinite, tot = math.isfinite, _SUM
+
+    def product(data: np.ndarray) -> np.ndarray:
+        out = data.take(src, axis=0)
+        full = aug @ data
+        if other is not None:
+            out[other] = full[:-1]
+        row = full[-1]
+        if not isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)):
+            check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
+        return out
+    return product
