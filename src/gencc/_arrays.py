@@ -6,6 +6,7 @@ torch is imported lazily, only when the caller already handed us a tensor, so `i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,13 +45,12 @@ _F64 = np.dtype(np.float64)
 #: LinearMap looks for a row without zeros in matrices of at most this many columns
 DENSE_ROW_MAX = 4096
 _SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
-#: LinearMap looks for a row without zeros in matrices of at most this many columns
-DENSE_ROW_MAX = 4096
-_SUM = np.add.reduce  # called positionally: keywords cost a microsecond on the hot path
-#: LinearMap proves wide float64 data finite by a checksum row of the product from this many columns on, for
-#: matrices of at least CHECKSUM_ROWS rows
-CHECKSUM_COLUMNS = 4096
-CHECKSUM_ROWS = 16
+#: OpenBLAS multiplies products of at most this many multiply-adds (rows x inner x columns) by its small-matrix
+#: kernel, much faster there than its blocked one: LinearMap's checksum row is left out where it would push a
+#: product past this size (the data's own sum is cheaper there, as the data sits in cache)
+SMALL_PRODUCT = 1_000_000
+
+
 def all_finite(x: np.ndarray) -> bool:
     """True when `x` holds no NaN or infinity: one sum (NaN and inf propagate, so a finite sum proves it) with
     no temporary, and an exact scan only when the sum is not finite (which finite values can give by overflow)."""
@@ -72,14 +72,16 @@ class LinearMap:
     device and float dtype, with M's casts (float32, torch tensors per device) kept for the next call.
 
     `apply(..., check_result=True)` proves the data finite from the product instead of the data: NaN and inf
-    propagate through M @ data wherever M's entry is not zero, so for float64 data one row of the product
-    suffices when M has a row without zeros (found once; smoothing and interpolation weights have one), and
-    otherwise the whole product does, with the data rows on M's all-zero columns checked on their own. The data
-    itself is scanned only when that fails, to tell non-finite data (refused) from an overflow (returned, as
-    before).
+    propagate through M @ data wherever M's entry is not zero, so for numpy float data one row of the product
+    suffices when M has a row without zeros (found once; smoothing and interpolation weights have one); when M
+    has all-zero columns instead (workers no estimate uses), M is kept with a checksum row of ones under it
+    (one allocation, M a view of its first rows) and that row of the one product proves every data row finite;
+    otherwise the whole product's sum does. The data itself is scanned only when that fails, to tell non-finite
+    data (refused) from an overflow (returned, as before). Nothing is copied or re-checked per call beyond the
+    product and one row's sum.
     """
 
-    __slots__ = ("M", "_casts", "_zero64", "_dense")
+    __slots__ = ("M", "_casts", "_zero64", "_dense", "_aug")
 
     def __init__(self, M: np.ndarray):
         M = np.asarray(M, dtype=np.float64)
@@ -90,9 +92,11 @@ class LinearMap:
         self._casts: dict[Any, tuple[Any, Any]] = {}
         self._zero64: np.ndarray | None | bool = False  # M's all-zero columns (None: none), once found
         self._dense = -1  # a row of M without zeros (-1: none)
+        self._aug: np.ndarray | None = None  # M with a row of ones under it, where M has all-zero columns
 
-    def _cast(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-        """(M in `dtype`, the indices of its all-zero columns or None when there are none)."""
+    def _cast(self, dtype: np.dtype) -> tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None]:
+        """(M in `dtype`, a row of it without zeros or -1, the indices of its all-zero columns or None, M with a
+        checksum row of ones under it or None): found once per dtype (a cast can underflow weights to zero)."""
         got = self._casts.get(dtype)
         if got is None:
             Mc = self.M.astype(dtype, copy=False)
@@ -104,16 +108,22 @@ class LinearMap:
             else:
                 zero = np.flatnonzero(~Mc.any(axis=0)) if K else np.arange(F)
                 zero = zero if zero.size else None
-            got = self._casts[dtype] = (Mc, zero)
+            aug = None
+            if zero is not None and K:
+                aug = np.empty((K + 1, F), dtype=dtype)
+                aug[:K] = Mc
+                aug[K] = 1.0
+                Mc = aug[:K]
+                Mc.setflags(write=False)
             if dtype == np.float64:
+                if aug is not None:
+                    self._aug, self.M = aug, Mc
                 self._dense, self._zero64 = dense, zero
+            got = self._casts[dtype] = (Mc, dense, zero, aug)
         return got
 
     def apply(self, data: Any, what: str, nonfinite: str | None = None, *, check_result: bool = False) -> Any:
         """M @ data (see the class); non-finite data raises a ValueError naming `what` (or saying `nonfinite`)."""
-        if (check_result and self._zero64 is not False and type(data) is np.ndarray and data.dtype is _F64
-                and data.ndim == 2):
-            return self.apply_f64(data, what, nonfinite)
         if type(data) is not np.ndarray:
             if is_torch(data):
                 return self._apply_torch(data, what, nonfinite, check_result)
@@ -131,27 +141,27 @@ class LinearMap:
                 check_finite(flat, what, nonfinite)
             out = (self.M if dt is _F64 else self.M.astype(dt, copy=False)) @ flat
         else:
-            Mc, zero = self._cast(dt)
-            out = Mc @ flat
-            if not all_finite(out) or (zero is not None and not all_finite(flat[zero])):
-                check_finite(flat, what, nonfinite)  # raises unless the data is finite (the product overflowed)
+            out = self.product(dt, what, nonfinite)(flat)
         return out if len(shape) == 2 else out.reshape((self.M.shape[0], *shape[1:]))
 
     def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
         """`apply(data, ..., check_result=True)` for float64 data of shape (n, m) (the caller knows it is)."""
-        zero = self._zero64
-        if zero is False:  # M's zeros not looked at yet
-            return self.apply(data, what, nonfinite, check_result=True)
-        out = self.M @ data
-        k = self._dense
-        if k >= 0:
-            row = out[k]
-            ok = math.isfinite(sum(row.tolist()) if row.size <= 64 else _SUM(row, None))
-        else:
-            ok = math.isfinite(_SUM(out, None)) and (zero is None or all_finite(data[zero]))
-        if not ok:
-            check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
-        return out
+        return self.product(_F64, what, nonfinite)(data)
+
+    def f64_product(self, what: str, nonfinite: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
+        """data -> `apply_f64(data, what, nonfinite)` (see `product`)."""
+        return self.product(_F64, what, nonfinite)
+
+    def product(self, dtype: np.dtype, what: str, nonfinite: str | None = None
+                ) -> Callable[[np.ndarray], np.ndarray]:
+        """data -> `apply(data, what, nonfinite, check_result=True)` for numpy data of this float dtype and shape
+        (n, m), as one closure over what it needs (kept per dtype and message; a decode's hot path keeps it for
+        its pattern: no attribute look-ups or branches on M per call)."""
+        key = (dtype, what, nonfinite)
+        fn = self._casts.get(key)
+        if fn is None:
+            fn = self._casts[key] = _product(*self._cast(np.dtype(dtype)), what, nonfinite)
+        return fn
 
     def _apply_torch(self, data: Any, what: str, nonfinite: str | None, check_result: bool) -> Any:
         import torch
@@ -177,6 +187,46 @@ class LinearMap:
         if check_result and (not finite(out) or (zero is not None and not finite(flat[zero]))):
             check_finite(flat.detach().cpu().numpy(), what, nonfinite)
         return out.reshape((Mt.shape[0], *data.shape[1:]))
+
+
+def _product(M: np.ndarray, k: int, zero: np.ndarray | None, aug: np.ndarray | None, what: str,
+             nonfinite: str | None) -> Callable[[np.ndarray], np.ndarray]:
+    """LinearMap.product's closure for M's structure: a row without zeros (k >= 0), a checksum row (aug), or
+    the whole product's sum (no all-zero column)."""
+    isfinite, tot = math.isfinite, _SUM
+
+    def failed(data: np.ndarray, out: np.ndarray) -> np.ndarray:
+        check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
+        return out
+
+    if k >= 0:
+        def by_row(data: np.ndarray) -> np.ndarray:
+            out = M @ data
+            row = out[k]
+            return out if isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)) else failed(data, out)
+        return by_row
+    if zero is None:
+        def by_sum(data: np.ndarray) -> np.ndarray:
+            out = M @ data
+            return out if isfinite(tot(out, None)) else failed(data, out)
+        return by_sum
+    K, F = M.shape
+    if aug is None:  # no rows: nothing reaches the product
+        def by_data(data: np.ndarray) -> np.ndarray:
+            out = M @ data
+            return out if isfinite(tot(data, None)) else failed(data, out)
+        return by_data
+
+    def by_checksum(data: np.ndarray) -> np.ndarray:
+        size = F * data.shape[1]
+        if size * K <= SMALL_PRODUCT < size * (K + 1):  # the checksum row would cost the small kernel
+            out = M @ data
+            return out if isfinite(tot(data, None)) else failed(data, out)
+        full = aug @ data
+        row = full[K]
+        out = full[:K]
+        return out if isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)) else failed(data, out)
+    return by_checksum
 
 
 def take_rows(Xt: Any, rows: Any) -> Any:

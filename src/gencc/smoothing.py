@@ -135,9 +135,10 @@ def cubic_spline_weights(t: np.ndarray, z: np.ndarray, lam: float = 0.0) -> np.n
     alpha = n * _check_lam(lam)
     cols, av, bv = _local_weights(ts, h, z)
     nz = z.size
-    W = np.zeros((nz, n)) if n == 2 else np.empty((nz, n))
     if n > 2:
-        _fill_rows(W, h, alpha, cols, av, bv)
+        W = _solved_rows(nz, h, alpha, cols, av, bv)
+    else:
+        W = np.zeros((nz, n))
     rows = np.arange(nz)
     W[rows, cols[:, 0]] += av[:, 0]
     W[rows, cols[:, 1]] += av[:, 1]
@@ -178,19 +179,36 @@ def _local_weights(ts: np.ndarray, h: np.ndarray, z: np.ndarray) -> tuple[np.nda
 _BLOCK_ENTRIES = 1 << 18
 
 
-def _fill_rows(W: np.ndarray, h: np.ndarray, alpha: float, cols: np.ndarray, av: np.ndarray, bv: np.ndarray) -> None:
-    """W[j] = (Q A^{-1} (b_j - alpha Q^T a_j))^T for every row j, a block of rows at a time (n >= 3)."""
-    nz, n = W.shape
+def _solved_rows(nz: int, h: np.ndarray, alpha: float, cols: np.ndarray, av: np.ndarray, bv: np.ndarray
+                 ) -> np.ndarray:
+    """W (nz, n) with W[j] = (Q A^{-1} (b_j - alpha Q^T a_j))^T for every row j, a block of rows at a time (n >= 3).
+
+    A row whose right-hand side is zero (interpolation, lam = 0, at a fit point: the value there is that point's
+    own) has a zero solution: it is left as it is in a zero-filled W and only the other rows are solved, so a
+    decoder whose rows mostly sit on returned workers costs O(n) for each of the few others."""
+    n = h.size + 1
     m = n - 2
     hinv = 1.0 / h
     R, C, V = _interior_rhs(hinv, alpha, cols, av, bv)
+    nonzero = V != 0
+    R, C, V = R[nonzero], C[nonzero], V[nonzero]
+    active = np.unique(R)  # rows with a nonzero right-hand side, ascending
+    if active.size == nz:
+        W = np.empty((nz, n))
+    else:
+        W = np.zeros((nz, n))
+        R = np.searchsorted(active, R)  # rows renumbered among the active ones
+    na = active.size
+    if not na:
+        return W
     solve = _band_solver(h, alpha)
     step = max(1, _BLOCK_ENTRIES // n)
-    rhs = np.empty((min(step, nz), m))
-    ep = np.zeros((min(step, nz), n + 1))  # e_k = (gamma_{k+1} - gamma_k) / h_k, padded with a zero each side
-    bounds = np.searchsorted(R, np.arange(0, nz + step, step))
-    for blk, r0 in enumerate(range(0, nz, step)):
-        r1 = min(r0 + step, nz)
+    rhs = np.empty((min(step, na), m))
+    ep = np.zeros((min(step, na), n + 1))  # e_k = (gamma_{k+1} - gamma_k) / h_k, padded with a zero each side
+    buf = None if active.size == nz else np.empty((min(step, na), n))
+    bounds = np.searchsorted(R, np.arange(0, na + step, step))
+    for blk, r0 in enumerate(range(0, na, step)):
+        r1 = min(r0 + step, na)
         c = r1 - r0
         g = rhs[:c]
         g.fill(0.0)
@@ -204,7 +222,12 @@ def _fill_rows(W: np.ndarray, h: np.ndarray, alpha: float, cols: np.ndarray, av:
         np.subtract(g[:, 1:], g[:, :-1], out=e[:, 2:n - 1])
         e[:, 2:n - 1] *= hinv[1:m]
         np.multiply(g[:, -1], -hinv[-1], out=e[:, n - 1])
-        np.subtract(e[:, 1:], e[:, :-1], out=W[r0:r1])  # (Q gamma)_k = e_k - e_{k-1}
+        if buf is None:
+            np.subtract(e[:, 1:], e[:, :-1], out=W[r0:r1])  # (Q gamma)_k = e_k - e_{k-1}
+        else:
+            np.subtract(e[:, 1:], e[:, :-1], out=buf[:c])
+            W[active[r0:r1]] = buf[:c]
+    return W
 
 
 def _band_solver(h: np.ndarray, alpha: float):

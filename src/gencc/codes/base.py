@@ -12,6 +12,7 @@ from .._arrays import LinearMap, apply_matrix, is_torch, take_rows, to_numpy
 from .._lru import LRU
 from .._validate import check_int
 from . import robust
+from .selection_map import SelectionMap, decoder_map
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
@@ -47,7 +48,7 @@ class Code(ABC):
         #: D_F as a LinearMap per `returned` (keyed by its indices, caller's order), and subclasses' entries
         self._cache: LRU[Any, Any] = LRU(DECODER_CACHE_SIZE)
         #: the last (key, D_F) decode used, compared before the cache's lookup (a job decodes one pattern often)
-        self._last: tuple[bytes | None, Any] = (None, None)
+        self._last: tuple[bytes | None, Any, Any] = (None, None, None)
         self.alpha: np.ndarray
         self.beta: np.ndarray
 
@@ -106,7 +107,8 @@ class Code(ABC):
         the caller's copy (the code keeps its own for `decode`).
         """
         if not self.data_dependent:
-            return np.array(self._decoder(returned).M)
+            dec = self._decoder(returned)
+            return dec.dense() if isinstance(dec, SelectionMap) else np.array(dec.M)
         order, srt, Ys = self._sorted(returned, Y)
         return _unsort(np.asarray(self._decoding_matrix(srt, Ys), dtype=float), order)
 
@@ -121,8 +123,9 @@ class Code(ABC):
             Ys = Yn.reshape(Yn.shape[0], -1)[order].astype(float)
         return order, srt, Ys
 
-    def _decoder(self, returned: Any) -> LinearMap:
-        """D_F of a data-independent decoder as a LinearMap, columns in the order of `returned`, from the code's
+    def _decoder(self, returned: Any) -> LinearMap | SelectionMap:
+        """D_F of a data-independent decoder as a LinearMap (or a SelectionMap, for a D_F whose rows mostly select
+        one result each: `selection_map`), columns in the order of `returned`, from the code's
         LRU cache: a hit on the caller's own indices (a list's tuple, an integer array's bytes) skips validating
         and sorting them again (the miss did, and an equal key means equal indices); a miss validates, builds D
         for the sorted set (shared by every order of it) and keeps the caller's order beside it. The lock covers
@@ -142,9 +145,9 @@ class Code(ABC):
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-        dec = self._cache.get_or_build(canon, lambda: LinearMap(self._decoding_matrix(srt, None)))
+        dec = self._cache.get_or_build(canon, lambda: decoder_map(self._decoding_matrix(srt, None)))
         if order is not None:
-            dec = LinearMap(_unsort(dec.M, order))
+            dec = dec.reordered(order) if isinstance(dec, SelectionMap) else LinearMap(_unsort(dec.M, order))
         if key is not None and key != canon:
             self._cache.put(key, dec)
         return dec
@@ -154,11 +157,10 @@ class Code(ABC):
 
         Y[i] is the result of worker returned[i]; the order of `returned` does not matter.
         """
-        if type(returned) is np.ndarray and returned.dtype is _I64:
-            last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
-            if (type(Y) is np.ndarray and Y.dtype is _F64 and Y.ndim == 2 and Y.shape[0] == returned.size
-                    and last[0] == returned.tobytes()):
-                return last[1].apply_f64(Y, "Y", NONFINITE_Y)
+        last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
+        if (type(returned) is np.ndarray and type(Y) is np.ndarray and Y.dtype is _F64 and Y.ndim == 2
+                and last[0] == returned.tobytes() and returned.dtype is _I64 and len(Y) == returned.size):
+            return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
         if type(returned) is np.ndarray and returned.dtype is _I64 and not self.data_dependent:  # the hot path
             shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)
             if len(shape) == 0 or shape[0] != returned.size:
@@ -168,7 +170,8 @@ class Code(ABC):
                 dec = last[1]
             else:
                 dec = self._cache.get(key) or self._decoder(returned)
-                self._last = (key, dec)  # one tuple: a thread reads either the old pair or the new one
+                # one tuple: a thread reads either the old one or the new one
+                self._last = (key, dec, dec.f64_product("Y", NONFINITE_Y))
             return dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
         if isinstance(returned, (list, tuple)):
             ret, n = returned, len(returned)
@@ -282,7 +285,7 @@ class Code(ABC):
         """The code's state without its caches (locked LRUs do not pickle); the copy starts them empty."""
         state = {k: v for k, v in self.__dict__.items() if not isinstance(v, LRU)}
         state["_E_map"] = None  # rebuilt on first use (it may hold torch copies of E)
-        state["_last"] = (None, None)
+        state["_last"] = (None, None, None)
         state["_lru_sizes"] = {k: v.maxsize for k, v in self.__dict__.items() if isinstance(v, LRU)}
         return state
 
