@@ -16,9 +16,10 @@ its group's check:
   where no decode is allowed two workers must agree on it).
 The members decoded because their own result never came go through `code.robust_decode` with one adversary and the
 `robust.Calibration` the check set on the same training groups (`ResultCheck.robust`: a stated false-alarm rate per
-decode), so a coded result that no row could check is still tested against the others before it is used; at
-serving's redundancy that threshold is high (the honest leave-one-out residuals of 10-12 results for 8 inputs are
-large), so it catches gross lies, not subtle ones, and a flagged result is left out of the decode.
+decode with 1 to 3 results missing at random), so a coded result that no row could check is still tested against
+the others before it is used; at serving's redundancy that threshold is high (the honest leave-one-out residuals
+of 10-12 results for 8 inputs are large), so it catches gross lies, not subtle ones, and a flagged result is left
+out of the decode.
 Every flag is counted per pool worker under the reason "inconsistent result"; a worker outvoted `quarantine`
 times, in at least `quarantine_rate` of its results, is quarantined at any W: it gets no more tasks (with
 W = N a group's slot then queues on a healthy worker) and results it still returns are dropped. Answers the
