@@ -220,14 +220,18 @@ def test_a_new_code_plugs_in_through_the_hooks():
 
 
 def test_the_search_imports_no_code():
-    """The code-agnostic half knows no code class: it imports nothing from gencc but the array helpers."""
+    """The code-agnostic half knows no code class: it imports nothing from gencc but the array helpers and its
+    own search module, which imports nothing from gencc at all."""
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(robust))
-    local = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
-    assert local == {(2, "_arrays")}
-    assert not any(isinstance(n, ast.Import) and any("gencc" in a.name for a in n.names) for n in ast.walk(tree))
+    from gencc.codes import robust_search
+
+    for mod, expected in ((robust, {(2, "_arrays"), (1, "robust_search")}), (robust_search, set())):
+        tree = ast.parse(inspect.getsource(mod))
+        local = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
+        assert local == expected
+        assert not any(isinstance(n, ast.Import) and any("gencc" in a.name for a in n.names) for n in ast.walk(tree))
 
 
 @settings(max_examples=20)

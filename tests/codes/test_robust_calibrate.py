@@ -146,3 +146,28 @@ def test_honest_runs_are_jobs_of_the_model_on_its_sample_inputs():
         next(robust.honest_runs(code, f, pool[:5]))
     with pytest.raises(ValueError, match="stragglers must lie in"):
         next(robust.honest_runs(code, f, pool, stragglers=40))
+
+
+@pytest.mark.parametrize("false_alarm,confidence", [(0.01, 0.9), (0.005, 0.9), (0.0025, 0.95), (0.01, None)])
+def test_runs_needed_is_the_fewest_runs_whose_largest_clean_threshold_meets_the_confidence(false_alarm, confidence):
+    """With n runs the largest clean threshold leaves a rate ~ Beta(1, n): P(rate > a) = (1 - a)^n, which must be
+    at most 1 - confidence (confidence None: k = ceil((1 - a)(n + 1)) <= n)."""
+    n = robust.runs_needed(false_alarm, confidence)
+    if confidence is None:
+        assert np.ceil((1 - false_alarm) * (n + 1)) <= n < np.ceil((1 - false_alarm) * (n + 2))
+    else:
+        assert (1 - false_alarm) ** n <= 1 - confidence < (1 - false_alarm) ** (n - 1)
+        assert robust.order_statistic(n, false_alarm, confidence) == n
+
+
+def test_a_calibration_records_its_bound_and_refuses_a_decode_it_never_saw():
+    code = GCC(8, 24)
+    f, pool = trained_model()
+    cal1 = robust.calibrate(code, runs(code, f, pool, 230), adversaries=1)
+    cal2 = robust.calibrate(code, runs(code, f, pool, 230), adversaries=2)
+    assert (cal1.adversaries, cal2.adversaries) == (1, 2) and cal2.threshold >= cal1.threshold
+    Y, ret = runs(code, f, pool, 1, start=5000)[0]
+    with pytest.raises(ValueError, match="calibrate with adversaries=3"):
+        code.robust_decode(Y, ret, adversaries=3, threshold=cal1)
+    for A, cal in ((1, cal1), (1, cal2), (3, cal2)):  # a pair-checking calibration serves A = 1 too (it is higher)
+        code.robust_decode(Y, ret, adversaries=A, threshold=cal)

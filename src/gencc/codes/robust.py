@@ -6,7 +6,8 @@ redundancy beyond what decoding needs lets us find them: predict each returned r
 consistent with the rest.
 
 This module is the code-agnostic half: the entry point `robust_decode` (validate, sort, ask the code to locate,
-exclude, decode) and the search that codes with LOO residuals share. It imports no code class. Each code brings
+exclude, decode), the calibration, and the search that codes with LOO residuals share (`gencc.codes.robust_search`,
+re-exported here). It imports no code class. Each code brings
 its own half through three hooks of `gencc.codes.base.Code`:
 
 - `_locate_wrong(returned, Y, adversaries, method=, threshold=)`: the workers to exclude. GCC (gcc.py) and BACC
@@ -35,168 +36,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import combinations
-from math import comb
 from typing import Any
 
 import numpy as np
 
 from .._arrays import check_finite, to_numpy
+from .robust_search import (  # noqa: F401  (the search half, re-exported: codes call robust.search)
+    BEAM,
+    DEFAULT_THRESHOLD,
+    MAX_SUBSETS,
+    PAIR_CONTRAST,
+    PAIR_TRIGGER,
+    POOL_MAX,
+    POOL_PER_ADVERSARY,
+    UPGRADE_FACTOR,
+    UPGRADE_LEVEL,
+    WIDE_BEAM,
+    Residuals,
+    clean_threshold,
+    pair_scale,
+    robust_spread,
+    search,
+)
 
-#: a remaining worker whose LOO residual exceeds this fraction of the results' robust spread is inconsistent
-DEFAULT_THRESHOLD = 0.5
 #: every locator a code may offer, by `method` name; a code lists the ones it has in `robust_methods`
 METHODS = {"loo": "the leave-one-out search of gencc.codes.robust",
            "approxifer": "ApproxIFER's locator (Soleymani et al.), the baseline of BACC"}
-#: candidate pool: this many top-scoring workers per allowed adversary (plus their neighbours)
-POOL_PER_ADVERSARY = 2
-#: a passing set whose remaining worst score is above UPGRADE_LEVEL x threshold gives way to a larger set
-#: that cuts that score by UPGRADE_FACTOR
-UPGRADE_LEVEL, UPGRADE_FACTOR = 0.5, 1.5
-#: subsets of one size scored exhaustively up to this many; beyond, a beam of the BEAM best of the size below
-#: (WIDE_BEAM for sets of more than 3: at A = N^0.5 = 9..18 a beam of 24 missed 1-4% of the adversaries)
-MAX_SUBSETS, BEAM, WIDE_BEAM = 1500, 24, 96
-#: at most this many top scorers (or 4 per adversary) enter the candidate pool (before neighbours are added)
-POOL_MAX = 12
-#: with A >= 2 and no LOO score above the threshold, two adjacent workers that lie together (and so vouch for
-#: each other) still start the search when both stay above this fraction of the threshold with the pair left
-#: out (all-honest digits CNN, 300 runs: at most 0.37 at N = 40, 0.07 at N = 80; such pairs: 0.47 and more), and
-#: at least PAIR_CONTRAST x the median over adjacent pairs (colluding pairs at N = 40 / 80: 12-107x; the honest
-#: pairs that reach the level at N = 20, where every residual is large, 2-4.5x)
-PAIR_TRIGGER, PAIR_CONTRAST = 0.85, 8.0
-
-Residuals = Callable[[Sequence[tuple[int, ...]] | np.ndarray], np.ndarray]
-
-
-def robust_spread(Y: np.ndarray) -> float:
-    """Robust scale of the results Y (n, m): MAD over workers per coordinate (x 1.4826), root mean square
-    over coordinates. A minority of arbitrary rows cannot move it far."""
-    mad = 1.4826 * np.median(np.abs(Y - np.median(Y, axis=0)), axis=0)
-    s = float(np.sqrt(np.mean(mad**2)))
-    if not s > 0:
-        s = float(np.sqrt(np.mean(Y**2)))
-    return s if s > 0 else 1.0
-
-
-def search(residuals: Residuals, n: int, adversaries: int, scale: float | np.ndarray, threshold: float,
-           drop: Callable[[np.ndarray], np.ndarray], refine: bool = False, neighbours: int = 1,
-           pairs: Callable[[tuple[int, ...]], np.ndarray] | None = None,
-           adjacent: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
-    """The smallest set S (|S| <= adversaries) of positions whose exclusion leaves every remaining LOO score
-    below `threshold`. `residuals(subsets)` gives (len(subsets), n, m) LOO residuals of the remaining
-    positions (excluded rows are ignored); `drop(S)`, for an array of subsets (B, s), how much each exclusion
-    explains (larger is better). Per size, the subset with the largest drop is tested (with `refine`, the
-    one among the BEAM largest drops that leaves the smallest summed squared remaining scores). Returns (S sorted,
-    consistent): consistent is False when no set of size <= adversaries passes (then S is the best set of
-    the largest size). `pairs(S)`, when given, adds a check of the accepted set: each remaining worker
-    predicted with its nearest remaining neighbour also left out (rms residual per position, 0 for S), so
-    two colluding neighbours cannot vouch for each other. `adjacent()`, when given, scores each adjacent pair
-    (i, i + 1) left out together (the smaller of its two residuals): with A >= 2, a pair above PAIR_TRIGGER x
-    threshold and PAIR_CONTRAST x the median pair starts the search (and joins the pool) even when every LOO
-    score is below the threshold."""
-    base = _scores(residuals([()])[0], scale)
-    extra = np.zeros(0, dtype=np.int64)
-    if base.max() < threshold and adjacent is not None and adversaries >= 2:
-        pair = adjacent() / pair_scale(scale)
-        hot = np.flatnonzero((pair >= PAIR_TRIGGER * threshold) & (pair >= PAIR_CONTRAST * np.median(pair)))
-        extra = np.union1d(hot, hot + 1)
-    if (base.max() < threshold and extra.size == 0) or adversaries == 0:
-        return np.zeros(0, dtype=np.int64), bool(base.max() < threshold)
-    pool = np.union1d(_pool(base, adversaries, neighbours, n, threshold), extra)
-    found: tuple[tuple[int, ...], float] | None = None
-    best: tuple[int, ...] = ()
-    beam: np.ndarray | None = None
-    for size in range(1, min(adversaries, pool.size) + 1):
-        subsets = _subsets(pool, size, beam)
-        gain = drop(subsets)
-        beam = subsets[np.argsort(-gain, kind="stable")[:BEAM if size <= 3 else WIDE_BEAM]]
-        if refine:  # the shortlist by drop, then the subset that leaves the rest most consistent
-            sc = np.sqrt(np.mean(residuals(beam) ** 2, axis=2)) / scale
-            sc[np.arange(len(beam))[:, None], beam] = 0.0
-            # total remaining misfit, not its max: the max is often an unrelated worker, the same for all
-            order = np.argsort(np.sum(sc**2, axis=1), kind="stable")
-            beam, rest = beam[order], float(sc[order[0]].max())
-        else:
-            rest = _remaining_max(residuals([tuple(beam[0])])[0], beam[0], scale)
-        best = tuple(int(i) for i in beam[0])
-        if pairs is not None and rest < threshold:  # only a set that passes needs the pair check
-            rest = max(rest, float(np.max(pairs(best) / scale)))
-        if found is None:
-            if rest < threshold:
-                found = (best, rest)
-        elif found[1] >= threshold * UPGRADE_LEVEL and rest <= found[1] / UPGRADE_FACTOR:
-            # a passing but marginal set: colluding neighbours can look consistent with each other, so a
-            # larger set that makes the rest much more consistent is taken instead
-            found = (best, rest)
-        if found is not None and found[1] < threshold * UPGRADE_LEVEL:
-            break
-    if found is not None:
-        return np.array(sorted(found[0]), dtype=np.int64), True
-    return np.array(sorted(best), dtype=np.int64), False
-
-
-def pair_scale(scale: float | np.ndarray) -> float | np.ndarray:
-    """The scale of adjacent pair (i, i + 1) from per-position scales: the larger of the two."""
-    return np.maximum(scale[:-1], scale[1:]) if np.ndim(scale) else scale
-
-
-def _subsets(pool: np.ndarray, size: int, beam: np.ndarray | None) -> np.ndarray:
-    """All subsets of the pool of this size when there are at most MAX_SUBSETS, else the best subsets of
-    the size below (the beam) each extended by one more pool member."""
-    if beam is None or comb(pool.size, size) <= MAX_SUBSETS:
-        if size == 1:
-            return pool[:, None].copy()
-        if size == 2:  # combinations' order, without the Python loop
-            return np.column_stack([pool[i] for i in np.triu_indices(pool.size, 1)])
-        return np.array(list(combinations(pool.tolist(), size)), dtype=np.int64)
-    # every beam member extended by a pool member not in it, sorted within and deduplicated (sorted rows)
-    ext = np.concatenate([np.repeat(beam, pool.size, axis=0), np.tile(pool, len(beam))[:, None]], axis=1)
-    ext = np.sort(ext[~np.any(ext[:, :-1] == ext[:, -1:], axis=1)], axis=1)
-    base = int(pool.max()) + 1
-    if base**size >= 2**62:
-        return np.unique(ext, axis=0)
-    key = ext @ (base ** np.arange(size - 1, -1, -1, dtype=np.int64))  # lexicographic order of the rows
-    return ext[np.unique(key, return_index=True)[1]]
-
-
-def _remaining_max(R: np.ndarray, S, scale: float) -> float:
-    sc = _scores(R, scale)
-    sc[list(S)] = 0.0
-    return float(sc.max())
-
-
-def _scores(R: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
-    return np.sqrt(np.mean(R**2, axis=1)) / scale
-
-
-def _pool(scores: np.ndarray, adversaries: int, neighbours: int, n: int, threshold: float) -> np.ndarray:
-    """Candidates: every position scoring above the threshold (at most POOL_MAX, the highest first), the
-    top POOL_PER_ADVERSARY * A + 1 in any case, and their neighbours along the sorted worker points."""
-    ranked = np.argsort(-scores, kind="stable")
-    k = max(POOL_PER_ADVERSARY * adversaries + 1, int(np.sum(scores >= threshold)))
-    top = ranked[: min(k, max(POOL_MAX, POOL_PER_ADVERSARY * 2 * adversaries))]
-    cand = set(top.tolist())
-    for i in top.tolist():
-        for d in range(1, neighbours + 1):
-            cand.update(j for j in (i - d, i + d) if 0 <= j < n)
-    return np.array(sorted(cand), dtype=np.int64)
-
-
-def clean_threshold(residuals: Residuals, adversaries: int, scale: float | np.ndarray,
-                    adjacent: Callable[[], np.ndarray] | None = None) -> float:
-    """The threshold at and below which `search` would flag someone in these results and above which it flags
-    nobody: the largest LOO score, and with A >= 2 the largest adjacent-pair score that passes the pair
-    contrast, over PAIR_TRIGGER (both scale-free, as `search` scores them)."""
-    t = float(_scores(residuals([()])[0], scale).max())
-    if adjacent is not None and adversaries >= 2:
-        pair = adjacent() / pair_scale(scale)
-        if pair.size:
-            hot = pair[pair >= PAIR_CONTRAST * np.median(pair)]
-            if hot.size:
-                t = max(t, float(hot.max()) / PAIR_TRIGGER)
-    return t
-
-
 @dataclass(frozen=True)
 class Calibration:
     """A robust decode's threshold calibrated on honest runs (`calibrate`): pass it as `threshold=`.
@@ -206,13 +71,15 @@ class Calibration:
     so a worker point whose honest residual is large (a wide gap, a rough stretch of f o u_enc) is not what
     sets the threshold for all. `threshold`: the conformal bound on the weighted scores; `false_alarm`: the
     probability it was set for; `runs`: how many honest runs set it; `confidence`: the probability over the
-    calibration draw that the false-alarm rate is at most `false_alarm` (None: on average)."""
+    calibration draw that the false-alarm rate is at most `false_alarm` (None: on average); `adversaries`: the
+    bound A it was calibrated for (a decode with A >= 2 also checks adjacent pairs, which A = 1 did not see)."""
 
     threshold: float
     weights: np.ndarray
     false_alarm: float
     runs: int
     confidence: float | None = None
+    adversaries: int | None = None
 
 
 def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries: int = 1,
@@ -227,12 +94,11 @@ def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries:
     exchangeable with these, whatever the weights). The k-th smallest of n leaves a false-alarm rate
     distributed as Beta(n + 1 - k, k) over the calibration draw: with `confidence` (default 0.9) k is the
     least with P(rate > false_alarm) <= 1 - confidence (needs n >= log(1 - confidence) / log(1 - false_alarm)
-    runs: 230 for 1% at 0.9); with confidence None, k = ceil((1 - false_alarm)(n + 1)), the rate is at most
-    false_alarm on average over calibrations but one calibration's can be higher (n >= 1 / false_alarm - 1).
-    The default threshold
-    (DEFAULT_THRESHOLD) is a fixed fraction of the results' spread, right for no model in particular: a
-    calibrated one is far lower for smooth models at large N (and catches lies the default misses) and
-    higher for rough ones at small N (and keeps false alarms at the rate asked)."""
+    runs: 230 for 1% at 0.9, `runs_needed`); with confidence None, k = ceil((1 - false_alarm)(n + 1)), the rate
+    is at most false_alarm on average over calibrations but one calibration's can be higher (n >= 1 / false_alarm
+    - 1). The default threshold (DEFAULT_THRESHOLD) is a fixed fraction of the results' spread, right for no
+    model in particular: a calibrated one is far lower for smooth models at large N (and catches lies the
+    default misses) and higher for rough ones at small N (and keeps false alarms at the rate asked)."""
     A = check_adversaries(adversaries)
     if isinstance(false_alarm, bool) or not isinstance(false_alarm, (int, float, np.floating)) \
             or not 0 < false_alarm < 1:
@@ -246,10 +112,7 @@ def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries:
                                    or not 0 < confidence < 1):
         raise ValueError(f"confidence must be a probability in (0, 1) or None, got {confidence!r}")
     split = len(data) // 3 if per_worker else 0
-    if confidence is None:
-        need = int(np.ceil(1 / false_alarm)) - 1
-    else:
-        need = int(np.ceil(np.log1p(-confidence) / np.log1p(-false_alarm) - 1e-9))
+    need = runs_needed(false_alarm, confidence)
     if len(data) - split < need:
         raise ValueError(f"calibrating a false-alarm rate of {false_alarm:g} needs at least {need + split} honest "
                          f"runs{' (a third of them set the per-worker weights)' if per_worker else ''}, got "
@@ -269,7 +132,15 @@ def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries:
     t = float(crit[order_statistic(crit.size, false_alarm, confidence) - 1])
     t = float(np.nextafter(t, np.inf)) if t > 0 else float(np.finfo(float).tiny)
     weights.setflags(write=False)
-    return Calibration(t, weights, float(false_alarm), len(data), confidence)
+    return Calibration(t, weights, float(false_alarm), len(data), confidence, A)
+
+
+def runs_needed(false_alarm: float, confidence: float | None = 0.9) -> int:
+    """The fewest honest runs `calibrate` sets a threshold from for this false-alarm rate and confidence (see
+    there): log(1 - confidence) / log(1 - false_alarm), or 1 / false_alarm - 1 with confidence None."""
+    if confidence is None:
+        return int(np.ceil(1 / false_alarm)) - 1
+    return int(np.ceil(np.log1p(-confidence) / np.log1p(-false_alarm) - 1e-9))
 
 
 def order_statistic(n: int, false_alarm: float, confidence: float | None) -> int:
@@ -316,19 +187,31 @@ def robust_decode(code: Any, Y: Any, returned: Sequence[int], adversaries: int =
     A = check_adversaries(adversaries)
     idx, Yn = _prepare(code, Y, returned)
     _check_method(code, method)
-    weights = None
-    if isinstance(threshold, Calibration):
-        if threshold.weights.shape != (code.N,):
-            raise ValueError(f"this calibration is for N={threshold.weights.size} workers, the code has N={code.N}")
-        threshold, weights = threshold.threshold, threshold.weights
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
-            or not (np.isfinite(threshold) and threshold > 0):
-        raise ValueError(f"threshold must be a positive number or a Calibration, got {threshold!r}")
+    threshold, weights = check_threshold(code, threshold, A)
     order = np.argsort(idx, kind="stable")
     kw = {} if weights is None else {"weights": weights[idx[order]]}
     flagged = np.sort(np.asarray(code._locate_wrong(idx[order], Yn[order], A, method=method, threshold=threshold,
                                                     **kw), dtype=np.int64))
     return code._decode_excluding(Y, idx, flagged), flagged
+
+
+def check_threshold(code: Any, threshold: float | Calibration, adversaries: int
+                    ) -> tuple[float, np.ndarray | None]:
+    """(threshold, per-worker weights or None) of a robust decode's `threshold`: a positive number, or a
+    Calibration for this code's N and for a bound that sees what this one does (refused otherwise)."""
+    weights = None
+    if isinstance(threshold, Calibration):
+        cal = threshold
+        if cal.weights.shape != (code.N,):
+            raise ValueError(f"this calibration is for N={cal.weights.size} workers, the code has N={code.N}")
+        if cal.adversaries is not None and min(cal.adversaries, 2) < min(adversaries, 2):
+            raise ValueError(f"this calibration is for adversaries={cal.adversaries}; a decode with adversaries="
+                             f"{adversaries} also checks adjacent pairs: calibrate with adversaries={adversaries}")
+        threshold, weights = cal.threshold, cal.weights
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(threshold) and threshold > 0):
+        raise ValueError(f"threshold must be a positive number or a Calibration, got {threshold!r}")
+    return float(threshold), weights
 
 
 def min_results(code: Any, adversaries: int) -> int:
@@ -382,5 +265,6 @@ def _prepare(code: Any, Y: Any, returned: Sequence[int]) -> tuple[np.ndarray, np
     return idx, Yn
 
 
-__all__ = ["DEFAULT_THRESHOLD", "METHODS", "Calibration", "calibrate", "check_adversaries", "clean_threshold",
-           "honest_runs", "min_results", "require_results", "robust_decode", "robust_spread", "search"]
+__all__ = ["DEFAULT_THRESHOLD", "METHODS", "Calibration", "calibrate", "check_adversaries", "check_threshold",
+           "clean_threshold", "honest_runs", "min_results", "require_results", "robust_decode", "robust_spread",
+           "runs_needed", "search"]

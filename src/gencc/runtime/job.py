@@ -74,16 +74,20 @@ def _take(X: Any, Xn: np.ndarray, idx: np.ndarray) -> Any:
     return Xn[idx]
 
 
-def robust_policy(code: Code, wait_for: int | None, deadline: float | None, adversaries: int) -> CodedPolicy:
-    """The collection policy of a job that expects up to `adversaries` wrong results (checked)."""
-    from ..codes.robust import min_results
+def robust_policy(code: Code, wait_for: int | None, deadline: float | None, adversaries: int,
+                  threshold: Any = None) -> CodedPolicy:
+    """The collection policy of a job that expects up to `adversaries` wrong results (checked), with the robust
+    decode's `threshold` (None: the default; a number, or a `gencc.codes.robust.Calibration`)."""
+    from ..codes.robust import DEFAULT_THRESHOLD, check_threshold, min_results
     from .robust import RobustPolicy
 
     need = min_results(code, adversaries)  # validates adversaries
     if need > code.N:
         raise ValueError(f"{code.name} with N={code.N} cannot decode with adversaries={adversaries} set aside: "
                          f"that needs {need} results; use more workers or a smaller bound")
-    return RobustPolicy(code, wait_for, deadline, adversaries)
+    threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    check_threshold(code, threshold, adversaries)
+    return RobustPolicy(code, wait_for, deadline, adversaries, threshold)
 
 
 def _own_function(code: Code, f: Callable | None, n: int) -> Callable | None:
@@ -107,6 +111,7 @@ def run(
     seed: int | np.random.Generator | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     adversaries: int = 0,
+    robust_threshold: Any = None,
 ) -> RunResult:
     """Run one coded job: order and encode the K inputs, dispatch N tasks, collect, decode.
 
@@ -122,6 +127,8 @@ def run(
     `adversaries` (codes only: an upper bound A on workers returning wrong but finite results): the job waits
     for enough results to decode with A of them set aside, decodes with `code.robust_decode`, and lists each
     flagged worker in `stragglers` with the reason "inconsistent result"; its result is never used.
+    `robust_threshold`: that decode's threshold, a number or a `gencc.codes.robust.Calibration` from honest runs
+    of this code and model (`robust.calibrate`: a stated false-alarm rate); None is the default threshold.
     """
     t_start = time.perf_counter()
     f = resolve(f)  # a torch module, an import path or a model file: as_model's Model (torch in, torch out)
@@ -147,7 +154,7 @@ def run(
         if wait_for is not None or deadline is not None:
             raise ValueError(f"{code.name} has its own stop rule (the first answer per input); "
                              "wait_for and deadline apply to codes only")
-        if adversaries:
+        if adversaries or robust_threshold is not None:
             raise ValueError(f"{code.name} has no robust decode; adversaries= applies to codes (GCC, BACC, LCC)")
         policy, tasks = code.policy(_take(X, Xn, np.arange(code.K)), delays, _hedge_default(latency))
         perm = np.arange(code.K)
@@ -164,7 +171,9 @@ def run(
         t_encode = time.perf_counter() - t0
         policy = CodedPolicy(code, wait_for, deadline)
         if adversaries:
-            policy = robust_policy(code, wait_for, deadline, adversaries)
+            policy = robust_policy(code, wait_for, deadline, adversaries, robust_threshold)
+        elif robust_threshold is not None:
+            raise ValueError("robust_threshold is the threshold of a robust decode: pass adversaries=A as well")
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
         tasks = [Task(int(n), Xt[n], float(delays[n]), _own_function(code, f, int(n)))
@@ -191,8 +200,9 @@ def stream(
 ) -> Iterator[RunResult]:
     """Run one job per batch of K inputs with up to `max_in_flight` jobs in flight; yield results in order.
 
-    kwargs go to `run` (wait_for, deadline, latency, order, timeout). Job j draws its latencies from
-    default_rng([seed, j]) so a seeded stream is reproducible. A job that fails raises when its turn comes.
+    kwargs go to `run` (wait_for, deadline, latency, order, timeout, adversaries, robust_threshold). Job j draws
+    its latencies from default_rng([seed, j]) so a seeded stream is reproducible. A job that fails raises when its
+    turn comes.
     """
     f = resolve(f)  # once for every job
     max_in_flight = check_int("max_in_flight", max_in_flight, 1)

@@ -7,10 +7,12 @@ decodes with `code.robust_decode`; every flagged worker is reported as a straggl
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..codes.base import Code
-from ..codes.robust import min_results
+from ..codes.robust import DEFAULT_THRESHOLD, min_results
 from .errors import JobFailed
 from .policy import CodedPolicy
 
@@ -20,9 +22,10 @@ REASON = "inconsistent result: flagged by the robust decode and excluded"
 class RobustPolicy(CodedPolicy):
     """CodedPolicy whose decode excludes up to `adversaries` inconsistent results (and says whom)."""
 
-    def __init__(self, code: Code, wait_for: int | None, deadline: float | None, adversaries: int):
+    def __init__(self, code: Code, wait_for: int | None, deadline: float | None, adversaries: int,
+                 threshold: Any = DEFAULT_THRESHOLD):
         super().__init__(code, wait_for, deadline)
-        self.adversaries = int(adversaries)
+        self.adversaries, self.threshold = int(adversaries), threshold  # a number or a robust.Calibration
         self.need = min_results(code, self.adversaries)
         self.excluded: dict[int, str] = {}
 
@@ -33,7 +36,7 @@ class RobustPolicy(CodedPolicy):
         r = np.array(sorted(valid), dtype=np.int64)
         Y = np.stack([valid[int(w)] for w in r]).astype(float, copy=False)
         try:
-            out, flagged = self.code.robust_decode(Y, r, adversaries=self.adversaries)
+            out, flagged = self.code.robust_decode(Y, r, adversaries=self.adversaries, threshold=self.threshold)
         except ValueError as err:
             raise JobFailed(f"robust decode failed: {err}", {}) from None
         self.excluded = {int(w): REASON for w in flagged}

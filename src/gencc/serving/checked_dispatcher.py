@@ -14,6 +14,12 @@ its group's check:
 - a member whose own result never came is decoded from the results nobody flagged, as in `CodedDispatcher` (codes with
   coding groups: only a parity recovery, else a plain copy; `strict`: only from results a check covered, and
   where no decode is allowed two workers must agree on it).
+The members decoded because their own result never came go through `code.robust_decode` with one adversary and the
+`robust.Calibration` the check set on the same training groups (`ResultCheck.robust`: a stated false-alarm rate per
+decode with 1 to 3 results missing at random), so a coded result that no row could check is still tested against
+the others before it is used; at serving's redundancy that threshold is high (the honest leave-one-out residuals
+of 10-12 results for 8 inputs are large), so it catches gross lies, not subtle ones, and a flagged result is left
+out of the decode.
 Every flag is counted per pool worker under the reason "inconsistent result"; a worker outvoted `quarantine`
 times, in at least `quarantine_rate` of its results, is quarantined at any W: it gets no more tasks (with
 W = N a group's slot then queues on a healthy worker) and results it still returns are dropped. Answers the
@@ -23,82 +29,19 @@ check could not cover (a member of no checkable row, or a decoded member) are co
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..codes import Code
+from ..codes import robust as robust_mod
 from ..engine import Task
-from ..ordering import order_inputs
 from .coded_dispatcher import CodedDispatcher, _Group
 from .requests import Env, RollingQuantile
-from .slots import systematic_slots
+from .result_check import ResultCheck
 
 REASON = "inconsistent result"
 MAX_VERIFY = 4  # verification copies per member at most (failed ones included)
-
-
-class ResultCheck:
-    """Per coded slot n: residual ||y_n - sum_k W[n, k] y_k|| over the systematic results y_k, where W is the
-    encoding matrix's row with entries below `tol` x the row's largest dropped (so a row is checkable when its
-    few real members answered), and a calibrated threshold per slot."""
-
-    def __init__(self, code: Code, thresholds: Any, tol: float = 0.05):
-        sys = systematic_slots(code)
-        if sys is None:
-            raise ValueError(f"a result check needs a systematic code (K of its workers compute the raw inputs), "
-                             f"not {code!r}")
-        self.sys = sys
-        self.coded = [n for n in range(code.N) if n not in set(sys)]
-        E = np.asarray(code.encoding_matrix, dtype=float)[self.coded]
-        keep = np.abs(E) >= tol * np.abs(E).max(axis=1, keepdims=True)
-        self.W = np.where(keep, E, 0.0)
-        self.support = [np.flatnonzero(row) for row in keep]
-        self.thresholds = np.asarray(thresholds, dtype=float)
-        if self.thresholds.shape != (len(self.coded),) or not np.all(self.thresholds > 0):
-            raise ValueError(f"thresholds must hold one positive number per coded slot ({len(self.coded)}), "
-                             f"got {self.thresholds}")
-
-    def residuals(self, results: dict[int, Any]) -> np.ndarray:
-        """Per coded row, its residual (NaN where the coded result or a member of its support is missing)."""
-        out = np.full(len(self.coded), np.nan)
-        for c, n in enumerate(self.coded):
-            if n not in results or any(self.sys[k] not in results for k in self.support[c]):
-                continue
-            y = np.asarray(results[n], dtype=float)
-            reading = sum(self.W[c, k] * np.asarray(results[self.sys[k]], dtype=float) for k in self.support[c])
-            out[c] = float(np.linalg.norm(y - reading))
-        return out
-
-    def failing(self, results: dict[int, Any]) -> list[int]:
-        """Indices (into `coded`) of the checkable rows whose residual exceeds their threshold."""
-        r = self.residuals(results)
-        return [c for c in range(len(self.coded)) if r[c] > self.thresholds[c]]
-
-    @classmethod
-    def calibrate(cls, code: Code, f: Callable, X: Any, groups: int = 300, quantile: float = 0.999,
-                  margin: float = 1.25, order: bool = True, tol: float = 0.05, seed: int = 0) -> ResultCheck:
-        """Thresholds from `groups` random groups of K inputs of X (training inputs: never the served ones),
-        ordered as `CodedDispatcher` orders them: `margin` x the `quantile` of each row's honest residuals. Each slot
-        runs `code.worker_function(f, n)`, so a parity model's slots are calibrated on the parity model."""
-        if not 0 < quantile <= 1 or not margin > 0:
-            raise ValueError(f"quantile must lie in (0, 1] and margin be positive, got {quantile}, {margin}")
-        X = np.asarray(X, dtype=np.float32)
-        if X.ndim < 2 or len(X) < code.K:
-            raise ValueError(f"calibration needs at least K={code.K} inputs (one per row of X), got shape {X.shape}")
-        rng = np.random.default_rng(seed)
-        enc = []
-        for _ in range(int(groups)):
-            Xg = X[rng.choice(len(X), code.K, replace=False)]
-            if order:
-                Xg = Xg[order_inputs(Xg)]
-            enc.append(code.encode(Xg))  # (N, *in), or a list with packed parity queries
-        Y = {n: np.asarray(code.worker_function(f, n)(np.stack([np.asarray(e[n], dtype=np.float32) for e in enc])),
-                           dtype=float) for n in range(code.N)}
-        probe = cls(code, np.ones(code.N - code.K), tol)
-        res = np.array([probe.residuals({n: Y[n][g] for n in Y}) for g in range(len(enc))])
-        return cls(code, margin * np.quantile(res, quantile, axis=0), tol)
 
 
 class _CheckedGroup(_Group):
@@ -154,6 +97,8 @@ class CheckedDispatcher(CodedDispatcher):
         self.quarantined_at: dict[int, float] = {}  # pool worker -> when it was quarantined (env clock)
         self.quarantined_view: tuple[int, ...] = ()  # replaced whole: safe to read from another thread
         self.verifications = self.unchecked = self.failed_checks = 0
+        self.robust_flags = 0  # results the calibrated robust decode of a missing member's group left out
+        self.robust_need = robust_mod.min_results(code, 1) if check.robust is not None else None
 
     def new_group(self) -> _CheckedGroup:
         return _CheckedGroup()
@@ -327,6 +272,19 @@ class CheckedDispatcher(CodedDispatcher):
             self.quarantined.add(worker)
             self.quarantined_view = tuple(sorted(self.quarantined))
 
+    def _decode(self, g: _CheckedGroup, R: list[int]) -> tuple[Any, list[int]]:
+        """(Yhat, the slots used) from the results R: with the check's robust calibration and enough of them, the
+        robust decode, whose flagged slot is left out and counted against its worker; else the plain decode."""
+        Y = np.stack([g.results[s] for s in R])
+        if self.robust_need is None or len(R) < self.robust_need:
+            return self.code.decode(Y, R), R
+        Yhat, flagged = self.code.robust_decode(Y, R, adversaries=1, threshold=self.check.robust)
+        for s in flagged.tolist():
+            g.flagged.add(int(s))
+            self.robust_flags += 1
+            self._flag(self._worker(g, int(s)))
+        return Yhat, [s for s in R if s not in set(flagged.tolist())]
+
     def _settle(self, g: _CheckedGroup) -> None:
         """Once closed and verified: flag failing rows whose members checked out, decode the members left."""
         if g.done or not g.closed or any(g.verify.get(i) for i in g.votes):
@@ -351,7 +309,7 @@ class CheckedDispatcher(CodedDispatcher):
             Yhat = [None] * self.K
         elif R:
             try:
-                Yhat = self.code.decode(np.stack([g.results[s] for s in R]), R)
+                Yhat, R = self._decode(g, R)
             except ValueError:
                 Yhat = None
         self.decodes += Yhat is not None
