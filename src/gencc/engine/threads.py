@@ -159,14 +159,18 @@ class WorkerThreads:
 
     def _execute(self, s: int, gen: int, tasks: list[Task]) -> bool:
         """Run the picked tasks, then finish or hold each; False when this thread must end."""
-        items = []
-        for t in tasks:
-            w, rng = t.worker, self._rngs[t.worker]
-            mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
-            t.slow = mult > 1
-            fault = self.faults.draw(rng) if self.faults is not None else ""
-            hang_s = self.faults.hang_s if self.faults is not None else 0.0
-            items.append(Item(t, mult, fault, self.service.draw(rng), hang_s))
+        sv = self.service
+        if self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0:  # no injection
+            items = [Item(t, 1.0, "", 0.0, 0.0) for t in tasks]
+        else:
+            items = []
+            for t in tasks:
+                w, rng = t.worker, self._rngs[t.worker]
+                mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
+                t.slow = mult > 1
+                fault = self.faults.draw(rng) if self.faults is not None else ""
+                hang_s = self.faults.hang_s if self.faults is not None else 0.0
+                items.append(Item(t, mult, fault, self.service.draw(rng), hang_s))
         if self._batching:
             for it in items:
                 if it.fault == "crash":
@@ -209,18 +213,18 @@ class WorkerThreads:
         return not end
 
     def _outcome(self, task: Task, out: Any) -> None:
-        if isinstance(out, Cancelled):
+        if not isinstance(out, BaseException):  # the common case first
+            task.output, task.ok = out, True
+            if self.wrong is not None:
+                task.output, task.wrong = self.wrong.corrupt(task.worker, task.output, self._rngs[task.worker])
+        elif isinstance(out, Cancelled):
             task.ok, task.reason, task.error = False, "cancelled", "cancelled"
         elif isinstance(out, ConnectionError):  # the worker is lost: its message says how
             task.ok, task.reason, task.error = False, "crash", str(out)
         elif isinstance(out, InjectedFault):
             task.ok, task.reason, task.error, task.output = False, str(out), f"injected {out}", out.output
-        elif isinstance(out, BaseException):  # f raised: a straggler, never a crash of the master
+        else:  # f raised: a straggler, never a crash of the master
             task.ok, task.reason, task.error = False, "raise", describe_error(out)
-        else:
-            task.output, task.ok = out, True
-            if self.wrong is not None:
-                task.output, task.wrong = self.wrong.corrupt(task.worker, task.output, self._rngs[task.worker])
 
     def _crashed(self, task: Task, out: list[Task]) -> bool:
         """A task's worker crashed: fail it (and, with `mark_dead`, what it held, till it is re-created);

@@ -100,7 +100,7 @@ class Workers(WorkerThreads):
         self._current: list[Task | None] = []
         self._free_since: list[float] = []
         self._slot: list[int] = []  # worker -> the thread slot serving it
-        self._loads = np.zeros(0)
+        self._loads: list[float] = []  # per worker: queued + running tasks (a list: updated per task)
         self.dead = np.zeros(0, dtype=bool)
         self.restarts = np.zeros(0, dtype=np.int64)  # workers re-created after a crash
         # per thread slot
@@ -127,7 +127,7 @@ class Workers(WorkerThreads):
             if n_workers <= self.n_workers:
                 return
             k = n_workers - self.n_workers
-            self._loads = np.concatenate([self._loads, np.zeros(k)])
+            self._loads += [0.0] * k
             self.dead = np.concatenate([self.dead, np.zeros(k, dtype=bool)])
             self.restarts = np.concatenate([self.restarts, np.zeros(k, dtype=np.int64)])
             for w in range(self.n_workers, n_workers):
@@ -173,7 +173,7 @@ class Workers(WorkerThreads):
 
     def loads(self) -> np.ndarray:
         with self._lock:
-            return np.where(self.dead, np.inf, self._loads)
+            return np.where(self.dead, np.inf, np.asarray(self._loads, dtype=float))
 
     def send(self, worker: int, task: Task) -> None:
         """Append `task` to `worker`'s queue (thread-safe)."""

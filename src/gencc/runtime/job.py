@@ -18,7 +18,7 @@ from ..codes.base import Code
 from ..engine import Task
 from ..faults import LatencyModel, draw_delays
 from ..models import resolve
-from ..ordering import METHODS, order_inputs
+from ..ordering import METHODS, order_checked
 from .baselines import Baseline
 from .collect import execute
 from .executor import Executor
@@ -158,7 +158,8 @@ def run(
             wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
                                  hint=f"{code.name} decodes from at least {code.min_results} results")
         t0 = time.perf_counter()
-        perm = order_inputs(Xn, "chain" if order is True else order) if order else np.arange(code.K)
+        perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order) \
+            if order else np.arange(code.K)
         Xp = _take(X, Xn, perm)
         Xt = code.encode(Xp)
         t_encode = time.perf_counter() - t0
@@ -167,8 +168,9 @@ def run(
             policy = robust_policy(code, wait_for, deadline, adversaries)
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
-        tasks = [Task(int(n), Xt[n], float(delays[n]), _own_function(code, f, int(n)))
-                 for n in rng.permutation(code.N)]
+        dl, uniform = delays.tolist(), code.uniform_workers
+        tasks = [Task(n, Xt[n], dl[n], None if uniform else _own_function(code, f, n))
+                 for n in rng.permutation(code.N).tolist()]
     out, used, missing, stragglers, arrivals, timings = execute(executor, f, tasks, policy, timeout, t_start,
                                                                  t_encode)
     res = np.empty_like(out)
