@@ -22,17 +22,17 @@ log = logging.getLogger("gencc.engine")
 class WorkerThreads:
     """The thread side of `Workers` (a mixin: the state is `Workers`'s, set up in its `__init__`)."""
 
-    def _free(self, w: int) -> None:
+    def _free(self, w: int, now: float | None = None) -> None:
         self._current[w] = None
         self.running -= 1
         self._loads[w] -= 1
-        self._free_since[w] = self.now()
+        self._free_since[w] = self.now() if now is None else now
 
-    def _finish(self, task: Task, out: list[Task]) -> None:
+    def _finish(self, task: Task, out: list[Task], now: float | None = None) -> None:
         task.state, task.on_cancel = "done", None
-        task.t_end = self.now()
-        task.compute_time = task.t_end - task.t_start
-        self._free(task.worker)
+        task.t_end = t = self.now() if now is None else now
+        task.compute_time = t - task.t_start
+        self._free(task.worker, t)
         self.executed.append(task.record())
         self.counts["ok" if task.ok else task.reason] += 1
         self.slow_tasks += task.slow
@@ -202,7 +202,7 @@ class WorkerThreads:
                     continue
                 due = now + (it.rest + t.delay if self._batching else 0.0)
                 if due <= now:
-                    self._finish(t, out)
+                    self._finish(t, out, now)
                 else:
                     t.state = "held"
                     heapq.heappush(self._holds[s], (due, next(self._seq), t))

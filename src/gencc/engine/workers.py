@@ -186,17 +186,18 @@ class Workers(WorkerThreads):
             if self._stop.is_set():
                 raise RuntimeError("these workers are closed")
             wake = set()
+            dead, loads, queues, slot, cancelled = self.dead, self._loads, self._queues, self._slot, self._cancelled
             for worker, task in pairs:
                 task.worker = worker
-                if self.dead[worker]:
+                if dead[worker]:
                     task.ok, task.reason, task.error, task.t_end = False, "crash", "worker lost", self.now()
                     lost.append(task)
                     continue
-                self._loads[worker] += 1
-                task.on_cancel = self._cancelled
-                self._queues[worker].append(task)
-                wake.add(self._slot[worker])
-            for s in wake:
+                loads[worker] += 1
+                task.on_cancel = cancelled
+                queues[worker].append(task)
+                wake.add(slot[worker])
+            for s in wake:  # one wake-up per thread, however many of its workers got a task
                 self._cv[s].notify()
         self._emit(lost)
 
@@ -268,19 +269,27 @@ class Workers(WorkerThreads):
         """Deliver finished tasks: in this thread (`inline`) or on the control thread. Never under the lock.
         Inline, tasks whose callback is a bound method of an object with `on_done_many(tasks)` are handed to
         it together (one hand-off to the thread waiting on them, not one per task)."""
+        if not tasks:
+            return
         if not self.inline:
             for t in tasks:
                 self.post(lambda t=t: self._deliver(t))
             return
         groups: dict[int, tuple[Callable, list[Task]]] = {}
+        preempt = self.preempt
         for t in tasks:
-            if t.on_done is None or (self.preempt and t.cancelled):
+            if t.on_done is None or (preempt and t.cancelled):
                 continue
-            many = getattr(getattr(t.on_done, "__self__", None), "on_done_many", None)
+            owner = getattr(t.on_done, "__self__", None)
+            group = groups.get(id(owner)) if owner is not None else None
+            if group is not None:
+                group[1].append(t)
+                continue
+            many = getattr(owner, "on_done_many", None)
             if many is None:
                 self._call(lambda t=t: self._deliver(t))
             else:
-                groups.setdefault(id(many.__self__), (many, []))[1].append(t)
+                groups[id(owner)] = (many, [t])
         for many, ts in groups.values():
             self._call(lambda many=many, ts=ts: many(ts))
 

@@ -118,14 +118,19 @@ class EngineBatch(Batch):
     def add(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             return
-        places = [self._place(int(t.worker)) for t in tasks]
+        place, prepare, done, own = self._place, self._prepare, self._done, self._tasks
+        places = [place(int(t.worker)) for t in tasks]
         if max(places) >= self.workers.n_workers:  # a hedge may reach workers beyond the job's first tasks
             self.workers.grow(max(places) + 1)
         with self._lock:
             for t in tasks:
-                t.slot, t.on_done = int(t.worker), self._done
-                self._prepare(t)
-                self._tasks.setdefault(t.slot, []).append(t)
+                t.slot = w = int(t.worker)
+                t.on_done = done
+                prepare(t)
+                if w in own:
+                    own[w].append(t)
+                else:
+                    own[w] = [t]
         self.workers.send_many(zip(places, tasks, strict=True))
 
     def cancel(self, workers: Sequence[int]) -> None:
