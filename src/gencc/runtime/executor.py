@@ -17,8 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..engine import Task, Workers
 
 
@@ -38,8 +36,9 @@ class Completion:
 def completion(task: Task) -> Completion | None:
     """A finished engine task as a job's completion (None: cancelled, never delivered)."""
     w = task.slot
-    if task.ok:
-        return Completion(w, value=task.output, compute_time=task.compute_time)
+    if task.ok:  # a backend fails a non-finite output (gencc.engine.backends), so an ok one is finite unless
+        # the injection corrupted it afterwards
+        return Completion(w, task.output, None, task.compute_time, False, None if task.wrong else True)
     if task.reason == "cancelled":
         return None
     if task.reason == "crash":
@@ -93,15 +92,8 @@ class EngineBatch(Batch):
         if self.closed:
             return
         cs = [c for c in (completion(t) for t in tasks if not t.cancelled) if c is not None]
-        if not cs:
-            return
-        if len(cs) > 1:  # the outputs' finiteness in one pass (here, in the worker, not in the collector)
-            vs = [c.value for c in cs if c.error is None]
-            if vs and all(type(v) is np.ndarray and v.dtype == np.float64 and v.shape == vs[0].shape for v in vs):
-                ok = np.isfinite(np.stack(vs).reshape(len(vs), -1)).all(axis=1).tolist()
-                for c, f in zip((c for c in cs if c.error is None), ok, strict=True):
-                    c.finite = f
-        self._q.put(cs)
+        if cs:
+            self._q.put(cs)
 
     def ready(self) -> bool:
         return bool(self._ready) or not self._q.empty()

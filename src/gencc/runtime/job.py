@@ -15,6 +15,7 @@ import numpy as np
 from .._arrays import is_torch
 from .._validate import check_int
 from ..codes.base import Code
+from ..codes.replication import Replication
 from ..engine import Task
 from ..faults import LatencyModel, draw_delays
 from ..models import resolve
@@ -158,6 +159,8 @@ def run(
             wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
                                  hint=f"{code.name} decodes from at least {code.min_results} results")
         t0 = time.perf_counter()
+        if order is True and isinstance(code, Replication):
+            order = False  # copies of each input: which worker holds which copy changes no output
         perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order) \
             if order else np.arange(code.K)
         Xp = _take(X, Xn, perm)
