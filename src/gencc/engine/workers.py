@@ -276,20 +276,22 @@ class Workers(WorkerThreads):
                 self.post(lambda t=t: self._deliver(t))
             return
         groups: dict[int, tuple[Callable, list[Task]]] = {}
-        preempt = self.preempt
+        preempt, last, group = self.preempt, None, None
         for t in tasks:
             if t.on_done is None or (preempt and t.cancelled):
                 continue
             owner = getattr(t.on_done, "__self__", None)
-            group = groups.get(id(owner)) if owner is not None else None
-            if group is not None:
-                group[1].append(t)
-                continue
+            if owner is not None:
+                if owner is not last:
+                    last, group = owner, groups.get(id(owner))
+                if group is not None:
+                    group[1].append(t)
+                    continue
             many = getattr(owner, "on_done_many", None)
             if many is None:
                 self._call(lambda t=t: self._deliver(t))
             else:
-                groups[id(owner)] = (many, [t])
+                groups[id(owner)] = group = (many, [t])
         for many, ts in groups.values():
             self._call(lambda many=many, ts=ts: many(ts))
 
