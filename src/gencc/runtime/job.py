@@ -118,7 +118,9 @@ def run(
     result is delivered; results after the stop are dropped. Baselines (Uncoded, Replicated, Hedged) have
     their own stop rule: the first answer per input. `f`: anything `gencc.as_model` takes (a torch module,
     an import path, a model file) or a callable; None when the executor holds a factory. numpy in gives numpy
-    out, torch in gives torch out.
+    out, torch in gives torch out. Without `executor`, the process's default `LocalExecutor()` runs a batched f
+    (a `gencc.Model`, or `batched = True`) as one batched call on the job's tasks, each worker keeping its own
+    latency and faults; an f on one input at a time gets a thread per worker.
 
     `adversaries` (codes only: an upper bound A on workers returning wrong but finite results): the job waits
     for enough results to decode with A of them set aside, decodes with `code.robust_decode`, and lists each
