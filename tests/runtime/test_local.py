@@ -81,6 +81,7 @@ def isolated():
     default runs a batched f's tasks as one batched call, which shares them: tests/runtime/test_batching.py)."""
     e = LocalExecutor(max_threads=64)
     yield e
+    e.close_timeout = 0.1  # the hung worker's abandoned thread sleeps on (a daemon): not waited for
     e.close()
 
 
