@@ -4,11 +4,13 @@ BLAS settings alternate in rounds (OpenBLAS's thread count is process-wide, so t
 once), each round with fresh executors.
 
 - per-job latency and CPU per job (process time, every thread), no injected latency, K = 8: uncoded
-  (Replication(K, K)) and GCC on N = 12 with the first 10, vs f(X) called directly; on three executors, a
-  thread per worker (`LocalExecutor()`), one thread running every worker's ready tasks as one batched call
-  (`max_threads=1`) and one thread per core doing so for its workers (`max_threads=cores`), each with
-  single-threaded (`blas_threads=1`) and default-threaded (`blas_threads=None`) BLAS. f is a small numpy MLP
-  (`--f mlp`, default) or the digits CNN (`--f digits-cnn`).
+  (Replication(K, K)) and GCC on N = 12 with the first 10, vs f(X) called directly; on three executors, the
+  default (`LocalExecutor()`: a batched f's ready tasks as one batched call on one thread), a thread per worker
+  (`max_threads=64`: each task its own call) and one thread per core running its workers' ready tasks as one
+  batched call (`max_threads=cores`), each with single-threaded (`blas_threads=1`) and default-threaded
+  (`blas_threads=None`) BLAS. f is a small numpy MLP (`--f mlp`, default), a trivial batched f (`--f trivial`,
+  X * 2: the latency is the runtime's own cost) or the digits CNN (`--f digits-cnn`). For GCC, the share of
+  the job that is `code.decode` alone, timed on the same job's results right after it.
 - digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
   coded inputs, on the same executors;
 - BLAS under load: a cold dense D_F build (GCC K = 30, N = 150, Matern 3/2 kernel, 10 stragglers, a new pattern
@@ -42,7 +44,8 @@ BLAS = (("BLAS 1 thread", 1), ("BLAS default threads", None))
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--jobs", type=int, default=100, help="jobs per scheme and executor (default 100)")
-    ap.add_argument("--f", choices=("mlp", "digits-cnn"), default="mlp", help="f of the per-job figures (default mlp)")
+    ap.add_argument("--f", choices=("mlp", "trivial", "digits-cnn"), default="mlp",
+                    help="f of the per-job figures (default mlp)")
     ap.add_argument("--base-ms", type=float, default=5.0, help="injected delay of a healthy task, ms (default 5)")
 
 
@@ -55,6 +58,14 @@ def _mlp():
 
     mlp.batched = True  # type: ignore[attr-defined]
     return mlp, lambda rng: rng.normal(size=(K, 64))
+
+
+def _trivial():
+    def double(X: np.ndarray) -> np.ndarray:
+        return np.asarray(X) * 2.0
+
+    double.batched = True  # type: ignore[attr-defined]
+    return double, lambda rng: rng.normal(size=(K, 64))
 
 
 def _cnn():
@@ -71,8 +82,8 @@ def _cnn():
 
 def _executors(blas: int | None) -> dict[str, LocalExecutor]:
     cores = os.cpu_count() or 1
-    exs = {"a thread per worker": LocalExecutor(blas_threads=blas),
-           "1 thread, batched": LocalExecutor(max_threads=1, blas_threads=blas)}
+    exs = {"default executor (1 batched thread)": LocalExecutor(blas_threads=blas),
+           "a thread per worker": LocalExecutor(max_threads=64, blas_threads=blas)}
     if cores > 1:
         exs[f"{cores} threads, batched"] = LocalExecutor(max_threads=cores, blas_threads=blas)
     return exs
@@ -81,6 +92,7 @@ def _executors(blas: int | None) -> dict[str, LocalExecutor]:
 def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[dict, dict, dict, dict]:
     """Latency and CPU per job for every (scheme, executor, BLAS) and of the floor, alternated job by job."""
     lat, cpu, flat, fcpu = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
+    dec = defaultdict(list)  # code.decode alone on a job's own results, beside that job's latency
     for r in range(ROUNDS):
         for bname, blas in BLAS:
             exs = _executors(blas)
@@ -93,9 +105,14 @@ def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[di
                     for sname, code, wf in schemes:
                         for ename, ex in exs.items():
                             c, t = time.process_time(), time.perf_counter()
-                            gencc.run(f, X, code, ex, wait_for=wf)
+                            res = gencc.run(f, X, code, ex, wait_for=wf)
                             lat[sname, ename, bname].append(time.perf_counter() - t)
                             cpu[sname, ename, bname].append(time.process_time() - c)
+                            if wf is not None:
+                                Y = f(code.encode(X[gencc.order_inputs(X)]))[res.returned]  # the job's results
+                                t = time.perf_counter()
+                                code.decode(Y, res.returned)
+                                dec[sname, ename, bname].append(time.perf_counter() - t)
                         Z = floor_of(code, X)
                         c, t = time.process_time(), time.perf_counter()
                         f(Z)
@@ -104,15 +121,15 @@ def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[di
             finally:
                 for ex in exs.values():
                     ex.close()
-    return lat, cpu, flat, fcpu
+    return lat, cpu, flat, fcpu, dec
 
 
 def per_job(args: argparse.Namespace) -> list[Figure]:
-    f, sample = _mlp() if args.f == "mlp" else (_cnn() or _mlp())
+    f, sample = _mlp() if args.f == "mlp" else _trivial() if args.f == "trivial" else (_cnn() or _mlp())
     rng = np.random.default_rng(1)
     jobs = [sample(rng) for _ in range(args.jobs)]
     schemes = [("uncoded", gencc.Replication(K, K), None), (f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
-    lat, cpu, flat, fcpu = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
+    lat, cpu, flat, fcpu, dec = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
     figs = []
     for (sname, ename, bname), v in lat.items():
         figs.append(Figure(SUITE, f"per-job latency, {sname} ({args.f}, K={K}), {ename}, {bname}", 1e3 * median(v),
@@ -120,6 +137,9 @@ def per_job(args: argparse.Namespace) -> list[Figure]:
     for (sname, ename, bname), v in cpu.items():
         figs.append(Figure(SUITE, f"CPU per job, {sname} ({args.f}, K={K}), {ename}, {bname}", 1e3 * median(v),
                            1e3 * median(fcpu[sname, bname]), "f(X) called directly, CPU"))
+    for (sname, ename, bname), v in dec.items():
+        figs.append(Figure(SUITE, f"code.decode alone, {sname} ({args.f}, K={K}), {ename}, {bname}",
+                           1e3 * median(v), 1e3 * median(lat[sname, ename, bname]), "the whole job (its latency)"))
     return figs
 
 
@@ -131,7 +151,7 @@ def cnn_batching(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(2)
     jobs = [sample(rng) for _ in range(args.jobs)]
     schemes = [(f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
-    lat, _, flat, _ = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
+    lat, _, flat, _, _ = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
     return [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}", 1e3 * median(v),
                    1e3 * median(flat[sname, bname]), f"f on the {N} coded inputs, one batched call")
             for (sname, ename, bname), v in lat.items()]

@@ -26,10 +26,17 @@ def order_inputs(X: Any, method: Literal["chain", "spectral", "pca", "identity"]
         raise ValueError("order_inputs expects X of shape (K, *in_shape)")
     K = A.shape[0]
     A = A.reshape(K, -1)
-    if not np.all(np.isfinite(A)):
+    if not np.isfinite(A).all():
         raise ValueError("X contains non-finite values (NaN or inf)")
     if method not in METHODS:
         raise ValueError(f"unknown ordering method {method!r}; choose one of {', '.join(METHODS)}")
+    return order_checked(A, method)
+
+
+def order_checked(A: np.ndarray, method: str = "chain") -> np.ndarray:
+    """`order_inputs` of inputs already checked: A a finite float (K, d) array, method one of METHODS (a job
+    checked them once already)."""
+    K = A.shape[0]
     if K <= 2 or method == "identity":
         return np.arange(K)
     from scipy.spatial.distance import cdist  # here, not at import: scipy.spatial costs `import gencc` ~0.2 s
@@ -53,27 +60,51 @@ def order_inputs(X: Any, method: Literal["chain", "spectral", "pca", "identity"]
 
 
 def _chain(D: np.ndarray) -> np.ndarray:
+    """Nearest-neighbour path from the point farthest from the others, then first-improvement 2-opt passes on
+    the open path, on plain floats (a job orders K inputs every call: at small K, numpy's per-call cost
+    exceeds the arithmetic)."""
     K = D.shape[0]
     start = int(np.argmax(D.sum(axis=1)))
-    d = D.tolist()  # plain floats: the loops below index one entry at a time
+    d = D.tolist()
     path = [start]
-    left = set(range(K)) - {start}
+    left = [j for j in range(K) if j != start]  # ascending: the first minimum found is the lowest index
+    cur = start
     while left:
-        row = d[path[-1]]
-        nxt = min(left, key=lambda j: (row[j], j))
-        path.append(nxt)
-        left.remove(nxt)
-    p = path
-    # 2-opt on an open path: reverse p[i:j+1] when that shortens it
+        row = d[cur]
+        best, bk = row[left[0]], 0
+        for k in range(1, len(left)):
+            v = row[left[k]]
+            if v < best:
+                best, bk = v, k
+        cur = left.pop(bk)
+        path.append(cur)
+    p, last = path, K - 1
+    # 2-opt on an open path: reverse p[i:j+1] when that shortens it (an end edge counts 0)
     for _ in range(50):
         improved = False
         for i in range(K - 1):
+            pi = p[i]
+            if i:
+                da = d[p[i - 1]]
+                dpa = da[pi]
             for j in range(i + 1, K):
-                before = (d[p[i - 1]][p[i]] if i else 0.0) + (d[p[j]][p[j + 1]] if j + 1 < K else 0.0)
-                after = (d[p[i - 1]][p[j]] if i else 0.0) + (d[p[i]][p[j + 1]] if j + 1 < K else 0.0)
+                pj = p[j]
+                if j < last:
+                    pn = p[j + 1]
+                    if i:
+                        before, after = dpa + d[pj][pn], da[pj] + d[pi][pn]
+                    else:
+                        before, after = d[pj][pn], d[pi][pn]
+                elif i:
+                    before, after = dpa, da[pj]
+                else:
+                    continue
                 if after < before - 1e-12:
                     p[i : j + 1] = p[i : j + 1][::-1]
                     improved = True
+                    pi = p[i]
+                    if i:
+                        dpa = da[pi]
         if not improved:
             break
     return np.array(p)

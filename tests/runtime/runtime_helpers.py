@@ -58,13 +58,14 @@ class Faulty:
 
 
 class Flaky:
-    """Batched f that raises the first time it sees each input in `rows`, then works."""
+    """Batched f that raises the first `times` calls that see each input in `rows`, then works."""
 
     batched = True
 
-    def __init__(self, rows):
+    def __init__(self, rows, times: int = 1):
         self.rows = [np.asarray(r, dtype=float) for r in rows]
-        self.seen: set[int] = set()
+        self.seen: dict[int, int] = {}
+        self.times = times
         self.lock = threading.Lock()
 
     def __call__(self, X):
@@ -73,9 +74,9 @@ class Flaky:
             for j, r in enumerate(self.rows):
                 if np.allclose(r, x):
                     with self.lock:
-                        first = j not in self.seen
-                        self.seen.add(j)
-                    if first:
+                        self.seen[j] = self.seen.get(j, 0) + 1
+                        fail = self.seen[j] <= self.times
+                    if fail:
                         raise RuntimeError("flaky first call")
         return smooth(X)
 

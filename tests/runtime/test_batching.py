@@ -3,12 +3,15 @@ keeping its own latency, faults and failures; on a model gencc never saw (a torc
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 from runtime_helpers import Faulty, reference, smooth
 
 import gencc
-from gencc.runtime import LocalExecutor, run
+from gencc.runtime import JobFailed, JobTimeout, LocalExecutor, run
 
 INF = np.inf
 
@@ -77,3 +80,73 @@ def test_executor_options_are_checked():
         LocalExecutor(task_timeout=0)
     with pytest.raises(ValueError, match="max_threads"):
         LocalExecutor(max_threads=0)
+
+
+def test_the_default_executor_batches_a_model_gencc_never_saw(X):
+    """`gencc.run` without an executor: a torch module through `gencc.as_model` runs its job as batched calls
+    (one per pool thread at most), the outputs those of the decode of every worker's result."""
+    torch = pytest.importorskip("torch")
+    from gencc.runtime.local import batch_threads
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin, self.sizes = torch.nn.Linear(4, 3), []
+
+        def forward(self, x):
+            self.sizes.append(len(x))
+            return torch.tanh(self.lin(x))
+
+    net = Net()
+    model = gencc.as_model(net, input_shape=(4,))
+    code = gencc.GCC(K=6, N=10)
+    r = run(model, X, code, order=False)
+    assert sum(net.sizes) == 10 and len(net.sizes) <= batch_threads()
+    net.sizes.clear()
+    want = reference(code, X, range(10), f=lambda Z: model(np.asarray(Z, dtype=np.float32)))
+    assert net.sizes == [10]  # the reference: one call on the ten coded inputs
+    np.testing.assert_allclose(r.outputs, want, atol=1e-5)
+
+
+def test_a_function_on_one_input_keeps_a_thread_per_worker(X):
+    class One:  # not batched: called on one input at a time, each on its own worker's thread
+        def __init__(self):
+            self.threads, self.lock = set(), threading.Lock()
+
+        def __call__(self, x):
+            with self.lock:
+                self.threads.add(threading.get_ident())
+            return smooth(np.asarray(x)[None])[0]
+
+    f = One()
+    code = gencc.GCC(K=6, N=8)
+    with LocalExecutor() as e:
+        r = run(f, X, code, e, order=False)
+    assert len(f.threads) == 8
+    np.testing.assert_allclose(r.outputs, reference(code, X, range(8)), atol=1e-12)
+
+
+def test_a_hung_batch_fails_its_job_and_the_workers_recover(X):
+    """A batched call that hangs: the job stops at its timeout (a JobTimeout, never a hang of the caller); the
+    job's cancel abandons the thread and a fresh one serves the workers. With task_timeout the hung call's
+    tasks fail as hung, so the job fails at once with those reasons."""
+    code = gencc.GCC(K=6, N=8)
+    f = Faulty([(code.encode(X)[3], "hang")], hang_s=2.0)
+    with LocalExecutor() as e:
+        e.close_timeout = 0.1  # the abandoned thread ends after its call: not waited for
+        t = time.perf_counter()
+        with pytest.raises(JobTimeout):
+            run(f, X, code, e, order=False, timeout=0.2)
+        assert time.perf_counter() - t < 1.5  # at its timeout, not after the hang
+        r = run(smooth, X, code, e, order=False)  # the same workers, served by a fresh thread
+        assert r.returned.tolist() == list(range(8))
+    with LocalExecutor(task_timeout=0.2) as e:
+        e.close_timeout = 0.1
+        t = time.perf_counter()
+        with pytest.raises(JobFailed) as err:
+            run(f, X, code, e, order=False, timeout=10)
+        assert time.perf_counter() - t < 1.5
+        assert sorted(err.value.stragglers) == list(range(8))
+        assert all("hung: no result after 0.2 s" in v for v in err.value.stragglers.values())
+        assert run(smooth, X, code, e, order=False).returned.tolist() == list(range(8))

@@ -75,7 +75,18 @@ def test_hard_timeout_raises(ex, X):
         run(smooth, X, gencc.GCC(K=6, N=8), ex, latency=np.full(8, INF), timeout=0.3)
 
 
-def test_faults_are_stragglers(ex, X):
+@pytest.fixture(scope="module")
+def isolated():
+    """A thread per worker: each task its own call of f, so a hang or a wrong shape stays with its worker (the
+    default runs a batched f's tasks as one batched call, which shares them: tests/runtime/test_batching.py)."""
+    e = LocalExecutor(max_threads=64)
+    yield e
+    e.close_timeout = 0.1  # the hung worker's abandoned thread sleeps on (a daemon): not waited for
+    e.close()
+
+
+def test_faults_are_stragglers(isolated, X):
+    ex = isolated
     code = gencc.GCC(K=6, N=12)
     Xt = code.encode(X)
     kinds = {1: "raise", 4: "nan", 7: "shape", 10: "hang"}
@@ -206,7 +217,8 @@ def test_hedged_resends_to_spares(ex, X):
 
 
 def test_hedged_resends_a_failed_input_at_once(ex, X):
-    f = Flaky([X[2]])
+    # it fails twice: a batched call that raises is retried input by input, and the input's own call fails too
+    f = Flaky([X[2]], times=2)
     # the hedge delay is far beyond the timeout: only the immediate re-send of the failed input can finish
     r = run(f, X, Hedged(6, 8, hedge_delay=60.0), ex, timeout=10)
     np.testing.assert_allclose(r.outputs, smooth(X), atol=1e-12)

@@ -48,9 +48,10 @@ class Task:
 
     def record(self) -> TaskRecord:
         """What the workers keep of this task once it is done: no input, no output (see `TaskRecord`)."""
-        fn = self.fn if isinstance(self.fn, str) or self.fn is None else type(self.fn).__name__
-        return TaskRecord(self.worker, "f" if fn is None else fn, self.kind, self.ok, self.reason, self.t_start,
-                          self.t_end, self.busy, self.slow, self.wrong)
+        fn = self.fn
+        name = "f" if fn is None else fn if type(fn) is str else type(fn).__name__
+        return TaskRecord(self.worker, name, self.kind, self.ok, self.reason, self.t_start, self.t_end, self.busy,
+                          self.slow, self.wrong)
 
     def cancel(self) -> None:
         """Mark as no longer needed: a worker drops it if it has not started it yet (the workers' `on_cancel`

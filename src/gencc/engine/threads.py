@@ -22,17 +22,17 @@ log = logging.getLogger("gencc.engine")
 class WorkerThreads:
     """The thread side of `Workers` (a mixin: the state is `Workers`'s, set up in its `__init__`)."""
 
-    def _free(self, w: int) -> None:
+    def _free(self, w: int, now: float | None = None) -> None:
         self._current[w] = None
         self.running -= 1
         self._loads[w] -= 1
-        self._free_since[w] = self.now()
+        self._free_since[w] = self.now() if now is None else now
 
-    def _finish(self, task: Task, out: list[Task]) -> None:
+    def _finish(self, task: Task, out: list[Task], now: float | None = None) -> None:
         task.state, task.on_cancel = "done", None
-        task.t_end = self.now()
-        task.compute_time = task.t_end - task.t_start
-        self._free(task.worker)
+        task.t_end = t = self.now() if now is None else now
+        task.compute_time = t - task.t_start
+        self._free(task.worker, t)
         self.executed.append(task.record())
         self.counts["ok" if task.ok else task.reason] += 1
         self.slow_tasks += task.slow
@@ -105,12 +105,14 @@ class WorkerThreads:
 
     def _pick(self, s: int) -> list[Task]:
         """The head task of each idle live worker of slot s (cancelled ones dropped)."""
-        picked = []
+        picked: list[Task] = []
         now = self.now()
+        queues, current, dead, free_since = self._queues, self._current, self.dead, self._free_since
+        pickup, batching, preempt = self.lags["pickup"].append, self._batching, self.preempt
         for w in self._members[s]:
-            if self.dead[w] or self._current[w] is not None:
+            q = queues[w]
+            if not q or current[w] is not None or dead[w]:
                 continue
-            q = self._queues[w]
             while q:
                 task = q.popleft()
                 if not task.cancelled:
@@ -120,13 +122,16 @@ class WorkerThreads:
                 continue
             self.running += 1
             task.busy, task.state, task.t_start = self.running, "running", now
-            if not self._batching:
+            if not batching:
                 task.stop = threading.Event()
-            self._current[w] = task
-            if not self.preempt:  # cancelling it from now on does not stop it
+            current[w] = task
+            if not preempt:  # cancelling it from now on does not stop it
                 task.on_cancel = None
-            sent = now if math.isnan(task.t_sent) else task.t_sent
-            self.lags["pickup"].append(now - max(sent, self._free_since[w]))
+            sent = task.t_sent
+            if sent != sent:  # nan: never stamped
+                sent = now
+            free = free_since[w]
+            pickup(now - (sent if sent > free else free))
             picked.append(task)
         return picked
 
@@ -159,14 +164,18 @@ class WorkerThreads:
 
     def _execute(self, s: int, gen: int, tasks: list[Task]) -> bool:
         """Run the picked tasks, then finish or hold each; False when this thread must end."""
-        items = []
-        for t in tasks:
-            w, rng = t.worker, self._rngs[t.worker]
-            mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
-            t.slow = mult > 1
-            fault = self.faults.draw(rng) if self.faults is not None else ""
-            hang_s = self.faults.hang_s if self.faults is not None else 0.0
-            items.append(Item(t, mult, fault, self.service.draw(rng), hang_s))
+        sv = self.service
+        if self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0:  # no injection
+            items = [Item(t, 1.0, "", 0.0, 0.0) for t in tasks]
+        else:
+            items = []
+            for t in tasks:
+                w, rng = t.worker, self._rngs[t.worker]
+                mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
+                t.slow = mult > 1
+                fault = self.faults.draw(rng) if self.faults is not None else ""
+                hang_s = self.faults.hang_s if self.faults is not None else 0.0
+                items.append(Item(t, mult, fault, self.service.draw(rng), hang_s))
         if self._batching:
             for it in items:
                 if it.fault == "crash":
@@ -186,6 +195,8 @@ class WorkerThreads:
                 return False
             self._batch[s], self._t_call[s], self._t_cancel[s] = [], math.nan, math.inf
             now = self.now()
+            if self._batching and self.wrong is None and self._finish_plain(items, now, out):
+                items = []
             for it in items:
                 t = it.task
                 self._outcome(t, it.outcome)
@@ -198,7 +209,7 @@ class WorkerThreads:
                     continue
                 due = now + (it.rest + t.delay if self._batching else 0.0)
                 if due <= now:
-                    self._finish(t, out)
+                    self._finish(t, out, now)
                 else:
                     t.state = "held"
                     heapq.heappush(self._holds[s], (due, next(self._seq), t))
@@ -208,19 +219,45 @@ class WorkerThreads:
         self._emit(out)
         return not end
 
+    def _finish_plain(self, items: list[Item], now: float, out: list[Task]) -> bool:
+        """Finish every item at once when each succeeded, is due now (no injected time or delay) and was not
+        cancelled: what `_outcome` and `_finish` do per task, without their per-task calls. False (nothing
+        done) otherwise."""
+        for it in items:
+            t = it.task
+            if isinstance(it.outcome, BaseException) or it.rest or t.delay or t.cancelled:
+                return False
+        current, loads, free_since, keep = self._current, self._loads, self._free_since, self.executed.append
+        slow = 0
+        for it in items:
+            t = it.task
+            t.output, t.ok, t.state, t.on_cancel, t.t_end = it.outcome, True, "done", None, now
+            t.compute_time = now - t.t_start
+            w = t.worker
+            current[w] = None
+            loads[w] -= 1
+            free_since[w] = now
+            keep(t.record())
+            slow += t.slow
+            out.append(t)
+        self.running -= len(items)
+        self.counts["ok"] += len(items)
+        self.slow_tasks += slow
+        return True
+
     def _outcome(self, task: Task, out: Any) -> None:
-        if isinstance(out, Cancelled):
+        if not isinstance(out, BaseException):  # the common case first
+            task.output, task.ok = out, True
+            if self.wrong is not None:
+                task.output, task.wrong = self.wrong.corrupt(task.worker, task.output, self._rngs[task.worker])
+        elif isinstance(out, Cancelled):
             task.ok, task.reason, task.error = False, "cancelled", "cancelled"
         elif isinstance(out, ConnectionError):  # the worker is lost: its message says how
             task.ok, task.reason, task.error = False, "crash", str(out)
         elif isinstance(out, InjectedFault):
             task.ok, task.reason, task.error, task.output = False, str(out), f"injected {out}", out.output
-        elif isinstance(out, BaseException):  # f raised: a straggler, never a crash of the master
+        else:  # f raised: a straggler, never a crash of the master
             task.ok, task.reason, task.error = False, "raise", describe_error(out)
-        else:
-            task.output, task.ok = out, True
-            if self.wrong is not None:
-                task.output, task.wrong = self.wrong.corrupt(task.worker, task.output, self._rngs[task.worker])
 
     def _crashed(self, task: Task, out: list[Task]) -> bool:
         """A task's worker crashed: fail it (and, with `mark_dead`, what it held, till it is re-created);

@@ -100,7 +100,7 @@ class Workers(WorkerThreads):
         self._current: list[Task | None] = []
         self._free_since: list[float] = []
         self._slot: list[int] = []  # worker -> the thread slot serving it
-        self._loads = np.zeros(0)
+        self._loads: list[float] = []  # per worker: queued + running tasks (a list: updated per task)
         self.dead = np.zeros(0, dtype=bool)
         self.restarts = np.zeros(0, dtype=np.int64)  # workers re-created after a crash
         # per thread slot
@@ -127,7 +127,7 @@ class Workers(WorkerThreads):
             if n_workers <= self.n_workers:
                 return
             k = n_workers - self.n_workers
-            self._loads = np.concatenate([self._loads, np.zeros(k)])
+            self._loads += [0.0] * k
             self.dead = np.concatenate([self.dead, np.zeros(k, dtype=bool)])
             self.restarts = np.concatenate([self.restarts, np.zeros(k, dtype=np.int64)])
             for w in range(self.n_workers, n_workers):
@@ -173,7 +173,7 @@ class Workers(WorkerThreads):
 
     def loads(self) -> np.ndarray:
         with self._lock:
-            return np.where(self.dead, np.inf, self._loads)
+            return np.where(self.dead, np.inf, np.asarray(self._loads, dtype=float))
 
     def send(self, worker: int, task: Task) -> None:
         """Append `task` to `worker`'s queue (thread-safe)."""
@@ -186,17 +186,18 @@ class Workers(WorkerThreads):
             if self._stop.is_set():
                 raise RuntimeError("these workers are closed")
             wake = set()
+            dead, loads, queues, slot, cancelled = self.dead, self._loads, self._queues, self._slot, self._cancelled
             for worker, task in pairs:
                 task.worker = worker
-                if self.dead[worker]:
+                if dead[worker]:
                     task.ok, task.reason, task.error, task.t_end = False, "crash", "worker lost", self.now()
                     lost.append(task)
                     continue
-                self._loads[worker] += 1
-                task.on_cancel = self._cancelled
-                self._queues[worker].append(task)
-                wake.add(self._slot[worker])
-            for s in wake:
+                loads[worker] += 1
+                task.on_cancel = cancelled
+                queues[worker].append(task)
+                wake.add(slot[worker])
+            for s in wake:  # one wake-up per thread, however many of its workers got a task
                 self._cv[s].notify()
         self._emit(lost)
 
@@ -268,19 +269,29 @@ class Workers(WorkerThreads):
         """Deliver finished tasks: in this thread (`inline`) or on the control thread. Never under the lock.
         Inline, tasks whose callback is a bound method of an object with `on_done_many(tasks)` are handed to
         it together (one hand-off to the thread waiting on them, not one per task)."""
+        if not tasks:
+            return
         if not self.inline:
             for t in tasks:
                 self.post(lambda t=t: self._deliver(t))
             return
         groups: dict[int, tuple[Callable, list[Task]]] = {}
+        preempt, last, group = self.preempt, None, None
         for t in tasks:
-            if t.on_done is None or (self.preempt and t.cancelled):
+            if t.on_done is None or (preempt and t.cancelled):
                 continue
-            many = getattr(getattr(t.on_done, "__self__", None), "on_done_many", None)
+            owner = getattr(t.on_done, "__self__", None)
+            if owner is not None:
+                if owner is not last:
+                    last, group = owner, groups.get(id(owner))
+                if group is not None:
+                    group[1].append(t)
+                    continue
+            many = getattr(owner, "on_done_many", None)
             if many is None:
                 self._call(lambda t=t: self._deliver(t))
             else:
-                groups.setdefault(id(many.__self__), (many, []))[1].append(t)
+                groups[id(owner)] = group = (many, [t])
         for many, ts in groups.values():
             self._call(lambda many=many, ts=ts: many(ts))
 

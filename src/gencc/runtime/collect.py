@@ -6,6 +6,7 @@ is listed with its reason and its result is never used.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,35 +25,28 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
 
     Validation: errors and lost workers are stragglers at once; non-finite outputs likewise; shapes are
     judged against the most common shape among the finite results, so one worker with a wrong shape can
-    never set the reference.
+    never set the reference. Completions are taken one at a time, the stop rule asked after each, so "the
+    first wait_for" is exact even when several arrive together; the ones already delivered are taken without
+    waiting (a job whose tasks ran as one batched call gets them all at once).
     """
     finite: dict[int, np.ndarray] = {}
     stragglers: dict[int, str] = {}
     arrivals: dict[int, float] = {}
-    first = float("nan")
+    first = math.nan
     shapes: Counter = Counter()
     lowest: dict[tuple, int] = {}  # per shape, the lowest worker with it (the tie-break)
-
-    def valid_now(ref: tuple | None, w: int, v: np.ndarray) -> tuple[tuple, dict[int, np.ndarray]]:
-        """The reference shape and the valid results after worker w's finite v arrived (rebuilt only when
-        the reference changes)."""
-        shapes[v.shape] += 1
-        lowest[v.shape] = min(lowest.get(v.shape, w), w)
-        new = max(shapes, key=lambda s: (shapes[s], -lowest[s]))
-        if new == ref:
-            if v.shape == ref:
-                valid[w] = v
-            return ref, valid
-        return new, {u: x for u, x in finite.items() if x.shape == new}
-
     valid: dict[int, np.ndarray] = {}
     ref = None
+    hedges = type(policy).extra_tasks is not Policy.extra_tasks
+    timed = type(policy).wakeup is not Policy.wakeup
+    clock, satisfied, decodable, ready = time.perf_counter, policy.satisfied, policy.decodable, batch.ready
     while True:
-        elapsed = time.perf_counter() - t_dispatch
-        for t in policy.extra_tasks(valid, outstanding, elapsed):
-            outstanding.add(t.worker)
-            batch.add([t])
-        if (not outstanding or policy.satisfied(valid, elapsed)) and policy.decodable(valid):
+        elapsed = clock() - t_dispatch
+        if hedges:
+            for t in policy.extra_tasks(valid, outstanding, elapsed):
+                outstanding.add(t.worker)
+                batch.add([t])
+        if (not outstanding or satisfied(valid, elapsed)) and decodable(valid):
             break
         if not outstanding:
             raise JobFailed(_too_few(policy, valid, finite, stragglers, "every worker has answered or failed"),
@@ -61,33 +55,53 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
             raise JobTimeout(_too_few(policy, valid, finite, stragglers, f"hard timeout of {timeout:g} s passed"),
                              _reasons(stragglers, finite, valid))
         limit = timeout - elapsed
-        wake = policy.wakeup(elapsed)
-        if wake is not None:
-            limit = min(limit, max(wake - elapsed, 0.0))
-        c = batch.next(max(limit, 0.0))
-        if c is None:
-            continue
-        # one completion at a time, so "the first wait_for" is exact even when several arrive together
-        now = time.perf_counter() - t_dispatch
-        if np.isnan(first):
-            first = now
-        outstanding.discard(c.worker)
-        arrivals[c.worker] = now
-        if c.lost:
-            stragglers[c.worker] = f"lost: {c.error}"
-        elif c.error is not None:
-            stragglers[c.worker] = f"raised: {c.error}"
-        else:
-            try:
-                v = np.asarray(c.value, dtype=float)
-            except (TypeError, ValueError) as e:
-                stragglers[c.worker] = f"wrong shape: output is not a numeric array ({e})"
+        if timed:
+            wake = policy.wakeup(elapsed)
+            if wake is not None:
+                limit = min(limit, max(wake - elapsed, 0.0))
+        c = batch.next(limit if limit > 0 else 0.0)
+        while c is not None:
+            now = clock() - t_dispatch
+            if first != first:  # nan: this is the first
+                first = now
+            w = c.worker
+            outstanding.discard(w)
+            arrivals[w] = now
+            if c.lost:
+                stragglers[w] = f"lost: {c.error}"
+            elif c.error is not None:
+                stragglers[w] = f"raised: {c.error}"
             else:
-                if not np.all(np.isfinite(v)):
-                    stragglers[c.worker] = "non-finite output (NaN or inf)"
+                v = c.value
+                if type(v) is not np.ndarray or v.dtype != np.float64:
+                    try:
+                        v = np.asarray(v, dtype=float)
+                    except (TypeError, ValueError) as e:
+                        stragglers[w] = f"wrong shape: output is not a numeric array ({e})"
+                        v = None
+                if v is None:
+                    pass
+                elif not (c.finite if c.finite is not None else np.isfinite(v).all()):
+                    stragglers[w] = "non-finite output (NaN or inf)"
                 else:
-                    finite[c.worker] = v
-                    ref, valid = valid_now(ref, c.worker, v)
+                    finite[w] = v
+                    shape = v.shape
+                    shapes[shape] += 1
+                    if shape == ref:  # one more for the most common shape: it stays the reference
+                        if w < lowest[shape]:
+                            lowest[shape] = w
+                        valid[w] = v
+                    else:
+                        lowest[shape] = min(lowest.get(shape, w), w)
+                        new = max(shapes, key=lambda s: (shapes[s], -lowest[s]))
+                        if new != ref:  # the reference changed: the valid results are rebuilt
+                            ref = new
+                            valid = {u: x for u, x in finite.items() if x.shape == new}
+            if not ready() or hedges or timed:
+                break
+            if (not outstanding or satisfied(valid, now)) and decodable(valid):
+                return valid, _reasons(stragglers, finite, valid), arrivals, first  # the rest are past the stop
+            c = batch.next(0.0)
     return valid, _reasons(stragglers, finite, valid), arrivals, first
 
 

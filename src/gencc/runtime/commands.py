@@ -217,9 +217,9 @@ def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for:
         raise refuse("--scheme", f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     for option, value in (("--address", address), ("--actors", actors)):
         if backend == "local" and value is not None:
-            raise refuse(option, f"{option} needs --backend ray (the local backend runs one thread per worker)")
+            raise refuse(option, f"{option} needs --backend ray (the local backend runs its workers in this process)")
     if N is not None and N > MAX_WORKERS:
-        raise refuse("--N", f"at most {MAX_WORKERS} workers (one thread or Ray actor each), got {N}")
+        raise refuse("--N", f"at most {MAX_WORKERS} workers (threads or Ray actors), got {N}")
     if K > DIGITS_TEST_INPUTS and not own:
         raise refuse("--K", f"a job takes K distinct held-out digits, of which there are {DIGITS_TEST_INPUTS}; "
                             f"got K={K}")

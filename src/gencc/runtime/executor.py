@@ -20,22 +20,25 @@ from typing import Any
 from ..engine import Task, Workers
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Completion:
-    """What came back from a worker: a value, or an error message (`value` None)."""
+    """What came back from a worker: a value, or an error message (`value` None). (A plain slotted record: a
+    job makes one per task, and a frozen dataclass costs three times as much to build.)"""
 
     worker: int
     value: Any = None
     error: str | None = None
     compute_time: float = float("nan")
     lost: bool = False
+    finite: bool | None = None  # whether `value` is finite, when the executor checked it already (None: unknown)
 
 
 def completion(task: Task) -> Completion | None:
     """A finished engine task as a job's completion (None: cancelled, never delivered)."""
     w = task.slot
-    if task.ok:
-        return Completion(w, value=task.output, compute_time=task.compute_time)
+    if task.ok:  # a backend fails a non-finite output (gencc.engine.backends), so an ok one is finite unless
+        # the injection corrupted it afterwards
+        return Completion(w, task.output, None, task.compute_time, False, None if task.wrong else True)
     if task.reason == "cancelled":
         return None
     if task.reason == "crash":
@@ -51,6 +54,10 @@ class Batch(ABC):
     @abstractmethod
     def next(self, timeout: float | None) -> Completion | None:
         """The next completion, or None when `timeout` seconds pass first."""
+
+    def ready(self) -> bool:
+        """Whether a completion is there to take without waiting (False: unknown or none)."""
+        return False
 
     @abstractmethod
     def add(self, tasks: Sequence[Task]) -> None:
@@ -88,6 +95,9 @@ class EngineBatch(Batch):
         if cs:
             self._q.put(cs)
 
+    def ready(self) -> bool:
+        return bool(self._ready) or not self._q.empty()
+
     def next(self, timeout: float | None) -> Completion | None:
         if not self._ready:
             try:
@@ -100,14 +110,19 @@ class EngineBatch(Batch):
     def add(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             return
-        places = [self._place(int(t.worker)) for t in tasks]
+        place, prepare, done, own = self._place, self._prepare, self._done, self._tasks
+        places = [place(int(t.worker)) for t in tasks]
         if max(places) >= self.workers.n_workers:  # a hedge may reach workers beyond the job's first tasks
             self.workers.grow(max(places) + 1)
         with self._lock:
             for t in tasks:
-                t.slot, t.on_done = int(t.worker), self._done
-                self._prepare(t)
-                self._tasks.setdefault(t.slot, []).append(t)
+                t.slot = w = int(t.worker)
+                t.on_done = done
+                prepare(t)
+                if w in own:
+                    own[w].append(t)
+                else:
+                    own[w] = [t]
         self.workers.send_many(zip(places, tasks, strict=True))
 
     def cancel(self, workers: Sequence[int]) -> None:

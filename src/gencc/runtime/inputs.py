@@ -18,8 +18,15 @@ def check_timeout(timeout: float) -> float:
     return check_positive("timeout", timeout, unit="seconds")  # type: ignore[return-value]
 
 
+#: the generator of unseeded jobs: one for the process (seeding a fresh one from the OS costs more than the rest
+#: of a small job's set-up; numpy's bit generators lock, so the jobs of `stream`'s threads can share it)
+_UNSEEDED = np.random.default_rng()
+
+
 def as_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return _UNSEEDED if seed is None else np.random.default_rng(seed)
 
 
 def check_inputs(X: Any, K: int) -> np.ndarray:
@@ -31,7 +38,7 @@ def check_inputs(X: Any, K: int) -> np.ndarray:
         raise ValueError(f"X must have first dimension K={K} (one row per input), got shape {Xn.shape}")
     if Xn.dtype == object or not np.issubdtype(Xn.dtype, np.number):
         raise ValueError(f"X must be numeric, got dtype {Xn.dtype}")
-    if not np.all(np.isfinite(Xn)):
+    if not np.isfinite(Xn).all():
         raise ValueError("X contains non-finite values (NaN or inf); coded computing needs finite inputs")
     return Xn
 

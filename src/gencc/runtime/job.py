@@ -15,10 +15,11 @@ import numpy as np
 from .._arrays import is_torch
 from .._validate import check_int
 from ..codes.base import Code
+from ..codes.replication import Replication
 from ..engine import Task
 from ..faults import LatencyModel, draw_delays
 from ..models import resolve
-from ..ordering import METHODS, order_inputs
+from ..ordering import METHODS, order_checked
 from .baselines import Baseline
 from .collect import execute
 from .executor import Executor
@@ -122,7 +123,9 @@ def run(
     result is delivered; results after the stop are dropped. Baselines (Uncoded, Replicated, Hedged) have
     their own stop rule: the first answer per input. `f`: anything `gencc.as_model` takes (a torch module,
     an import path, a model file) or a callable; None when the executor holds a factory. numpy in gives numpy
-    out, torch in gives torch out.
+    out, torch in gives torch out. Without `executor`, the process's default `LocalExecutor()` runs a batched f
+    (a `gencc.Model`, or `batched = True`) as one batched call on the job's tasks, each worker keeping its own
+    latency and faults; an f on one input at a time gets a thread per worker.
 
     `adversaries` (codes only: an upper bound A on workers returning wrong but finite results): the job waits
     for enough results to decode with A of them set aside, decodes with `code.robust_decode`, and lists each
@@ -165,7 +168,10 @@ def run(
             wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
                                  hint=f"{code.name} decodes from at least {code.min_results} results")
         t0 = time.perf_counter()
-        perm = order_inputs(Xn, "chain" if order is True else order) if order else np.arange(code.K)
+        if order is True and isinstance(code, Replication):
+            order = False  # copies of each input: which worker holds which copy changes no output
+        perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order) \
+            if order else np.arange(code.K)
         Xp = _take(X, Xn, perm)
         Xt = code.encode(Xp)
         t_encode = time.perf_counter() - t0
@@ -176,8 +182,9 @@ def run(
             raise ValueError("robust_threshold is the threshold of a robust decode: pass adversaries=A as well")
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
-        tasks = [Task(int(n), Xt[n], float(delays[n]), _own_function(code, f, int(n)))
-                 for n in rng.permutation(code.N)]
+        dl, uniform = delays.tolist(), code.uniform_workers
+        tasks = [Task(n, Xt[n], dl[n], None if uniform else _own_function(code, f, n))
+                 for n in rng.permutation(code.N).tolist()]
     out, used, missing, stragglers, arrivals, timings = execute(executor, f, tasks, policy, timeout, t_start,
                                                                  t_encode)
     res = np.empty_like(out)

@@ -4,15 +4,18 @@ hand f's call to a process pool (a GIL-holding f).
 Worker n of every job runs on engine worker n (its FIFO queue holds the tasks of the jobs in flight): it
 computes f, then waits the task's injected delay, then delivers. A cancelled task is dropped if it has not
 started; one waiting out its delay stops at once; one still in its call of f is left to it, and its thread
-is replaced if the call outlasts a short grace (the old thread ends after the call). With `max_threads` below
-the number of workers, a thread serves several workers and runs their ready tasks as one batched call of f.
-With `processes`, f is built once per process from a factory (or f itself, pickled); the
-delay and the cancellation stay on the master side.
+is replaced if the call outlasts a short grace (the old thread ends after the call). By default a batched f
+(a `gencc.Model`, or any callable with `batched = True`) runs on `batch_threads()` threads, each running the
+ready tasks of its workers as one batched call; an f taking one input at a time gets a thread per worker.
+`max_threads=T` puts every f on T threads (T at least the workers: a thread per worker, each task its own
+call). With `processes`, f is built once per process from a factory (or f itself, pickled); the delay and the
+cancellation stay on the master side.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from .._validate import check_int, check_positive
@@ -21,17 +24,34 @@ from ..faults import Faults
 from .executor import Batch, EngineBatch, Executor
 
 
+def batch_threads() -> int:
+    """The threads of the default executor's batched pool: one. A batched call of a job's tasks is the model's
+    own batch, which numpy's BLAS and torch's intra-op threads already spread over the cores (a single pool
+    thread leaves the BLAS threads uncapped); more pool threads split the batch into smaller calls competing
+    for the same cores, and each adds a hand-off to the job (`python benchmarks/run.py runtime` measures the
+    two). `LocalExecutor(max_threads=os.cpu_count())` is there for an f that keeps one core busy and releases
+    the GIL."""
+    return 1
+
+
+def takes_batches(f: Callable | None) -> bool:
+    """Whether f is called on batches (a `gencc.Model`, or a callable with `batched = True`)."""
+    return bool(getattr(f, "batched", False))
+
+
 class LocalExecutor(Executor):
     """In-process executor: threads (default) or, with `processes=P`, a pool of P processes.
 
     factory: picklable zero-argument callable building f; with processes it is called once per process
     (otherwise f itself is pickled once per process). With threads, f is called directly.
-    max_threads: worker threads (logical worker n is served by thread n % max_threads; threads are daemons, so
-    a hung f never blocks exit). A thread serving several workers runs the tasks they have ready as one batched
-    call of f (split back per worker; a failing batch is retried task by task), each worker keeping its own
-    injected latency, faults and queue: `max_threads=os.cpu_count()` makes a job on N workers a few calls of f
-    instead of N. A batch shares what f does to all of it: an input that hangs f delays its batch-mates, and an
-    f that returns the wrong shape for one input returns it for the batch.
+    max_threads: None (default): a batched f (`takes_batches`) runs on `batch_threads()` threads, each running
+    the tasks its workers have ready as one batched call of f (split back per worker; a failing batch is retried
+    task by task), each worker keeping its own injected latency, faults and queue; an f taking one input at a
+    time gets a thread per worker. An integer T: every f on T threads (logical worker n on thread n % T; T at
+    least the workers: a thread per worker, whatever f does to one input stays with that worker). A batch
+    shares what f does to all of it: an input that hangs f delays its batch-mates (until the job stops and
+    cancels them: the thread is then abandoned and a fresh one serves its workers), and an f that returns the
+    wrong shape for one input returns it for the batch. Threads are daemons, so a hung f never blocks exit.
     blas_threads: BLAS threads while the workers run ("auto": 1 when several threads run; None: untouched;
     `gencc.engine.blas`). task_timeout: seconds after which a call of f that has not returned is abandoned (its
     tasks fail, a fresh thread serves its workers; None: never).
@@ -43,12 +63,13 @@ class LocalExecutor(Executor):
 
     close_timeout: float = 5.0
 
-    def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None, max_threads: int = 512,
-                 *, faults: Faults | None = None, seed: int = 0, blas_threads: int | str | None = "auto",
-                 task_timeout: float | None = None):
+    def __init__(self, processes: int = 0, factory: Callable[[], Callable] | None = None,
+                 max_threads: int | None = None, *, faults: Faults | None = None, seed: int = 0,
+                 blas_threads: int | str | None = "auto", task_timeout: float | None = None):
         processes = check_int("processes", processes, 0, hint="0: threads")
-        max_threads = check_int("max_threads", max_threads, 1)
-        blas.resolve(blas_threads, max_threads)  # checked now
+        max_threads = check_int("max_threads", max_threads, 1, optional=True,
+                                hint="None: batched calls for a batched f, a thread per worker otherwise")
+        blas.resolve(blas_threads, 2 if max_threads is None else max_threads)  # checked now
         self.blas_threads = blas_threads
         self.task_timeout = check_positive("task_timeout", task_timeout, optional=True, unit="seconds")
         if factory is not None and not callable(factory):
@@ -58,7 +79,8 @@ class LocalExecutor(Executor):
         self.processes, self.factory, self.max_threads = processes, factory, max_threads
         self.faults, self.seed = faults, check_int("seed", seed, 0)
         self._lock = threading.Lock()
-        self._workers: Workers | None = None
+        self._workers: Workers | None = None  # a thread per worker (or max_threads threads), or the processes
+        self._batching: Workers | None = None  # the default's pool for batched f (batch_threads() threads)
         self._pool_f: Callable | None = None
         self._local_f: Callable | None = None
         self._closed = False
@@ -86,9 +108,11 @@ class LocalExecutor(Executor):
         return None
 
     def _start(self, backend: object) -> None:
-        self._workers = Workers(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False,
-                                name="gencc-worker", threads=self.max_threads, inline=True,
-                                blas_threads=self.blas_threads, task_timeout=self.task_timeout)
+        self._workers = self._pool(backend, self.max_threads, "gencc-worker")
+
+    def _pool(self, backend: object, threads: int | None, name: str) -> Workers:
+        return Workers(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False, name=name,
+                       threads=threads, inline=True, blas_threads=self.blas_threads, task_timeout=self.task_timeout)
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         if self._closed:
@@ -102,9 +126,14 @@ class LocalExecutor(Executor):
         with self._lock:
             if self._closed:
                 raise RuntimeError("this LocalExecutor is closed")
-            if self._workers is None:
-                self._start(ThreadBackend())
-            workers = self._workers
+            if self.processes == 0 and self.max_threads is None and takes_batches(fn):
+                if self._batching is None:
+                    self._batching = self._pool(ThreadBackend(), batch_threads(), "gencc-batch")
+                workers = self._batching
+            else:
+                if self._workers is None:
+                    self._start(ThreadBackend())
+                workers = self._workers
         workers.grow(max((int(t.worker) for t in tasks), default=0) + 1)  # type: ignore[union-attr]
 
         def prepare(t: Task) -> None:
@@ -123,9 +152,10 @@ class LocalExecutor(Executor):
             if self._closed:
                 return
             self._closed = True
-            workers = self._workers
-        if workers is not None:
-            workers.close(self.close_timeout)
+            pools = [p for p in (self._workers, self._batching) if p is not None]
+        end = time.monotonic() + self.close_timeout
+        for p in pools:
+            p.close(max(0.0, end - time.monotonic()))
 
     def __repr__(self) -> str:
         kind = f"processes={self.processes}" if self.processes else "threads"

@@ -57,6 +57,7 @@ class CodedPolicy(Policy):
         return self.deadline if self.deadline is not None and elapsed < self.deadline else None
 
     def assemble(self, valid: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        r = np.array(sorted(valid), dtype=np.int64)
-        Y = np.stack([valid[int(w)] for w in r]).astype(float, copy=False)
+        ws = sorted(valid)
+        r = np.array(ws, dtype=np.int64)
+        Y = np.array([valid[w] for w in ws], dtype=float)  # one copy (np.stack costs three times as much here)
         return np.asarray(self.code.decode(Y, r)), r, np.asarray(self.code.missing(r), dtype=np.int64)
