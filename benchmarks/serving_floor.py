@@ -271,7 +271,8 @@ def main() -> None:
             ("minimal", "minimal", "digits-cnn", "uncoded", False),
             *((s, "gencc", "digits-cnn", s, False) for s in ("uncoded", "gcc", "gcc-hedge", "sgcc-hedge"))]),
         "Floor (a torch CNN defined in the script), model compute only": ("minimal", [
-            ("minimal", "minimal", "floor", "uncoded", False), ("uncoded", "gencc", "floor", "uncoded", False)]),
+            ("minimal", "minimal", "floor", "uncoded", False),
+            *((s, "gencc", "floor", s, False) for s in ("uncoded", "gcc", "gcc-hedge"))]),
         "coded hedge: digits-cnn, injected 20 ms service time, 10% of the time slow x10": ("uncoded", [
             (s, "gencc", "digits-cnn", s, True) for s in ("uncoded", "gcc", "gcc-hedge", "sgcc-hedge")]),
     }

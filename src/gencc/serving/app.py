@@ -149,6 +149,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         log.info("app up: %s on %d workers", service.scheme, service.pool.n_workers)
+        attach = getattr(service, "attach_loop", None)
+        if attach is not None:
+            attach(asyncio.get_running_loop())  # a baseline's dispatcher runs on this loop (LoopEnv)
         yield
         log.info("shutting down: answering %d requests in flight (up to %g s)", service.pending, drain_s)
         try:
@@ -156,6 +159,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         except Exception:
             log.exception("closing the %s service failed", service.scheme)
             raise
+        finally:
+            if attach is not None:
+                attach(None)
         log.info("shut down: %s service closed", service.scheme)
 
     app = FastAPI(title="gencc serving", lifespan=lifespan)
