@@ -10,13 +10,15 @@ Models: the digits CNN (`gencc.workloads`) and `Floor`, a torch CNN defined here
 eager gcc and the lazy hedges on injected service times (W = 12, K = 8, 10% of the time slow x10), where a
 coded scheme's throughput is its extra model calls' price.
 
-Every server runs at once (idle ones cost only their threads' polling); runs alternate between them, `--reps`
-times, with the project's own asyncio load client (`gencc.serving.http_client`): open-loop Poisson arrivals at
-`--rate` (latency: p50 / p99 / p99.9) and a closed loop of `--concurrency` requests at saturation
-(throughput); server CPU per request is the child's CPU time (/proc) over answers. Figures are medians over
-reps, and ratios to the minimal app (or to uncoded, for the hedge). The machine's load average is printed.
+"uncoded-ctl" is uncoded with its dispatcher kept on the pool's control thread (not on the event loop,
+`gencc.serving.service.LoopEnv`), for comparison. Every server runs at once (idle ones cost only their
+threads' polling); runs alternate between them, `--reps` times, with the project's own asyncio load client
+(`gencc.serving.http_client`): open-loop Poisson arrivals at `--rate` (latency: p50 / p99 / p99.9) and a
+closed loop of `--concurrency` requests at saturation (throughput); server CPU per request is the child's
+CPU time (/proc) over answers. Figures are medians over reps, and ratios to the minimal app (or to uncoded,
+for the hedge). The machine's load average is printed.
 
-    python benchmarks/serving_floor.py                       # ~3 minutes
+    python benchmarks/serving_floor.py                       # ~3-4 minutes (servers start in parallel)
     python benchmarks/serving_floor.py --seconds 10 --reps 5 # longer
     python benchmarks/serving_floor.py --out docs/generated/serving-floor.md
 """
@@ -113,7 +115,10 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
         from gencc.serving.http_limits import Limits, uvicorn_options
         from gencc.serving.service import Service, freeze_heap
 
-        svc = Service.build(target, scheme, workers, K, gate=gate, **(HEDGE_SLOW if slow else {}))
+        svc = Service.build(target, scheme.removesuffix("-ctl"), workers, K, gate=gate,
+                            **(HEDGE_SLOW if slow else {}))
+        if scheme.endswith("-ctl"):  # a baseline's dispatcher kept on the control thread (not LoopEnv)
+            svc.attach_loop = lambda loop: False
         if svc.gate is not None:
             svc.gate.ready.wait()
         freeze_heap()
@@ -134,10 +139,12 @@ class Server:
         cmd = [sys.executable, __file__, "--child", kind, "--model", model, "--scheme", scheme,
                "--workers", str(workers), "--K", str(K), "--gate", gate] + (["--slow"] if slow else [])
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        self.port = 0
+        self.port, self.t_start = 0, time.monotonic()
 
-    def wait(self, timeout: float = 120.0) -> None:
-        t_end = time.monotonic() + timeout
+    def wait(self, timeout: float = 300.0) -> None:
+        """Until the child answers, at most `timeout` seconds after it was started."""
+        t_end = self.t_start + timeout
+        timeout = max(t_end - time.monotonic(), 1.0)
         import selectors
 
         sel = selectors.DefaultSelector()
@@ -269,7 +276,8 @@ def main() -> None:
     groups = {  # title -> (reference label, [(label, kind, model, scheme, slow)])
         "digits-cnn, model compute only": ("minimal", [
             ("minimal", "minimal", "digits-cnn", "uncoded", False),
-            *((s, "gencc", "digits-cnn", s, False) for s in ("uncoded", "gcc", "gcc-hedge", "sgcc-hedge"))]),
+            *((s, "gencc", "digits-cnn", s, False) for s in ("uncoded", "uncoded-ctl", "gcc", "gcc-hedge",
+                                                              "sgcc-hedge"))]),
         "Floor (a torch CNN defined in the script), model compute only": ("minimal", [
             ("minimal", "minimal", "floor", "uncoded", False),
             *((s, "gencc", "floor", s, False) for s in ("uncoded", "gcc", "gcc-hedge"))]),

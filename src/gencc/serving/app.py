@@ -14,6 +14,7 @@ import logging
 import math
 import threading
 import time
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -108,6 +109,27 @@ class PredictRoutes:
         await send({"type": "http.response.body", "body": data})
 
 
+def _on_loop(fut: Future) -> asyncio.Future:
+    """`asyncio.wrap_future` for the running loop, without its hop through `call_soon_threadsafe` (a wake-up
+    write) when the result is set on the loop's own thread, as a dispatcher running on the loop sets it."""
+    loop, me = asyncio.get_running_loop(), threading.get_ident()
+    out = loop.create_future()
+
+    def copy(f: Future) -> None:
+        if not out.done():
+            e = f.exception()
+            out.set_exception(e) if e is not None else out.set_result(f.result())
+
+    def done(f: Future) -> None:
+        if threading.get_ident() == me:
+            copy(f)
+        else:
+            loop.call_soon_threadsafe(copy, f)
+
+    fut.add_done_callback(done)
+    return out
+
+
 def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None = None,
                in_shape: tuple[int, ...] | None = None) -> FastAPI:
     """The app serving `service` (closed, after answering what is in flight, when the app shuts down), refusing
@@ -175,7 +197,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
     async def answer_one(x: np.ndarray) -> tuple[int, dict[str, Any]]:
-        r = await asyncio.wrap_future(service.submit(x))
+        r = await _on_loop(service.submit(x))
         if r.status == 503 and (r.error.startswith("overloaded") or (r.error == "shutting down" and not r.tasks)):
             count(503)
         return _body(r, service.scheme)
