@@ -196,6 +196,28 @@ def test_half_sent_bodies_and_headers_are_cut_at_the_read_timeout(door):
     assert healthy(port)
 
 
+def test_after_answers_a_keep_alive_connection_still_meets_the_header_deadline(door):
+    """One header-deadline timer per connection, moved by each answer: a connection that has been answered
+    several times and then sends half a request's headers is closed a read timeout after its last answer."""
+    port, _ = door
+    body = json.dumps({"input": np.zeros(SHAPE).tolist()}).encode()
+    req = (b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+           + str(len(body)).encode() + b"\r\n\r\n" + body)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(3):
+            s.sendall(req)
+            data = b""
+            while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+                data += s.recv(65536)
+            assert data.startswith(b"HTTP/1.1 200"), data[:200]
+            time.sleep(0.3)  # within the deadline each time: the connection stays open
+        t = time.monotonic()
+        s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Le")
+        assert s.recv(65536) == b""  # closed, without an answer
+        assert 0.1 < time.monotonic() - t < 1.5
+
+
 def test_poison_value_fails_only_its_own_request(door):
     """Two valid requests and one 1e39 request per group of K = 3, 30 rounds: the poison gets 422 at the door,
     every valid request 200 within 2 s, with the model's answer when its own worker gave it."""

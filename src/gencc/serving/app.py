@@ -9,10 +9,12 @@ closes the service after uvicorn stops taking connections).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import threading
 import time
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -78,6 +80,56 @@ def _body(r: Any, scheme: str) -> tuple[int, dict[str, Any]]:
     return r.status, {"detail": r.error, "scheme": scheme, "id": r.id}
 
 
+class PredictRoutes:
+    """ASGI middleware answering POST to the paths in `handlers` itself (handler(body) -> (status, JSON
+    object)), without FastAPI's routing and dependency machinery on every request; other requests go on to
+    the app. It sits inside `DoorGuard`, which has read the whole body within the limits and replays it as one
+    message. An exception in a handler goes up to the app's error handler (a 500), as a route's would."""
+
+    def __init__(self, app: Any, handlers: dict[str, Any]):
+        self.app, self.handlers = app, handlers
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        handler = self.handlers.get(scope.get("path")) if scope["type"] == "http" else None
+        if handler is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        while True:  # one message from DoorGuard; several if mounted without it
+            msg = await receive()
+            if msg["type"] != "http.request":
+                return  # the client left
+            body += msg.get("body", b"")
+            if not msg.get("more_body", False):
+                break
+        status, payload = await handler(body)
+        data = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": data})
+
+
+def _on_loop(fut: Future) -> asyncio.Future:
+    """`asyncio.wrap_future` for the running loop, without its hop through `call_soon_threadsafe` (a wake-up
+    write) when the result is set on the loop's own thread, as a dispatcher running on the loop sets it."""
+    loop, me = asyncio.get_running_loop(), threading.get_ident()
+    out = loop.create_future()
+
+    def copy(f: Future) -> None:
+        if not out.done():
+            e = f.exception()
+            out.set_exception(e) if e is not None else out.set_result(f.result())
+
+    def done(f: Future) -> None:
+        if threading.get_ident() == me:
+            copy(f)
+        else:
+            loop.call_soon_threadsafe(copy, f)
+
+    fut.add_done_callback(done)
+    return out
+
+
 def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None = None,
                in_shape: tuple[int, ...] | None = None) -> FastAPI:
     """The app serving `service` (closed, after answering what is in flight, when the app shuts down), refusing
@@ -94,8 +146,16 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
     schemas = request_schemas(in_shape, limits.max_batch)
     max_body = limits.max_body_bytes or body_bytes_bound(in_shape, limits.max_batch)
 
+    counted: dict[int, Any] = {}  # status -> its labelled counter (labels() takes a lock and a lookup per call)
+
+    def count(status: int) -> None:
+        c = counted.get(status)
+        if c is None:
+            c = counted[status] = m.requests.labels(str(status))
+        c.inc()
+
     def observe(r: Any) -> None:
-        m.requests.labels(str(r.status)).inc()
+        count(r.status)
         if r.status == 200:
             m.latency.observe(r.latency)
             if r.degraded:
@@ -111,6 +171,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         log.info("app up: %s on %d workers", service.scheme, service.pool.n_workers)
+        attach = getattr(service, "attach_loop", None)
+        if attach is not None:
+            attach(asyncio.get_running_loop())  # a baseline's dispatcher runs on this loop (LoopEnv)
         yield
         log.info("shutting down: answering %d requests in flight (up to %g s)", service.pending, drain_s)
         try:
@@ -118,11 +181,12 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         except Exception:
             log.exception("closing the %s service failed", service.scheme)
             raise
+        finally:
+            if attach is not None:
+                attach(None)
         log.info("shut down: %s service closed", service.scheme)
 
     app = FastAPI(title="gencc serving", lifespan=lifespan)
-    app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body,
-                       on_refuse=lambda status: m.requests.labels(str(status)).inc())
     app.state.service, app.state.metrics, app.state.limits = service, m, limits
     app.state.max_body_bytes = max_body
 
@@ -133,38 +197,50 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
     async def answer_one(x: np.ndarray) -> tuple[int, dict[str, Any]]:
-        r = await asyncio.wrap_future(service.submit(x))
+        r = await _on_loop(service.submit(x))
         if r.status == 503 and (r.error.startswith("overloaded") or (r.error == "shutting down" and not r.tasks)):
-            m.requests.labels("503").inc()
+            count(503)
         return _body(r, service.scheme)
 
-    async def parse(request: Request, parser: Any) -> Any:
-        body = await request.body()  # read by DoorGuard within the size limit and the deadline
+    async def parse(body: bytes, parser: Any) -> Any:
         if len(body) > limits.parse_inline_bytes:
             return await asyncio.to_thread(parser, body, schemas)  # off the event loop: /healthz stays live
         return parser(body, schemas)
 
+    async def one(body: bytes) -> tuple[int, dict[str, Any]]:
+        try:
+            x = await parse(body, parse_one)
+        except BadRequest as e:
+            count(e.status)
+            return e.status, {"detail": e.detail}
+        return await answer_one(x)
+
+    async def batch(body: bytes) -> tuple[int, dict[str, Any]]:
+        try:
+            arrs = await parse(body, parse_batch)
+        except BadRequest as e:
+            count(e.status)
+            return e.status, {"detail": e.detail}
+        res = await asyncio.gather(*(answer_one(a) for a in arrs))
+        return 200, {"results": [dict(b, status=s) for s, b in res], "scheme": service.scheme}
+
+    # POST /predict and /predict/batch are answered by `PredictRoutes`, between DoorGuard and FastAPI's routing;
+    # the routes below declare them (OpenAPI) and answer the same way if reached
+    app.add_middleware(PredictRoutes, handlers={"/predict": one, "/predict/batch": batch})
+
     @app.post("/predict", openapi_extra=schemas.openapi(schemas.one), responses=RESPONSES)
     async def predict(request: Request) -> JSONResponse:
         """Answer one input: {"input": <nested list of the model's input shape>}."""
-        try:
-            x = await parse(request, parse_one)
-        except BadRequest as e:
-            m.requests.labels(str(e.status)).inc()
-            return JSONResponse({"detail": e.detail}, status_code=e.status)
-        status, body = await answer_one(x)
+        status, body = await one(await request.body())
         return JSONResponse(body, status_code=status)
 
     @app.post("/predict/batch", openapi_extra=schemas.openapi(schemas.batch), responses=RESPONSES)
     async def predict_batch(request: Request) -> JSONResponse:
         """Answer 1 to max_batch inputs: {"inputs": [<input>, ...]}; one status per input."""
-        try:
-            arrs = await parse(request, parse_batch)
-        except BadRequest as e:
-            m.requests.labels(str(e.status)).inc()
-            return JSONResponse({"detail": e.detail}, status_code=e.status)
-        res = await asyncio.gather(*(answer_one(a) for a in arrs))
-        return JSONResponse({"results": [dict(b, status=s) for s, b in res], "scheme": service.scheme})
+        status, body = await batch(await request.body())
+        return JSONResponse(body, status_code=status)
+
+    app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body, on_refuse=count)  # outermost
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,7 +153,7 @@ class DoorGuard:
                                   f"{self.max_body} bytes", drain=drain)
                 return
         try:
-            body = await asyncio.wait_for(self._read(receive), self.limits.read_timeout_s)
+            body = await self._read_within(receive, self.limits.read_timeout_s)
         except asyncio.TimeoutError:
             await refuse(408, f"the body did not arrive within {self.limits.read_timeout_s:g} s")
             return
@@ -171,6 +172,32 @@ class DoorGuard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _read_within(self, receive: Receive, timeout: float) -> bytes:
+        """`_read` within `timeout` seconds (asyncio.TimeoutError after), on the request's own task: a timer
+        that cancels it, as `asyncio.timeout` does (3.11+), not `asyncio.wait_for`'s task per request and the
+        event-loop turn it waits to start."""
+        task = asyncio.current_task()
+        if task is None:  # not in a task (a test driving the middleware by hand): the general form
+            return await asyncio.wait_for(self._read(receive), timeout)
+        fired = []
+
+        def expire() -> None:
+            fired.append(True)
+            task.cancel()
+
+        timer = asyncio.get_running_loop().call_later(timeout, expire)
+        try:
+            return await self._read(receive)
+        except asyncio.CancelledError:
+            if not fired:
+                raise
+            uncancel = getattr(task, "uncancel", None)  # 3.11+: this cancellation was ours, not the caller's
+            if uncancel is not None:
+                uncancel()
+            raise asyncio.TimeoutError from None
+        finally:
+            timer.cancel()
 
     async def _read(self, receive: Receive) -> bytes:
         parts, n = [], 0
@@ -203,21 +230,37 @@ def header_deadline_protocol(read_timeout_s: float) -> type:
     class HeaderDeadline(H11Protocol):
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            self._answers = 0
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                # asyncio sets it only when the listening socket's proto says TCP (one made with proto 0, as
+                # an inherited or pre-bound socket may be, would run Nagle's algorithm: ~40 ms per keep-alive
+                # answer against a client's delayed ACKs)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._timer: Any = None
             self._arm()
 
         def on_response_complete(self) -> None:
-            self._answers += 1
             super().on_response_complete()
             self._arm()
 
         def _arm(self) -> None:
-            self.loop.call_later(read_timeout_s, self._deadline, self._answers)
+            # one timer per connection: an answer moves the deadline, and the timer, when it fires, re-arms
+            # for the deadline of the latest answer (not a new timer per answer: at hundreds of answers a
+            # second those filled the event loop's timer heap)
+            self._due = self.loop.time() + read_timeout_s
+            if self._timer is None:
+                self._timer = self.loop.call_at(self._due, self._deadline)
 
-        def _deadline(self, answers: int) -> None:
-            busy = self.cycle is not None and not self.cycle.response_complete
-            if answers == self._answers and not busy and not self.transport.is_closing():
-                self.transport.close()
+        def _deadline(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # a request in progress: its answer arms the next deadline
+            if self.loop.time() < self._due:  # answered since the timer was set: wait for the latest deadline
+                self._timer = self.loop.call_at(self._due, self._deadline)
+                return
+            self.transport.close()
 
     return HeaderDeadline
 

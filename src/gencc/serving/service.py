@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..codes.registry import code_spec, make_code
-from ..engine import ThreadBackend, Workers
+from ..engine import Task, ThreadBackend, Workers
 from ..faults import Faults, WrongResults
 from .checked_dispatcher import CheckedDispatcher, ResultCheck
 from .coded_dispatcher import CodedDispatcher
@@ -33,7 +33,7 @@ from .gate import Gate, service_gate
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
 from .requests import Env, Request
 
-__all__ = ["CHECKS", "SCHEMES", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
+__all__ = ["CHECKS", "SCHEMES", "LoopEnv", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
@@ -105,16 +105,82 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
+class LoopEnv:
+    """The environment of a baseline dispatcher (uncoded, replication, hedged): the pool's workers, with the
+    dispatcher's thread the pool's control thread until `attach(loop)`, then the asyncio event loop serving the
+    HTTP front door (`create_app`'s lifespan attaches it). Attached, a request is dispatched on the loop as it
+    is parsed and a task's result goes from its worker thread straight to the loop (the pool runs its
+    callbacks inline): two thread hand-offs per request, as a plain app calling the model in a thread pool
+    makes, instead of four through the control thread. The coded dispatchers keep the control thread (their
+    encodes and decodes would hold up the loop)."""
+
+    def __init__(self, pool: Workers):
+        self.pool = pool
+        self.loop: Any = None
+        self._loop_thread: int | None = None
+
+    @property
+    def n_workers(self) -> int:
+        return self.pool.n_workers
+
+    def now(self) -> float:
+        return self.pool.now()
+
+    def loads(self) -> np.ndarray:
+        return self.pool.loads()
+
+    def attach(self, loop: Any, thread: int | None = None) -> None:
+        """Run the dispatcher on `loop`, running in thread `thread` (an ident), from now on (None: back on the
+        pool's control thread)."""
+        self.loop, self._loop_thread = loop, (None if loop is None else thread)
+
+    def on_loop(self) -> bool:
+        return self.loop is not None and threading.get_ident() == self._loop_thread
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        if self.loop is None:
+            self.pool.call_later(delay, fn)
+        else:
+            self.loop.call_later(max(float(delay), 0.0), self._run, fn)
+
+    def post(self, fn: Callable[[], None]) -> None:
+        """Run fn on the dispatcher's thread (from any thread)."""
+        loop = self.loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._run, fn)
+                return
+            except RuntimeError:  # the loop closed under us: the control thread serves
+                pass
+        self.pool.post(fn)
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as e:  # as the control thread does: kept (the latest 100), never raised into the loop
+            errors = self.pool.errors
+            if len(errors) >= 100:
+                del errors[0]
+            errors.append(e)
+
+    def send(self, worker: int, task: Task) -> None:
+        done = task.on_done
+        if done is not None:  # the pool calls it inline, in the worker's thread: hand it to the dispatcher's
+            task.on_done = lambda t: self.post(lambda: done(t))
+        self.pool.send(worker, task)
+
+
 class Service:
     """A dispatcher on the engine's `Workers` (`pool`), thread-safe `submit`, at most `max_pending` requests in
     flight (more: 503)."""
 
     def __init__(self, pool: Workers, make: Callable[[Env], Dispatcher], max_pending: int = 1000,
-                 on_answer: Callable[[Request], None] | None = None):
+                 on_answer: Callable[[Request], None] | None = None, env: LoopEnv | None = None):
         if max_pending < 1:
             raise ValueError(f"max_pending must be positive, got {max_pending}")
         self.pool, self.max_pending = pool, int(max_pending)
-        self.dispatcher = make(pool)
+        self.env = env  # a LoopEnv: the dispatcher may run on the front door's event loop (`attach_loop`)
+        self.dispatcher = make(pool if env is None else env)
         self.dispatcher.on_answer = on_answer
         self.scheme = self.dispatcher.name
         self._ids = itertools.count()
@@ -170,8 +236,10 @@ class Service:
             if parity is not None:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(c.workers, factories, address=c.address)
+        on_loop = c.backend == "local" and scheme_entry(c.scheme).dispatcher != "coded"  # see LoopEnv
         pool = Workers(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
-                       seed=c.seed, wrong=wrong, mark_dead=c.backend == "local")  # Ray replaces dead actors
+                       seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
+                       inline=on_loop)
 
         def make(gate: Gate | None) -> Callable[[Env], Dispatcher]:
             return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
@@ -181,7 +249,8 @@ class Service:
 
         ident = workload if isinstance(workload, str) else getattr(w.f, "identity", None) or id(w)  # weights sha256
         gate = service_gate(c, slowdown, make, fns, w.X_train, key=(ident, calibration))
-        svc = cls(pool, make(gate), max_pending=c.max_pending, on_answer=on_answer)
+        svc = cls(pool, make(gate), max_pending=c.max_pending, on_answer=on_answer,
+                  env=LoopEnv(pool) if on_loop else None)
         svc.workload = w
         svc.config = c
         svc.in_shape = tuple(w.in_shape)
@@ -239,8 +308,34 @@ class Service:
             fut.set_result(r)
 
         req.respond = respond
-        self.pool.post(lambda: self.dispatcher.submit(req))
+        if self.env is not None and self.env.on_loop():
+            self.dispatcher.submit(req)  # on the dispatcher's thread already (guarded: it cannot raise)
+        else:
+            self.post(lambda: self.dispatcher.submit(req))
         return fut
+
+    def post(self, fn: Callable[[], None]) -> None:
+        """Run fn on the dispatcher's thread: the pool's control thread, or the event loop once attached."""
+        (self.pool if self.env is None else self.env).post(fn)
+
+    def attach_loop(self, loop: Any) -> bool:
+        """Run a baseline scheme's dispatcher on `loop` (the caller's running loop; None: detach), see
+        `LoopEnv`; only while nothing is in flight. False when the scheme keeps the control thread."""
+        if self.env is None:
+            return False
+        done, me = threading.Event(), threading.get_ident()
+
+        def switch() -> None:  # on the control thread: nothing of the dispatcher's runs there meanwhile
+            if not self._inflight:
+                self.env.attach(loop, me)
+            done.set()
+
+        if loop is None:
+            self.env.attach(None)
+            return True
+        self.pool.post(switch)
+        done.wait(5)
+        return self.env.loop is loop
 
     def health(self) -> dict[str, Any]:
         """What the live workers can serve: "ok" when at least as many workers are alive (`pool.dead`) and not
@@ -278,7 +373,7 @@ class Service:
                 self.dispatcher.answer(r, None, status=503, error="shutting down")
             done.set()
 
-        self.pool.post(flush)
+        self.post(flush)
         done.wait(5)
         if getattr(self, "gate", None) is not None:  # its calibration stops at its next model call: let it end
             self.gate.ready.wait(30)  # before the caller's process may exit (torch aborts if a thread is in it)
