@@ -18,7 +18,9 @@ gap at most 0.3 of uncoded's.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -130,11 +132,11 @@ def measure(m: UserModel, scheme: str, gate: Gate | None, duration: float, seed:
             "held": sum(r.gate == "held" for r in reqs) / len(reqs), "p50": p50, "p999": p999, "gap": p999 - p50}
 
 
-def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
+def measure_real(m: UserModel, scheme: str, duration: float, seed: int, timeline=None, freeze: bool = True) -> dict:
     """The same conditions on the engine's worker threads (wall clock): the service's own gate (calibrated in
     the background on training inputs; waited for), Poisson arrivals of test inputs for `duration` seconds."""
     from gencc.engine import ThreadBackend, Workers
-    from gencc.serving import Service
+    from gencc.serving import Service, freeze_heap
     from gencc.serving.config import ServiceConfig, Slowdown
     from gencc.serving.gate import service_gate
 
@@ -152,6 +154,9 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
         gate.ready.wait()
     pool = Workers(W, ThreadBackend(fns, dtype=np.float32), slow.service_times(), slow.stragglers(W, seed), seed=seed)
     svc = Service(pool, make(gate))
+    if freeze:
+        freeze_heap()  # as `gencc serve` does: a full collection scanning the models' objects stalls every thread
+    pauses = GcPauses()
     rng = np.random.default_rng([seed, 5])
     gaps = rng.exponential(1 / _rate(), size=int(_rate() * duration * 1.3) + 10)
     idx = rng.integers(len(m.X_test), size=gaps.size)
@@ -166,6 +171,10 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
         reqs = [(i, f.result(timeout=120)) for i, f in futs]
     finally:
         svc.close()
+        pauses.stop()
+        gc.unfreeze()
+    if timeline is not None:
+        timeline(scheme, [r for _, r in reqs], pool, pauses)
     top = np.argmax(m.f(m.X_test), axis=1)
     lat = np.array([r.latency for _, r in reqs if r.status == 200]) * 1000
     deg = [(i, r) for i, r in reqs if r.degraded]
@@ -176,13 +185,57 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
             "threshold": math.nan if gate is None else gate.threshold}
 
 
+class GcPauses:
+    """The garbage collector's pauses while installed (wall-clock start, seconds)."""
+
+    def __init__(self):
+        self.pauses: list[tuple[float, float]] = []
+        self._t0 = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.monotonic()
+        else:
+            self.pauses.append((self._t0, time.monotonic() - self._t0))
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._cb)
+
+
+def _span(t, t0: float) -> str:
+    """A task as `kind@worker[slow] sent+start..end` in ms after the request's arrival t0 (x: cancelled)."""
+    f = lambda v: "-" if math.isnan(v) else f"{(v - t0) * 1000:.0f}"  # noqa: E731
+    return (f"{t.kind}{'/' + str(t.slot) if t.kind == 'coded' else ''}@{t.worker}{'S' if t.slow else ''}"
+            f"{'x' if t.cancelled and math.isnan(t.t_end) else ''} {f(t.t_sent)}>{f(t.t_start)}..{f(t.t_end)}")
+
+
+def print_timelines(n: int):
+    """A `timeline` hook for measure_real: the n slowest requests' task timelines and the workers' lags."""
+    def show(scheme: str, reqs: list, pool, pauses: GcPauses) -> None:
+        ok = sorted((r for r in reqs if r.status == 200), key=lambda r: -r.latency)
+        gcs = [d for _, d in pauses.pauses]
+        print(f"--- {scheme}: {n} slowest of {len(ok)}; load average {os.getloadavg()[0]:.1f}; gc pauses "
+              f"{len(gcs)}, max {max(gcs, default=0) * 1000:.1f} ms; lags (post/timer/pickup p99, max ms): "
+              + ", ".join(f"{k} {np.percentile(v, 99) * 1000:.1f}/{max(v) * 1000:.1f}"
+                          for k, v in pool.lags.items() if v))
+        for r in ok[:n]:
+            g = r.group
+            mine = [] if g is None else g.tasks
+            print(f"  {r.latency * 1000:.0f} ms {'degraded' if r.degraded else 'own'} gate={r.gate or '-'} "
+                  f"z={r.gate_score:.2f} members={len(g.members) if g else 0}: "
+                  + "; ".join(_span(t, r.t_arrival) for t in r.tasks + mine))
+    return show
+
+
 def run_real(args: argparse.Namespace) -> list[list[str]]:
     rows = []
     for name in args.models:
         m = mlp_model() if name == "mlp" else cnn_model()
         base = None
         for scheme in ("uncoded", *args.schemes):
-            r = measure_real(m, scheme, args.duration, args.seed)
+            r = measure_real(m, scheme, args.duration, args.seed,
+                             print_timelines(args.timeline) if args.timeline else None, not args.no_freeze)
             base = base or r
             ratio = r["gap"] / base["gap"]
             meets = scheme != "uncoded" and ratio <= BAR_GAP and (
@@ -253,6 +306,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--real", action="store_true",
                     help="serve on real worker threads (wall clock) instead of the simulator: uncoded and each scheme "
                          "with its calibrated gate, --duration seconds each")
+    ap.add_argument("--timeline", type=int, default=0, metavar="N",
+                    help="--real: print the task timelines of each row's N slowest requests")
+    ap.add_argument("--no-freeze", action="store_true",
+                    help="--real: leave the heap to the garbage collector (gencc serve freezes it after start-up)")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     args = ap.parse_args(argv)
     if not (args.duration > 0 and args.cal_duration > 0):

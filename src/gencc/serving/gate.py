@@ -154,21 +154,22 @@ class Gate:
                 self.passed += 1
                 send.append(k)
                 continue
-            if r.gate != "held":
-                r.gate = "held"
-                self.held += 1
-                self.copy(disp, r, disp._busy(g))
+            self.hold(disp, r, disp._busy(g))
         return send
+
+    def hold(self, disp: Any, r: Request, busy: set[int]) -> None:
+        """Request r waits for its own result or its copies (sent now, once)."""
+        if r.gate != "held":
+            r.gate = "held"
+            self.held += 1
+        self.copy(disp, r, busy)
 
     def hold_rest(self, disp: Any, g: Any) -> None:
         """At group g's decode deadline: every member still unanswered (no decode could be made, or none passed)
         is held and gets its copy."""
         for r in g.members:
             if not r.status:
-                if r.gate != "held":
-                    r.gate = "held"
-                    self.held += 1
-                self.copy(disp, r, disp._busy(g))
+                self.hold(disp, r, disp._busy(g))
 
     def copy(self, disp: Any, r: Request, busy: set[int]) -> None:
         """`copies` plain copies of a held request (once), each on an idle worker outside `busy`, preferring one
