@@ -3,7 +3,10 @@ gate's threshold varies, per model and scheme, in the virtual-time serving simul
 
     python benchmarks/gate.py --out docs/generated/gate_frontier.md
     python benchmarks/gate.py --models mlp --schemes gcc --duration 20        # a quick look
-    python benchmarks/gate.py --real --out docs/generated/gate_real.md         # real threads, wall clock
+    python benchmarks/gate.py --real --frontier --schemes sgcc sgcc-parity --duration 30 --repeat 2 \
+        --timeline 4 --out docs/generated/gate_real.md                         # real threads, wall clock
+    python benchmarks/gate.py --seeds 3 --schemes sgcc sgcc-parity --out docs/generated/gate_seeds.md
+    python benchmarks/gate.py --schemes sgcc-hedge sgcc-parity-hedge --out docs/generated/gate_hedge.md
 
 W = 12 workers, K = 8, 40 ms service, persistent stragglers (10% of the time slow x10, periods of 1 s), Poisson
 arrivals at 30% of uncoded capacity. Models: digits-cnn (gencc's) and "mlp", a model gencc does not ship: a
@@ -12,13 +15,18 @@ its own (same architecture, trained here with MSE so that F_P(x_1 + x_2) ~ f(x_1
 is calibrated on *training* inputs (`gencc.serving.gate.calibrate`, its own seed), then every threshold is
 served test inputs: the calibrated one, multiples of it, 0 (every decode sent, the deadline copies kept), inf
 (no decode sent) and no gate at all. Bar: agreement >= 0.95 among degraded answers sent, and a (p99.9 - p50)
-gap at most 0.3 of uncoded's.
+gap at most 0.3 of uncoded's. --seeds N: the calibration itself at N seeds, each threshold served. --real: the
+service's own gate (and with --frontier the thresholds around it) on worker threads, each row --repeat times;
+--timeline N prints the N slowest requests of each row task by task, with garbage-collector pauses, the load
+average and the workers' lags (on a shared machine, one stall of the process delays a whole group at once).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +45,8 @@ from gencc.serving.parity import calibrate_sgcc, coded_workers  # noqa: E402
 
 W, K, SERVICE_MS, SLOW_F, SLOW_X, LOAD = 12, 8, 40.0, 0.1, 10.0, 0.3
 SCHEMES = ("gcc", "sgcc", "bacc", "sgcc-parity")
+#: every coded scheme --schemes takes (the coded hedges and ParM too)
+CODED = (*SCHEMES, "parm", "gcc-hedge", "sgcc-hedge", "sgcc-parity-hedge", "parm-hedge")
 BAR_AGREEMENT, BAR_GAP = 0.95, 0.3
 COMMAND = "python benchmarks/gate.py --out docs/generated/gate_frontier.md"
 
@@ -130,11 +140,13 @@ def measure(m: UserModel, scheme: str, gate: Gate | None, duration: float, seed:
             "held": sum(r.gate == "held" for r in reqs) / len(reqs), "p50": p50, "p999": p999, "gap": p999 - p50}
 
 
-def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
+def measure_real(m: UserModel, scheme: str, duration: float, seed: int, timeline=None, freeze: bool = True,
+                 threshold: float | None = None, run: int = 0) -> dict:
     """The same conditions on the engine's worker threads (wall clock): the service's own gate (calibrated in
-    the background on training inputs; waited for), Poisson arrivals of test inputs for `duration` seconds."""
+    the background on training inputs; waited for; or, given `threshold`, a gate at it), Poisson arrivals of test
+    inputs for `duration` seconds; `run` varies the arrivals and slow periods (not the calibration)."""
     from gencc.engine import ThreadBackend, Workers
-    from gencc.serving import Service
+    from gencc.serving import Service, freeze_heap
     from gencc.serving.config import ServiceConfig, Slowdown
     from gencc.serving.gate import service_gate
 
@@ -150,8 +162,16 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
     gate = service_gate(cfg, slow, make, fns, m.X_train, key=m.name)
     if gate is not None:
         gate.ready.wait()
+    calibrated = math.nan if gate is None else gate.threshold
+    if gate is not None and threshold is not None:
+        gate = Gate(threshold, calibration=gate.calibration)
+        gate.ready.set()
+    seed = seed + 1000 * run
     pool = Workers(W, ThreadBackend(fns, dtype=np.float32), slow.service_times(), slow.stragglers(W, seed), seed=seed)
     svc = Service(pool, make(gate))
+    if freeze:
+        freeze_heap()  # as `gencc serve` does: a full collection scanning the models' objects stalls every thread
+    pauses = GcPauses()
     rng = np.random.default_rng([seed, 5])
     gaps = rng.exponential(1 / _rate(), size=int(_rate() * duration * 1.3) + 10)
     idx = rng.integers(len(m.X_test), size=gaps.size)
@@ -166,6 +186,10 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
         reqs = [(i, f.result(timeout=120)) for i, f in futs]
     finally:
         svc.close()
+        pauses.stop()
+        gc.unfreeze()
+    if timeline is not None:
+        timeline(scheme, [r for _, r in reqs], pool, pauses)
     top = np.argmax(m.f(m.X_test), axis=1)
     lat = np.array([r.latency for _, r in reqs if r.status == 200]) * 1000
     deg = [(i, r) for i, r in reqs if r.degraded]
@@ -173,30 +197,125 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int) -> dict:
     p50, p999 = np.percentile(lat, [50, 99.9])
     return {"n": len(reqs), "degraded": len(deg) / len(reqs), "agreement": agree,
             "held": sum(r.gate == "held" for _, r in reqs) / len(reqs), "p50": p50, "p999": p999, "gap": p999 - p50,
-            "threshold": math.nan if gate is None else gate.threshold}
+            "threshold": math.nan if gate is None else gate.threshold, "calibrated": calibrated,
+            "load": os.getloadavg()[0]}
+
+
+class GcPauses:
+    """The garbage collector's pauses while installed (wall-clock start, seconds)."""
+
+    def __init__(self):
+        self.pauses: list[tuple[float, float]] = []
+        self._t0 = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.monotonic()
+        else:
+            self.pauses.append((self._t0, time.monotonic() - self._t0))
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._cb)
+
+
+def _span(t, t0: float) -> str:
+    """A task as `kind@worker[slow] sent+start..end` in ms after the request's arrival t0 (x: cancelled)."""
+    f = lambda v: "-" if math.isnan(v) else f"{(v - t0) * 1000:.0f}"  # noqa: E731
+    return (f"{t.kind}{'/' + str(t.slot) if t.kind == 'coded' else ''}@{t.worker}{'S' if t.slow else ''}"
+            f"{'x' if t.cancelled and math.isnan(t.t_end) else ''} {f(t.t_sent)}>{f(t.t_start)}..{f(t.t_end)}")
+
+
+def print_timelines(n: int):
+    """A `timeline` hook for measure_real: the n slowest requests' task timelines and the workers' lags."""
+    def show(scheme: str, reqs: list, pool, pauses: GcPauses) -> None:
+        ok = sorted((r for r in reqs if r.status == 200), key=lambda r: -r.latency)
+        gcs = [d for _, d in pauses.pauses]
+        print(f"--- {scheme}: {n} slowest of {len(ok)}; load average {os.getloadavg()[0]:.1f}; gc pauses "
+              f"{len(gcs)}, max {max(gcs, default=0) * 1000:.1f} ms; lags (post/timer/pickup p99, max ms): "
+              + ", ".join(f"{k} {np.percentile(v, 99) * 1000:.1f}/{max(v) * 1000:.1f}"
+                          for k, v in pool.lags.items() if v))
+        for r in ok[:n]:
+            g = r.group
+            mine = [] if g is None else g.tasks
+            print(f"  {r.latency * 1000:.0f} ms {'degraded' if r.degraded else 'own'} gate={r.gate or '-'} "
+                  f"z={r.gate_score:.2f} members={len(g.members) if g else 0}: "
+                  + "; ".join(_span(t, r.t_arrival) for t in r.tasks + mine))
+    return show
+
+
+def _settings(t: float, frontier: bool) -> list[tuple[str, float | None]]:
+    """The gate settings of a real-thread row: the calibrated one, and with `frontier` 0, 2 x and inf."""
+    if not frontier:
+        return [(f"calibrated {t:.2f}", None)]
+    if not math.isfinite(t):
+        return [("0", 0.0), ("calibrated inf", None), *((f"{x:.2f} (calibration: none qualifies)", x) for x in (2, 4))]
+    more = (f"2 x cal = {2 * t:.2f}", 2 * t) if t > 0 else ("1.00", 1.0)
+    return [*([("0", 0.0)] if t > 0 else []), (f"**calibrated {t:.2f}**", None), more, ("inf", math.inf)]
 
 
 def run_real(args: argparse.Namespace) -> list[list[str]]:
     rows = []
+    hook = print_timelines(args.timeline) if args.timeline else None
     for name in args.models:
         m = mlp_model() if name == "mlp" else cnn_model()
-        base = None
-        for scheme in ("uncoded", *args.schemes):
-            r = measure_real(m, scheme, args.duration, args.seed)
-            base = base or r
-            ratio = r["gap"] / base["gap"]
-            meets = scheme != "uncoded" and ratio <= BAR_GAP and (
-                r["degraded"] == 0 or (not math.isnan(r["agreement"]) and r["agreement"] >= BAR_AGREEMENT))
-            rows.append([name, scheme, "" if math.isnan(r["threshold"]) else f"{r['threshold']:.2f}", str(r["n"]),
-                         f"{r['agreement']:.3f}", f"{r['degraded']:.3f}", f"{r['held']:.3f}", f"{r['p50']:.1f}",
-                         f"{r['p999']:.1f}", f"{r['gap']:.1f}", f"{ratio:.2f}", "" if scheme == "uncoded" else
-                         ("yes" if meets else "no")])
-            print(" | ".join(rows[-1]), flush=True)
+        for run in range(args.repeat):
+            base = None
+            for scheme in ("uncoded", *args.schemes):
+                cal = measure_real(m, scheme, args.duration, args.seed, hook, not args.no_freeze, run=run)
+                settings = [("", None)] if scheme == "uncoded" else _settings(cal["calibrated"], args.frontier)
+                for label, thr in settings:
+                    r = cal if thr is None else measure_real(m, scheme, args.duration, args.seed, hook,
+                                                             not args.no_freeze, thr, run)
+                    base = base or r
+                    ratio = r["gap"] / base["gap"]
+                    meets = scheme != "uncoded" and ratio <= BAR_GAP and (
+                        r["degraded"] == 0 or (not math.isnan(r["agreement"]) and r["agreement"] >= BAR_AGREEMENT))
+                    rows.append([name, str(run + 1), scheme, label, str(r["n"]), f"{r['agreement']:.3f}",
+                                 f"{r['degraded']:.3f}", f"{r['held']:.3f}", f"{r['p50']:.1f}", f"{r['p999']:.1f}",
+                                 f"{r['gap']:.1f}", f"{ratio:.2f}",
+                                 "" if scheme == "uncoded" else ("yes" if meets else "no"), f"{r['load']:.1f}"])
+                    print(" | ".join(rows[-1]), flush=True)
     return rows
 
 
-HEAD_REAL = ["model", "scheme", "calibrated threshold", "requests", "agreement of degraded sent", "degraded sent",
-             "held", "p50 ms", "p99.9 ms", "gap ms", "gap / uncoded", "meets bar"]
+HEAD_REAL = ["model", "run", "scheme", "gate threshold", "requests", "agreement of degraded sent", "degraded sent",
+             "held", "p50 ms", "p99.9 ms", "gap ms", "gap / uncoded", "meets bar", "load average (1 min)"]
+
+
+def _calibrate(m: UserModel, scheme: str, seed: int, duration: float):
+    """(the gate's calibration on training inputs at calibration seed `seed`, SGCC's parity prior or None)."""
+    cal = calibrate_sgcc(m, K, coded_workers(K, W), m.parity) if scheme.startswith("sgcc-parity") else None
+
+    def make(gate):
+        return lambda env: make_dispatcher(scheme, env, K=K, seed=seed, gate=gate, parity=m.parity, calibration=cal)
+
+    return calibrate(make, {"f": m.f, "parity": m.parity}, m.X_train, workers=W, service_ms=SERVICE_MS,
+                     slow_fraction=SLOW_F, slow_factor=SLOW_X, load=LOAD, duration=duration, seed=seed), cal
+
+
+def run_seeds(args: argparse.Namespace) -> list[list[str]]:
+    """Per model and scheme, the gate calibrated at `args.seeds` calibration seeds, each threshold served."""
+    rows = []
+    for name in args.models:
+        m = mlp_model() if name == "mlp" else cnn_model()
+        base = measure(m, "uncoded", None, args.duration, args.seed, None)
+        for scheme in args.schemes:
+            for j in range(args.seeds):
+                gc, cal = _calibrate(m, scheme, args.seed + 100 + 10 * j, args.cal_duration)
+                r = measure(m, scheme, Gate(gc.threshold), args.duration, args.seed, cal)
+                lo, hi = gc.spread()
+                ratio = r["gap"] / base["gap"]
+                meets = ratio <= BAR_GAP and (r["degraded"] == 0 or r["agreement"] >= BAR_AGREEMENT)
+                rows.append([name, scheme, str(args.seed + 100 + 10 * j), f"{gc.threshold:.2f}",
+                             f"{lo:.2f} - {hi:.2f}", str(gc.candidates), f"{r['agreement']:.3f}",
+                             f"{r['degraded']:.3f}", f"{ratio:.2f}", "yes" if meets else "no"])
+                print(" | ".join(rows[-1]), flush=True)
+    return rows
+
+
+HEAD_SEEDS = ["model", "scheme", "calibration seed", "threshold", "bootstrap quartiles", "degraded requests in "
+              "calibration", "agreement of degraded sent (test inputs)", "degraded sent", "gap / uncoded", "meets bar"]
 
 
 def run(args: argparse.Namespace) -> list[list[str]]:
@@ -208,15 +327,7 @@ def run(args: argparse.Namespace) -> list[list[str]]:
         rows.append([name, "uncoded", "", "", "0", "", "", f"{base['p50']:.1f}", f"{base['p999']:.1f}",
                      f"{base['gap']:.1f}", "1.00", ""])
         for scheme in args.schemes:
-            cal = calibrate_sgcc(m, K, coded_workers(K, W), m.parity) if scheme.startswith("sgcc-parity") else None
-
-            def make(gate, scheme=scheme, cal=cal, m=m):
-                return lambda env: make_dispatcher(scheme, env, K=K, seed=args.seed + 100, gate=gate,
-                                                   parity=m.parity, calibration=cal)
-
-            gc = calibrate(make, {"f": m.f, "parity": m.parity}, m.X_train, workers=W, service_ms=SERVICE_MS,
-                           slow_fraction=SLOW_F, slow_factor=SLOW_X, load=LOAD, duration=args.cal_duration,
-                           seed=args.seed + 100)
+            gc, cal = _calibrate(m, scheme, args.seed + 100, args.cal_duration)
             t = gc.threshold
             settings = [("no gate", None), ("0", 0.0)]
             if math.isfinite(t):
@@ -245,7 +356,7 @@ HEAD = ["model", "scheme", "gate threshold", "agreement of degraded sent", "degr
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["digits-cnn", "mlp"], choices=["digits-cnn", "mlp"])
-    ap.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=list(SCHEMES))
+    ap.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=list(CODED))
     ap.add_argument("--duration", type=float, default=90.0, help="virtual seconds served per point (default 90)")
     ap.add_argument("--cal-duration", type=float, default=60.0,
                     help="virtual seconds of the calibration run on training inputs (default 60)")
@@ -253,17 +364,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--real", action="store_true",
                     help="serve on real worker threads (wall clock) instead of the simulator: uncoded and each scheme "
                          "with its calibrated gate, --duration seconds each")
+    ap.add_argument("--timeline", type=int, default=0, metavar="N",
+                    help="--real: print the task timelines of each row's N slowest requests")
+    ap.add_argument("--seeds", type=int, default=0, metavar="N",
+                    help="virtual time: calibrate each scheme at N calibration seeds and serve each threshold")
+    ap.add_argument("--frontier", action="store_true",
+                    help="--real: each scheme also at gate thresholds 0, 2 x calibrated and inf")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="--real: serve every row this many times (other arrivals and slow periods, same calibration)")
+    ap.add_argument("--no-freeze", action="store_true",
+                    help="--real: leave the heap to the garbage collector (gencc serve freezes it after start-up)")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     args = ap.parse_args(argv)
     if not (args.duration > 0 and args.cal_duration > 0):
         ap.error("--duration and --cal-duration must be positive")
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    if args.seeds and args.real:
+        ap.error("--seeds is a virtual-time table; leave out --real")
     torch.set_num_threads(1)
-    rows = run_real(args) if args.real else run(args)
+    rows = run_real(args) if args.real else run_seeds(args) if args.seeds else run(args)
     if args.out is not None:
         cmd = COMMAND if argv is None and sys.argv[1:] == ["--out", str(args.out)] else \
             "python benchmarks/gate.py " + " ".join(sys.argv[1:] if argv is None else argv)
         where = "real worker threads, wall clock, on a shared 2-core machine" if args.real else "virtual time"
-        head = HEAD_REAL if args.real else HEAD
+        head = HEAD_REAL if args.real else HEAD_SEEDS if args.seeds else HEAD
         lines = [f"Generated by `{cmd}`", "",
                  f"W = {W}, K = {K}, {SERVICE_MS:g} ms service, {SLOW_F:.0%} of workers slow x{SLOW_X:g}, load "
                  f"{LOAD:g}, {args.duration:g} s served per row ({where}), gate calibrated on training inputs "

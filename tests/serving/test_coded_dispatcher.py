@@ -96,3 +96,37 @@ def test_degraded_answers_agree_with_f_under_persistent_stragglers(digits, schem
     truth = np.argmax(digits.f(np.stack([r.x for r in dk])), axis=1)
     agreement = np.mean(truth == np.argmax(np.stack([r.output for r in dk]), axis=1))
     assert agreement >= floor
+
+
+def test_cover_copy_at_the_deadline_is_the_gates_copies_on_fast_idle_workers():
+    """sgcc-parity's cover rule: member 0's own worker and both coded tasks are stuck behind other work, so at
+    the decode deadline it cannot be recovered; with a gate it is held and gets the gate's two copies, on idle
+    workers (not 1-3, which have queued work) other than the one the gate saw slow (6), answered exactly by the
+    first (before: one copy, on the first worker outside the group, 1)."""
+    from gencc.serving.gate import Gate
+
+    K, N, W = 4, 6, 9
+    e = VirtualWorkers(W, ServiceTimes(samples=[0.01]), functions={"f": lin})
+    gate = Gate(0.0)
+    for w in (2, 3, 7, 8) * 6:  # the gate's view of worker speed: 10 ms tasks, worker 6's last one 100 ms
+        gate.observe(Task(worker=w, ok=True, t_start=0.0, t_end=0.01))
+    gate.observe(Task(worker=6, ok=True, t_start=0.0, t_end=0.1))
+    d = CodedDispatcher(e, gencc.SystematicGCC(K, N, parity=lin), max_wait=1.0, decode_wait=0.015, cover=True,
+                        order=False, gate=gate)
+    for w in (0, 4, 5):
+        for _ in range(3):
+            e.send(w, Task(fn="f", on_done=lambda t: None))
+    d.least_loaded = lambda exclude=(): min(set(range(W)) - set(exclude), default=-1)
+    X = np.random.default_rng(1).normal(size=(K, 3)).astype(np.float32)
+    reqs = [Request(i, X[i], 0.0) for i in range(K)]
+    for r in reqs:
+        e.call_later(0.0, lambda r=r: d.submit(r))
+    for w in (1, 2, 3):  # queued behind members 1-3: busy at the deadline
+        e.call_later(0.001, lambda w=w: e.send(w, Task(fn="f", on_done=lambda t: None)))
+    e.run(until=10)
+    r = reqs[0]
+    copies = [t for t in r.tasks if t.kind == "copy"]
+    assert r.gate == "held" and not r.degraded and r.status == 200
+    assert sorted(t.worker for t in copies) == [7, 8] and d.copies == 2
+    assert r.latency == pytest.approx(0.025) and np.allclose(r.output, lin(X[:1])[0])
+    assert all(not q.degraded and q.latency == pytest.approx(0.01) for q in reqs[1:])

@@ -101,7 +101,7 @@ def test_choose_threshold_is_the_least_qualifying_grid_point():
             z = float(rng.exponential(2.0))
             right = rng.random() < 1 - math.exp(-z)  # higher scores are right more often
             records.append((i, z, truth[i] if right else (truth[i] + 1) % 3))
-    cal = choose_threshold(records, truth.__getitem__, target=0.9)
+    cal = choose_threshold(records, truth.__getitem__, target=0.9, draws=0)
     by: dict[int, list] = {}
     for i, z, top in records:
         by.setdefault(i, []).append((z, top))
@@ -115,6 +115,23 @@ def test_choose_threshold_is_the_least_qualifying_grid_point():
     good = [t for t, a, s in cal.frontier if s > 0 and wilson_lower(a * s * len(by), s * len(by)) >= 0.9]
     assert cal.threshold == min(good) and cal.candidates == len(by)
     assert frontier(records, truth.__getitem__, [math.inf])[0][2] == 0.0
+    # bagged (the default): the lower median of the least qualifying thresholds of bootstrap resamples; one
+    # resample rebuilt by hand (each request's records repeated as often as it was drawn, under new ids)
+    bag = choose_threshold(records, truth.__getitem__, target=0.9, draws=9, seed=4)
+    assert len(bag.draws) == 9 and bag.threshold == sorted(bag.draws)[4] and bag.frontier == cal.frontier
+    lo, hi = bag.spread()
+    assert lo <= bag.threshold <= hi
+    grid = [t for t, _, _ in cal.frontier]
+    ids = list(by)
+    first = np.random.default_rng(4).multinomial(len(ids), np.full(len(ids), 1 / len(ids)))
+    rep = [(i * 10 + c, z, top) for i, n in zip(ids, first, strict=True) for c in range(n)
+           for j, z, top in records if j == i]
+    rows = frontier(rep, lambda rid: truth[rid // 10], grid)
+    n = len(ids)  # requests in the resample, repeats counted
+    want = min((t for t, a, s in rows if s > 0 and wilson_lower(a * s * n, s * n) >= 0.9), default=math.inf)
+    assert bag.draws[0] == want
+    with pytest.raises(ValueError, match="draws"):
+        choose_threshold(records, truth.__getitem__, draws=-1)
 
 
 def test_gate_off_at_zero_and_holds_everything_at_inf(model):

@@ -241,9 +241,16 @@ class CodedDispatcher(Dispatcher):
             self.gate.hold_rest(self, g)
 
     def _copy(self, g: _Group, r: Request) -> bool:
-        """A plain copy of member r (once) on a worker the group does not occupy; False when none is free."""
+        """A plain copy of member r (once) on a worker the group does not occupy; False when none is free. With
+        a gate, its copies (`Gate.copy`: on idle workers not slow on their last task): a member the cover rule
+        copies is held."""
         if any(t.kind == "copy" for t in r.tasks):
             return True
+        if self.gate is not None:
+            self.gate.hold(self, r, self._busy(g))
+            sent = sum(t.kind == "copy" for t in r.tasks)
+            self.copies += sent
+            return sent > 0
         if self.send_copy(r, "copy", exclude=self._busy(g)) is None:
             return False
         self.copies += 1
