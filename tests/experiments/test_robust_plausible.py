@@ -21,7 +21,8 @@ def _bench():
 def test_tiny_run_writes_the_generated_page(tmp_path):
     pytest.importorskip("sklearn")
     out = tmp_path / "robust-plausible.md"
-    argv = ["--trials", "2", "--honest", "3", "--calibration", "230", "--models", "mlp-regress", "--N", "40",
+    argv = ["--trials", "2", "--honest", "3", "--calibration", "230", "--false-alarm", "0.01", "--models",
+            "mlp-regress", "--N", "40",
             "--families", "replay", "scaled", "--out", str(out)]
     assert _bench().main(argv) == 0
     page = out.read_text()
@@ -33,4 +34,5 @@ def test_tiny_run_writes_the_generated_page(tmp_path):
 def test_bad_options_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         _bench().main(["--calibration", "50"])
-    assert e.value.code == 2 and "calibration at least 230" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "calibration in [460, " in err and "needs 460 runs" in err

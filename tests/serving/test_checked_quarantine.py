@@ -25,7 +25,8 @@ def _tasks(reqs):
 
 def _no_wrong_answer_after_quarantine(reqs, d, F, worker):
     """Every answer to a request that arrived after `worker` was quarantined is f exactly, or decoded from
-    results none of which came from `worker`; no task started on it after then."""
+    results none of which came from `worker`; no task was sent to it after then, and a task it had queued
+    before that ran after then had its result dropped."""
     tasks = _tasks(reqs)
     t_q = d.quarantined_at[worker]
     after = [r for r in reqs if r.t_arrival > t_q]
@@ -36,7 +37,10 @@ def _no_wrong_answer_after_quarantine(reqs, d, F, worker):
             assert all(d._worker(r.group, s) != worker for s in r.decoded_from)
         else:
             assert np.allclose(r.output, F[r.id], rtol=1e-3, atol=1e-3), r
-    assert not [t for t in tasks if t.worker == worker and t.t_start > t_q]
+    assert not [t for t in tasks if t.worker == worker and t.t_sent > t_q]  # it gets no task after then
+    # what it had queued before may still run (real threads): every such result is dropped, never used
+    late = [t for t in tasks if t.worker == worker and t.t_start > t_q]
+    assert all(not t.ok and t.reason == "quarantined" for t in late), late
 
 
 def test_quarantine_removes_a_worker_at_w_equal_n():
