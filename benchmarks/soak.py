@@ -12,7 +12,8 @@ time, measured first. Arrivals are Poisson, independent of answers. The service 
 (`Service.build`, then `freeze_heap`). Per minute (`--minute-s`): requests that arrived in it, their statuses, p50
 and p99 of the answered ones, the process's RSS at its end, the garbage collector's full collections and the
 longest one, the exact (not degraded) answers whose top-1 class differs from the model's own on the input (wrong:
-corruption that got through), the degraded answers and how many of them differ, and the service's health read every
+corruption that got through), the degraded answers and how many of them differ (in process only: "-" over HTTP),
+and the service's health read every
 `--health-s` seconds (counts by status, and the fewest live workers seen). `--http` serves the app on 127.0.0.1 in
 this process and sends each request on a pooled keep-alive connection of a raw asyncio client, so the RSS includes
 the client. Not a CI test (tests/serving/test_soak_smoke.py runs its code path for a few seconds).
@@ -59,6 +60,7 @@ class Minutes:
         self.rss: list[float] = [math.nan] * n
         self.full_gcs: list[int] = [0] * n
         self.gc_ms: list[float] = [0.0] * n  # the longest full collection in the interval
+        self.scored = False  # whether answers were scored (in process, with the truth); over HTTP they are not
         self.wrong: list[int] = [0] * n  # exact (not degraded) answers whose top-1 is not the model's
         self.degraded: list[int] = [0] * n
         self.wrong_degraded: list[int] = [0] * n
@@ -104,8 +106,10 @@ class Minutes:
                         "p50_ms": float(np.percentile(a, 50)) if a.size else math.nan,
                         "p99_ms": float(np.percentile(a, 99)) if a.size else math.nan,
                         "rss_mb": self.rss[m], "full_gcs": self.full_gcs[m], "gc_ms": self.gc_ms[m],
-                        "wrong": self.wrong[m], "degraded": self.degraded[m],
-                        "wrong_degraded": self.wrong_degraded[m], "health": dict(sorted(self.health[m].items())),
+                        "wrong": self.wrong[m] if self.scored else None,
+                        "degraded": self.degraded[m] if self.scored else None,
+                        "wrong_degraded": self.wrong_degraded[m] if self.scored else None,
+                        "health": dict(sorted(self.health[m].items())),
                         "min_live": self.min_live[m]})
         return out
 
@@ -150,6 +154,7 @@ def _top1(out: Any) -> int:
 def run_inprocess(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes, truth: np.ndarray | None = None,
                   health_s: float = 1.0) -> None:
     t0 = time.perf_counter()
+    minutes.scored = truth is not None
     stop = threading.Event()
     th = threading.Thread(target=_sampler, args=(minutes, t0, stop), daemon=True)
     th.start()
@@ -254,9 +259,9 @@ def report(rows: list[dict[str, Any]], head: str) -> tuple[float, float]:
           f"{'max GC ms':>9} {'wrong':>5} {'degraded':>8} {'of them wrong':>13}  other / health")
     for r in rows:
         health = f"health {r['health']}, fewest live {r['min_live']:g}" if r["health"] else ""
+        w, d, wd = ("-" if r[k] is None else r[k] for k in ("wrong", "degraded", "wrong_degraded"))
         print(f"{r['minute']:>6} {r['requests']:>8} {r['ok']:>7} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
-              f"{r['rss_mb']:>8.1f} {r['full_gcs']:>8} {r['gc_ms']:>9.1f} {r['wrong']:>5} {r['degraded']:>8} "
-              f"{r['wrong_degraded']:>13}  {r['other'] or ''} "
+              f"{r['rss_mb']:>8.1f} {r['full_gcs']:>8} {r['gc_ms']:>9.1f} {w:>5} {d:>8} {wd:>13}  {r['other'] or ''} "
               f"{health}")
     ratio = rows[-1]["p99_ms"] / rows[0]["p99_ms"]
     growth = rows[-1]["rss_mb"] - rows[0]["rss_mb"]
