@@ -313,9 +313,20 @@ class CheckedDispatcher(CodedDispatcher):
             except ValueError:
                 Yhat = None
         self.decodes += Yhat is not None
+        send = set(todo)
+        if self.gate is not None and isinstance(Yhat, np.ndarray):  # the gate: send only decodes likely right
+            Y = np.stack([g.results[s] for s in R])
+            if self.strict:  # a held member is verified below, never answered by one plain copy
+                z, _ = self.gate.scores(self.code, Yhat, Y, R, [g.pos[k] for k in todo])
+                send = {k for k, zk in zip(todo, z, strict=True) if zk >= self.gate.threshold}
+            else:
+                send = set(self.gate.screen(self, g, todo, Yhat, Y, R))
         for k in todo:
             r = g.members[k]
-            if Yhat is not None and (self.cover is None or self._covered(g, k, set(R))):
+            held = Yhat is not None and k not in send
+            if held and not self.strict:
+                continue  # its own result, or the gate's copies, answer it
+            if not held and Yhat is not None and (self.cover is None or self._covered(g, k, set(R))):
                 self.unchecked += 1
                 r.decoded_from = R
                 self.answer(r, Yhat[g.pos[k]], degraded=True)

@@ -276,11 +276,12 @@ _lock = threading.Lock()
 def service_gate(config: Any, slowdown: Any, make: Callable[[Gate | None], Callable[[Env], Any]],
                  functions: dict[str, Callable], X_train: np.ndarray, key: Any = None) -> Gate | None:
     """The gate of a service (`ServiceConfig` config, `Slowdown` slowdown): None for a scheme that decodes
-    nothing, under a wrong-result check (its own answering path) or with gate "off"; else a Gate at
-    `config.gate_threshold`, or at the threshold `calibrate` finds on the training inputs (the service's
-    injected slowdown when it has one, else the REFERENCE conditions), kept per (key, configuration) for the
-    life of the process. A calibration runs in a background thread; until it ends (`gate.ready`) the gate holds
-    every decode (the service answers only with the model's own outputs); `gate.stopped` abandons it."""
+    nothing, under a wrong-result check (the service asks with its unchecked configuration: the same code's
+    decodes) or with gate "off"; else a Gate at `config.gate_threshold`, or at the threshold `calibrate` finds
+    on the training inputs (the service's injected slowdown when it has one, else the REFERENCE conditions),
+    kept per (key, configuration) for the life of the process. A calibration runs in a background thread; until
+    it ends (`gate.ready`) the gate holds every decode (the service answers only with the model's own outputs);
+    `gate.stopped` abandons it."""
     from .config import scheme as scheme_entry
 
     if config.gate == "off" or scheme_entry(config.scheme).dispatcher != "coded" or config.check != "off":

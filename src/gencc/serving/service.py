@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
 
     check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
     (`gencc.serving.checked_dispatcher.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
-    gate (coded schemes without a check): `gencc.serving.gate.Gate`, which holds back decodes unlikely to be right."""
+    gate (coded schemes, checked or not): `gencc.serving.gate.Gate`, which holds back decodes unlikely to be right."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)
@@ -90,7 +91,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
         kw.pop("cover", None)
         rc = ResultCheck.calibrate(code, *check_data, order=kw.get("order", True))
         return CheckedDispatcher(env, code, rc, strict=check == "strict", max_wait=max_wait,
-                                 name=f"{scheme}-checked", **kw)
+                                 name=f"{scheme}-checked", gate=gate, **kw)
     return CodedDispatcher(env, code, mode=sch.mode, max_wait=max_wait, name=scheme, gate=gate, **kw)
 
 
@@ -241,14 +242,16 @@ class Service:
                        seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
                        inline=on_loop)
 
-        def make(gate: Gate | None) -> Callable[[Env], Dispatcher]:
+        def make(gate: Gate | None, check: str = c.check) -> Callable[[Env], Dispatcher]:
             return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
                                                calibration=calibration, max_wait=c.max_wait_ms / 1000,
-                                               request_timeout=c.request_timeout, seed=c.seed, check=c.check,
+                                               request_timeout=c.request_timeout, seed=c.seed, check=check,
                                                check_data=(w.f, w.X_train), gate=gate)
 
         ident = workload if isinstance(workload, str) else getattr(w.f, "identity", None) or id(w)  # weights sha256
-        gate = service_gate(c, slowdown, make, fns, w.X_train, key=(ident, calibration))
+        # under a wrong-result check the gate's threshold is the unchecked scheme's: the same code's decodes
+        gate = service_gate(replace(c, check="off"), slowdown, lambda g: make(g, "off"), fns, w.X_train,
+                            key=(ident, calibration))
         svc = cls(pool, make(gate), max_pending=c.max_pending, on_answer=on_answer,
                   env=LoopEnv(pool) if on_loop else None)
         svc.workload = w
