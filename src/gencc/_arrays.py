@@ -144,14 +144,6 @@ class LinearMap:
             out = self.product(dt, what, nonfinite)(flat)
         return out if len(shape) == 2 else out.reshape((self.M.shape[0], *shape[1:]))
 
-    def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
-        """`apply(data, ..., check_result=True)` for float64 data of shape (n, m) (the caller knows it is)."""
-        return self.product(_F64, what, nonfinite)(data)
-
-    def f64_product(self, what: str, nonfinite: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
-        """data -> `apply_f64(data, what, nonfinite)` (see `product`)."""
-        return self.product(_F64, what, nonfinite)
-
     def product(self, dtype: np.dtype, what: str, nonfinite: str | None = None
                 ) -> Callable[[np.ndarray], np.ndarray]:
         """data -> `apply(data, what, nonfinite, check_result=True)` for numpy data of this float dtype and shape

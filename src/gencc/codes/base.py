@@ -171,7 +171,7 @@ class Code(ABC):
             else:
                 dec = self._cache.get(key) or self._decoder(returned)
                 # one tuple: a thread reads either the old one or the new one
-                self._last = (key, dec, dec.f64_product("Y", NONFINITE_Y))
+                self._last = (key, dec, dec.product(_F64, "Y", NONFINITE_Y))
             return dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
         if isinstance(returned, (list, tuple)):
             ret, n = returned, len(returned)

@@ -5,7 +5,7 @@ worker returned is decoded as that worker's result, exactly, so its row of D_F i
 only the inputs whose worker straggled have rows with real weights. `decoder_map` keeps such a D_F as a
 `SelectionMap`: the decode is a gather of the selected results plus one small product for the other rows, far
 below D_F @ Y, with the same values (a one-hot row's product is its result exactly); other matrices stay a
-`gencc._arrays.LinearMap`. Both give `apply`, `apply_f64`, `M` and `dense()`.
+`gencc._arrays.LinearMap`. Both give `apply`, `product`, `M` and `dense()`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import LinearMap, check_finite
-
-_F64 = np.dtype(np.float64)
-_SUM = np.add.reduce
+from .._arrays import _F64, _SUM, LinearMap, check_finite
 
 
 def decoder_map(D: np.ndarray) -> LinearMap | SelectionMap:
@@ -90,14 +87,6 @@ class SelectionMap:
         weights = np.empty_like(self._aug[:-1])
         weights[:, order] = self._aug[:-1]
         return SelectionMap(self.shape, self.sel, order[self.cols], self.other, weights)
-
-    def apply_f64(self, data: np.ndarray, what: str, nonfinite: str | None = None) -> np.ndarray:
-        """The product for float64 data of shape (F, m)."""
-        return self.product(_F64, what, nonfinite)(data)
-
-    def f64_product(self, what: str, nonfinite: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
-        """data -> `apply_f64(data, what, nonfinite)` (see `product`)."""
-        return self.product(_F64, what, nonfinite)
 
     def product(self, dtype: np.dtype, what: str, nonfinite: str | None = None
                 ) -> Callable[[np.ndarray], np.ndarray]:
