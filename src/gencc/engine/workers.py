@@ -240,17 +240,19 @@ class Workers(WorkerThreads):
                 item = self._inbox.get(timeout=timeout)
                 while True:
                     self.lags["post"].append(self.now() - item[0])
-                    self._call(item[1])
+                    self.call_guarded(item[1])
                     item = self._inbox.get_nowait()
             except queue.Empty:
                 pass
             while self._timers and self._timers[0][0] <= self.now():
                 due, _, fn = heapq.heappop(self._timers)
                 self.lags["timer"].append(self.now() - due)
-                self._call(fn)
+                self.call_guarded(fn)
             self._watch()
 
-    def _call(self, fn: Callable[[], None]) -> None:
+    def call_guarded(self, fn: Callable[[], None]) -> None:
+        """fn(), as the control thread runs a front end's callback: an exception is kept in `errors` (the latest
+        100), never raised."""
         try:
             fn()
         except Exception as e:  # a front-end bug must not kill the control thread; it is kept for tests
@@ -289,11 +291,11 @@ class Workers(WorkerThreads):
                     continue
             many = getattr(owner, "on_done_many", None)
             if many is None:
-                self._call(lambda t=t: self._deliver(t))
+                self.call_guarded(lambda t=t: self._deliver(t))
             else:
                 groups[id(owner)] = group = (many, [t])
         for many, ts in groups.values():
-            self._call(lambda many=many, ts=ts: many(ts))
+            self.call_guarded(lambda many=many, ts=ts: many(ts))
 
     def _watch(self) -> None:
         """Abandon the threads whose call has run past `task_timeout` (their tasks fail as hung), or that are

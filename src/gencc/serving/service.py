@@ -142,27 +142,18 @@ class LoopEnv:
         if self.loop is None:
             self.pool.call_later(delay, fn)
         else:
-            self.loop.call_later(max(float(delay), 0.0), self._run, fn)
+            self.loop.call_later(max(float(delay), 0.0), self.pool.call_guarded, fn)
 
     def post(self, fn: Callable[[], None]) -> None:
         """Run fn on the dispatcher's thread (from any thread)."""
         loop = self.loop
         if loop is not None:
             try:
-                loop.call_soon_threadsafe(self._run, fn)
+                loop.call_soon_threadsafe(self.pool.call_guarded, fn)
                 return
             except RuntimeError:  # the loop closed under us: the control thread serves
                 pass
         self.pool.post(fn)
-
-    def _run(self, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except Exception as e:  # as the control thread does: kept (the latest 100), never raised into the loop
-            errors = self.pool.errors
-            if len(errors) >= 100:
-                del errors[0]
-            errors.append(e)
 
     def send(self, worker: int, task: Task) -> None:
         done = task.on_done
