@@ -140,38 +140,6 @@ def test_decode_is_the_candidate_with_least_loo_error(lost, seed):
     np.testing.assert_allclose(code.decode(Y[returned], returned)[own], nonlinear(X)[own], atol=1e-8)
 
 
-@settings(max_examples=20)
-@given(lost=st.lists(st.integers(0, 14), min_size=1, max_size=3, unique=True), seed=st.integers(0, 10**6),
-       bad=st.sampled_from([np.nan, np.inf, -np.inf]))
-def test_decode_in_any_order_and_dtype_is_the_sorted_choice(lost, seed, bad):
-    """The decode in the caller's order of `returned` (array or list; numpy's fast path) equals the sorted
-    reference of the test above, for float64 and float32 results and torch; a non-finite value anywhere in Y
-    raises, on the first decode of a pattern and on a repeat."""
-    code = gencc.GCC(10, 15)
-    rng = np.random.default_rng(seed)
-    Y = nonlinear(code.encode(rng.normal(size=(10, 5))))
-    returned = np.setdiff1d(np.arange(15), lost)
-    Ds, Ls = selection_matrices(code.beta[returned], code.alpha, code.kernel, code.encoding_matrix, returned,
-                                code.systematic)
-    best = Ds[int(np.argmin([float(np.sum((L @ Y[returned]) ** 2)) for L in Ls]))] if Ls else Ds[0]
-    want = best @ Y[returned]
-    perm = rng.permutation(returned)
-    for ret in (perm, perm.tolist()):
-        np.testing.assert_allclose(code.decode(Y[perm], ret), want, atol=1e-10)
-    got32 = code.decode(Y[perm].astype(np.float32), perm)
-    assert got32.dtype == np.float32
-    np.testing.assert_allclose(got32, want, atol=1e-4)
-    torch = pytest.importorskip("torch")
-    np.testing.assert_allclose(code.decode(torch.as_tensor(Y[perm]), perm).numpy(), want, atol=1e-10)
-    Z = Y[perm].copy()
-    Z[rng.integers(len(Z)), rng.integers(Z.shape[1])] = bad
-    for _ in range(2):
-        with pytest.raises(ValueError, match="non-finite"):
-            code.decode(Z, perm)
-    with pytest.raises(ValueError, match="more than once"):
-        code.decode(Y[:len(perm)], np.r_[perm[:-1], perm[0]])
-
-
 def test_pickles_and_decodes_the_same():
     code = gencc.GCC(8, 10)
     X = RNG.normal(size=(8, 5))
