@@ -24,7 +24,7 @@ from ..models import apply_batch, apply_one
 from .task import Task
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """A task with what was drawn for it at its start: straggler multiplier, fault, injected service time."""
 

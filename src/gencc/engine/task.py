@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Task:
     """Apply a function to one input `x` on worker `worker`; `on_done(task)` is called once when it finishes
     (ok or failed) unless it was cancelled first.
