@@ -59,6 +59,19 @@ class Batch(ABC):
         """Whether a completion is there to take without waiting (False: unknown or none)."""
         return False
 
+    def take(self, timeout: float | None) -> list[Completion]:
+        """The completions there now, waiting up to `timeout` seconds for the first ([]: none came)."""
+        c = self.next(timeout)
+        if c is None:
+            return []
+        out = [c]
+        while self.ready():
+            c = self.next(0.0)
+            if c is None:
+                break
+            out.append(c)
+        return out
+
     @abstractmethod
     def add(self, tasks: Sequence[Task]) -> None:
         """Dispatch more tasks in this job (hedged requests)."""
@@ -116,6 +129,18 @@ class EngineBatch(Batch):
             except queue.Empty:
                 return None
         return self._ready.popleft()
+
+    def take(self, timeout: float | None) -> list[Completion]:
+        out = list(self._ready)
+        self._ready.clear()
+        q = self._q
+        try:
+            if not out:
+                out = q.get(timeout=timeout) if timeout is None or timeout > 0 else q.get_nowait()
+            while True:  # whatever else came meanwhile
+                out = out + q.get_nowait()
+        except queue.Empty:
+            return out
 
     def add(self, tasks: Sequence[Task]) -> None:
         if not tasks:
