@@ -35,20 +35,23 @@ class WorkerThreads:
     def _finish_all(self, tasks: Sequence[Task], out: list[Task], now: float) -> None:
         """The bookkeeping of tasks that finished at `now` (their outcome set): each worker freed, recorded,
         counted, the task appended to `out` for delivery. One pass for a whole call's tasks."""
-        current, loads, free_since, keep, counts = self._current, self._loads, self._free_since, \
-            self.executed.append, self.counts
-        slow = 0
+        current, loads, free_since, keep = self._current, self._loads, self._free_since, self.executed.append
+        ok = slow = 0
         for t in tasks:
-            t.state, t.on_cancel, t.t_end = "done", None, now
-            t.compute_time = now - t.t_start
+            t.state, t.on_cancel, t.t_end, t.compute_time = "done", None, now, now - t.t_start
             w = t.worker
             current[w] = None
             loads[w] -= 1
             free_since[w] = now
             keep(t.record())
-            counts["ok" if t.ok else t.reason] += 1
+            if t.ok:
+                ok += 1
+            else:
+                self.counts[t.reason] += 1
             slow += t.slow
-            out.append(t)
+        out += tasks
+        if ok:
+            self.counts["ok"] += ok
         self.running -= len(tasks)
         self.slow_tasks += slow
 
