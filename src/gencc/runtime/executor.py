@@ -173,6 +173,7 @@ class EngineBatch(Batch):
         self.closed = True
         with self._lock:
             tasks = [t for ts in self._tasks.values() for t in ts]
+            self._tasks = {}  # no cycle task -> on_done -> batch -> task: a job's objects go without the cyclic GC
         for t in tasks:
             t.cancel()
 
