@@ -134,13 +134,14 @@ class EngineBatch(Batch):
         out = list(self._ready)
         self._ready.clear()
         q = self._q
-        try:
-            if not out:
+        if not out:
+            try:
                 out = q.get(timeout=timeout) if timeout is None or timeout > 0 else q.get_nowait()
-            while True:  # whatever else came meanwhile
-                out = out + q.get_nowait()
-        except queue.Empty:
-            return out
+            except queue.Empty:
+                return []
+        while not q.empty():  # whatever else came meanwhile (only this thread takes from the queue)
+            out = out + q.get_nowait()
+        return out
 
     def add(self, tasks: Sequence[Task]) -> None:
         if not tasks:
