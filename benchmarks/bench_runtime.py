@@ -47,6 +47,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--f", choices=("mlp", "trivial", "digits-cnn"), default="mlp",
                     help="f of the per-job figures (default mlp)")
     ap.add_argument("--base-ms", type=float, default=5.0, help="injected delay of a healthy task, ms (default 5)")
+    ap.add_argument("--runtime-parts", nargs="+", choices=tuple(PARTS), default=list(PARTS),
+                    help=f"which runtime figures to measure (default all: {' '.join(PARTS)})")
 
 
 def _mlp():
@@ -226,5 +228,8 @@ def tails(args: argparse.Namespace) -> list[Figure]:
     return figs
 
 
+PARTS = {"per-job": per_job, "digits-cnn": cnn_batching, "blas": blas_under_load, "tails": tails}
+
+
 def run(args: argparse.Namespace) -> list[Figure]:
-    return per_job(args) + cnn_batching(args) + blas_under_load(args) + tails(args)
+    return [fig for name, part in PARTS.items() if name in args.runtime_parts for fig in part(args)]

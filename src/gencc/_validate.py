@@ -51,6 +51,8 @@ def check_int(name: str, v: Any, lo: int | None = None, hi: int | None = None, *
     """
     if v is None and optional:
         return None
+    if type(v) is int and (lo is None or v >= lo) and (hi is None or v <= hi):
+        return v  # the common case; the message below is built only for a refusal
     what = (what or _int_range(lo, hi)) + (" or None" if optional else "")
     extra = f" ({hint})" if hint else ""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (Integral, np.integer)):
@@ -79,6 +81,15 @@ def check_real(name: str, v: Any, lo: float | None = None, hi: float | None = No
     and `what` (the accepted values in words, replacing the range's) go into the message."""
     if v is None and optional:
         return None
+    if not isinstance(v, (bool, np.bool_)) and isinstance(v, (Real, np.integer, np.floating)):
+        x = float(v)
+        bad = math.isnan(x) or (finite and math.isinf(x))
+        if lo is not None:
+            bad = bad or (x <= lo if lo_open else x < lo)
+        if hi is not None:
+            bad = bad or (x >= hi if hi_open else x > hi)
+        if not bad:
+            return x  # the message below is built only for a refusal (a job checks several numbers per call)
     if what is None:
         what = _real_range(lo, hi, lo_open, hi_open)
         if finite:
@@ -90,15 +101,7 @@ def check_real(name: str, v: Any, lo: float | None = None, hi: float | None = No
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (Real, np.integer, np.floating)):
         fix = "; convert it first, e.g. float(text)" if isinstance(v, str) else ""
         raise ValueError(f"{name} must be {what}{extra}, got {v!r} ({_kind(v)}){fix}")
-    x = float(v)
-    bad = math.isnan(x) or (finite and math.isinf(x))
-    if lo is not None:
-        bad = bad or (x <= lo if lo_open else x < lo)
-    if hi is not None:
-        bad = bad or (x >= hi if hi_open else x > hi)
-    if bad:
-        raise ValueError(f"{name} must be {what}{extra}, got {v!r}")
-    return x
+    raise ValueError(f"{name} must be {what}{extra}, got {v!r}")
 
 
 def check_positive(name: str, v: Any, *, optional: bool = False, unit: str = "") -> float | None:

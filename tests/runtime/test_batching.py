@@ -150,3 +150,45 @@ def test_a_hung_batch_fails_its_job_and_the_workers_recover(X):
         assert sorted(err.value.stragglers) == list(range(8))
         assert all("hung: no result after 0.2 s" in v for v in err.value.stragglers.values())
         assert run(smooth, X, code, e, order=False).returned.tolist() == list(range(8))
+
+
+def test_results_delivered_together_still_stop_at_exactly_wait_for(X):
+    """The default executor delivers a job's results in one go: the collector still stops after the first
+    `wait_for` of them (the rest are late stragglers, never used) and decodes those alone."""
+    code = gencc.GCC(K=6, N=12)
+    with LocalExecutor() as e:
+        for wait_for in (7, 9, 12):
+            r = run(smooth, X, code, e, wait_for=wait_for, order=False)
+            assert len(r.returned) == wait_for and len(r.stragglers) == 12 - wait_for
+            assert all(v.startswith("late") for v in r.stragglers.values())
+            assert set(r.returned) | set(r.stragglers) == set(range(12))
+            np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
+        r = run(smooth, X, code, e, deadline=5.0, order=False)  # a deadline policy: every result, well before it
+        assert r.returned.tolist() == list(range(12)) and r.latency < 2.0
+
+
+def test_a_job_leaves_no_cyclic_garbage(X):
+    """A job's tasks, batch and completions are freed by reference counting when it returns (no task is left
+    for the cyclic garbage collector, whose full passes get slow in a process holding a large model)."""
+    import gc
+
+    from gencc.engine import Task
+    from gencc.runtime.executor import EngineBatch
+
+    code = gencc.GCC(K=6, N=12)
+    with LocalExecutor() as e:
+        run(smooth, X, code, e, wait_for=9)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(3):
+                run(smooth, X, code, e, wait_for=9)
+            time.sleep(0.05)  # the worker thread has let go of the last job's tasks
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            left = [o for o in gc.garbage if isinstance(o, (Task, EngineBatch))]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    assert left == []

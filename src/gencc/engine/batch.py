@@ -24,7 +24,7 @@ from ..models import apply_batch, apply_one
 from .task import Task
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """A task with what was drawn for it at its start: straggler multiplier, fault, injected service time."""
 
@@ -43,12 +43,10 @@ def _stack(xs: Sequence[Any]) -> Any:
         import torch
 
         return torch.stack(list(xs))
-    if all(type(x) is np.ndarray for x in xs):
-        try:
-            return np.array(xs)  # one copy; np.stack's checks cost more than the copy at a job's sizes
-        except ValueError:  # shapes differ
-            pass
-    return np.stack([np.asarray(x) for x in xs])
+    try:
+        return np.array(xs)  # one copy; np.stack's checks cost more than the copy at a job's sizes
+    except ValueError:  # shapes differ: np.stack says so
+        return np.stack([np.asarray(x) for x in xs])
 
 
 def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any) -> float:
@@ -86,11 +84,14 @@ def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: li
             it.outcome, it.rest = InjectedFault("hang"), it.hang_s
             continue
         key = id(it.task.fn)  # the tasks hold their fn for this call, so its id stays its own
-        try:
-            fn, batched = seen[key] if key in seen else seen.setdefault(key, resolve(it.task))
-        except Exception as e:  # noqa: BLE001 - an unknown function fails its task
-            it.outcome = e
-            continue
+        got = seen.get(key)
+        if got is None:
+            try:
+                got = seen[key] = resolve(it.task)
+            except Exception as e:  # noqa: BLE001 - an unknown function fails its task
+                it.outcome = e
+                continue
+        fn, batched = got
         g = groups.get(id(fn))
         if g is None:
             groups[id(fn)] = (fn, batched, [it])
@@ -99,12 +100,14 @@ def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: li
     for fn, batched, group in groups.values():
         compute = _call_group(fn, batched, group, cast)
         for it in group:
-            it.rest = it.extra * it.mult + compute * (it.mult - 1) if it.mult != 1.0 or it.extra else 0.0
+            if it.mult != 1.0 or it.extra:
+                it.rest = it.extra * it.mult + compute * (it.mult - 1)
+            if it.finite and not it.fault:  # the common case: a finite output (never an exception), no fault
+                continue
             if isinstance(it.outcome, BaseException):
                 continue
             if not it.fault:
-                if not it.finite:
-                    it.outcome = InjectedFault("nan", it.outcome)
+                it.outcome = InjectedFault("nan", it.outcome)  # not finite
             elif it.fault == "raise":
                 it.outcome = InjectedFault("raise")
             elif it.fault == "nan":

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Task:
     """Apply a function to one input `x` on worker `worker`; `on_done(task)` is called once when it finishes
     (ok or failed) unless it was cancelled first.
@@ -50,8 +50,8 @@ class Task:
         """What the workers keep of this task once it is done: no input, no output (see `TaskRecord`)."""
         fn = self.fn
         name = "f" if fn is None else fn if type(fn) is str else type(fn).__name__
-        return TaskRecord(self.worker, name, self.kind, self.ok, self.reason, self.t_start, self.t_end, self.busy,
-                          self.slow, self.wrong)
+        return _new(TaskRecord, (self.worker, name, self.kind, self.ok, self.reason, self.t_start, self.t_end,
+                                 self.busy, self.slow, self.wrong))  # TaskRecord(...) without its Python __new__
 
     def cancel(self) -> None:
         """Mark as no longer needed: a worker drops it if it has not started it yet (the workers' `on_cancel`
@@ -82,6 +82,9 @@ class TaskRecord(NamedTuple):
     busy: int
     slow: bool
     wrong: bool
+
+
+_new = tuple.__new__
 
 
 class WorkerError(Exception):

@@ -10,6 +10,7 @@ import heapq
 import logging
 import math
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from ..faults import Cancelled, InjectedFault
@@ -29,14 +30,30 @@ class WorkerThreads:
         self._free_since[w] = self.now() if now is None else now
 
     def _finish(self, task: Task, out: list[Task], now: float | None = None) -> None:
-        task.state, task.on_cancel = "done", None
-        task.t_end = t = self.now() if now is None else now
-        task.compute_time = t - task.t_start
-        self._free(task.worker, t)
-        self.executed.append(task.record())
-        self.counts["ok" if task.ok else task.reason] += 1
-        self.slow_tasks += task.slow
-        out.append(task)
+        self._finish_all((task,), out, self.now() if now is None else now)
+
+    def _finish_all(self, tasks: Sequence[Task], out: list[Task], now: float) -> None:
+        """The bookkeeping of tasks that finished at `now` (their outcome set): each worker freed, recorded,
+        counted, the task appended to `out` for delivery. One pass for a whole call's tasks."""
+        current, loads, free_since, keep = self._current, self._loads, self._free_since, self.executed.append
+        ok = slow = 0
+        for t in tasks:
+            t.state, t.on_cancel, t.t_end, t.compute_time = "done", None, now, now - t.t_start
+            w = t.worker
+            current[w] = None
+            loads[w] -= 1
+            free_since[w] = now
+            keep(t.record())
+            if t.ok:
+                ok += 1
+            else:
+                self.counts[t.reason] += 1
+            slow += t.slow
+        out += tasks
+        if ok:
+            self.counts["ok"] += ok
+        self.running -= len(tasks)
+        self.slow_tasks += slow
 
     def _lose_queue(self, w: int, out: list[Task]) -> None:
         q = self._queues[w]
@@ -195,55 +212,35 @@ class WorkerThreads:
                 return False
             self._batch[s], self._t_call[s], self._t_cancel[s] = [], math.nan, math.inf
             now = self.now()
-            if self._batching and self.wrong is None and self._finish_plain(items, now, out):
-                items = []
+            ready: list[Task] = []  # due now: finished together, in the items' order
+            plain, preempt, batching = self.wrong is None, self.preempt, self._batching
             for it in items:
-                t = it.task
-                self._outcome(t, it.outcome)
-                if self.preempt and t.cancelled:  # cancelled in the call: dropped, its worker free
+                t, o = it.task, it.outcome
+                if plain and not isinstance(o, BaseException):  # the common case, what `_outcome` does first
+                    t.output, t.ok = o, True
+                else:
+                    self._outcome(t, o)
+                if preempt and t.cancelled:  # cancelled in the call: dropped, its worker free
                     t.state = "dropped"
                     self._free(t.worker)
                     continue
                 if t.reason == "crash":
+                    self._finish_all(ready, out, now)
+                    ready = []
                     end |= self._crashed(t, out)
                     continue
-                due = now + (it.rest + t.delay if self._batching else 0.0)
+                due = now + (it.rest + t.delay if batching else 0.0)
                 if due <= now:
-                    self._finish(t, out, now)
+                    ready.append(t)
                 else:
                     t.state = "held"
                     heapq.heappush(self._holds[s], (due, next(self._seq), t))
+            self._finish_all(ready, out, now)
             if end:
                 self._gen[s] += 1
                 self._thread[s] = None
         self._emit(out)
         return not end
-
-    def _finish_plain(self, items: list[Item], now: float, out: list[Task]) -> bool:
-        """Finish every item at once when each succeeded, is due now (no injected time or delay) and was not
-        cancelled: what `_outcome` and `_finish` do per task, without their per-task calls. False (nothing
-        done) otherwise."""
-        for it in items:
-            t = it.task
-            if isinstance(it.outcome, BaseException) or it.rest or t.delay or t.cancelled:
-                return False
-        current, loads, free_since, keep = self._current, self._loads, self._free_since, self.executed.append
-        slow = 0
-        for it in items:
-            t = it.task
-            t.output, t.ok, t.state, t.on_cancel, t.t_end = it.outcome, True, "done", None, now
-            t.compute_time = now - t.t_start
-            w = t.worker
-            current[w] = None
-            loads[w] -= 1
-            free_since[w] = now
-            keep(t.record())
-            slow += t.slow
-            out.append(t)
-        self.running -= len(items)
-        self.counts["ok"] += len(items)
-        self.slow_tasks += slow
-        return True
 
     def _outcome(self, task: Task, out: Any) -> None:
         if not isinstance(out, BaseException):  # the common case first

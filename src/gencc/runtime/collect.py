@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 import numpy as np
@@ -17,6 +17,8 @@ from ..engine import Task
 from .errors import JobFailed, JobTimeout
 from .executor import Batch, Executor
 from .policy import Policy
+
+_F64 = np.dtype(np.float64)
 
 
 def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
@@ -27,7 +29,7 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
     judged against the most common shape among the finite results, so one worker with a wrong shape can
     never set the reference. Completions are taken one at a time, the stop rule asked after each, so "the
     first wait_for" is exact even when several arrive together; the ones already delivered are taken without
-    waiting (a job whose tasks ran as one batched call gets them all at once).
+    waiting, in one go (a job whose tasks ran as one batched call gets them all at once).
     """
     finite: dict[int, np.ndarray] = {}
     stragglers: dict[int, str] = {}
@@ -40,6 +42,7 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
     hedges = type(policy).extra_tasks is not Policy.extra_tasks
     timed = type(policy).wakeup is not Policy.wakeup
     clock, satisfied, decodable, ready = time.perf_counter, policy.satisfied, policy.decodable, batch.ready
+    pending: deque = deque()  # completions taken from the batch, not yet looked at
     while True:
         elapsed = clock() - t_dispatch
         if hedges:
@@ -59,20 +62,27 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
             wake = policy.wakeup(elapsed)
             if wake is not None:
                 limit = min(limit, max(wake - elapsed, 0.0))
-        c = batch.next(limit if limit > 0 else 0.0)
-        while c is not None:
+        if not pending:
+            pending.extend(batch.take(limit if limit > 0 else 0.0))
+        while pending:
+            c = pending.popleft()
             now = clock() - t_dispatch
             if first != first:  # nan: this is the first
                 first = now
             w = c.worker
             outstanding.discard(w)
             arrivals[w] = now
-            if c.lost:
+            v = c.value
+            if c.finite is True and type(v) is np.ndarray and v.dtype is _F64 and v.shape == ref:  # the common case
+                shapes[ref] += 1  # one more for the most common shape: it stays the reference
+                finite[w] = valid[w] = v
+                if w < lowest[ref]:
+                    lowest[ref] = w
+            elif c.lost:
                 stragglers[w] = f"lost: {c.error}"
             elif c.error is not None:
                 stragglers[w] = f"raised: {c.error}"
             else:
-                v = c.value
                 if type(v) is not np.ndarray or v.dtype != np.float64:
                     try:
                         v = np.asarray(v, dtype=float)
@@ -97,11 +107,12 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
                         if new != ref:  # the reference changed: the valid results are rebuilt
                             ref = new
                             valid = {u: x for u, x in finite.items() if x.shape == new}
-            if not ready() or hedges or timed:
+            if hedges:  # the policy may add tasks after each completion (its wake-up only matters before a wait)
                 break
             if (not outstanding or satisfied(valid, now)) and decodable(valid):
                 return valid, _reasons(stragglers, finite, valid), arrivals, first  # the rest are past the stop
-            c = batch.next(0.0)
+            if not pending and ready():
+                pending.extend(batch.take(0.0))
     return valid, _reasons(stragglers, finite, valid), arrivals, first
 
 

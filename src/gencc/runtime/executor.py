@@ -59,6 +59,19 @@ class Batch(ABC):
         """Whether a completion is there to take without waiting (False: unknown or none)."""
         return False
 
+    def take(self, timeout: float | None) -> list[Completion]:
+        """The completions there now, waiting up to `timeout` seconds for the first ([]: none came)."""
+        c = self.next(timeout)
+        if c is None:
+            return []
+        out = [c]
+        while self.ready():
+            c = self.next(0.0)
+            if c is None:
+                break
+            out.append(c)
+        return out
+
     @abstractmethod
     def add(self, tasks: Sequence[Task]) -> None:
         """Dispatch more tasks in this job (hedged requests)."""
@@ -73,11 +86,12 @@ class Batch(ABC):
 
 
 class EngineBatch(Batch):
-    """A job's tasks on the engine's `Workers`: each logical worker n runs on engine worker `place(n)`;
-    completions are queued by the engine's control thread."""
+    """A job's tasks on the engine's `Workers`: logical worker n runs on engine worker n, a task without a
+    function of its own runs `fn`; completions are queued by whichever thread delivers them (the engine's
+    control thread, or a worker thread when the workers deliver inline)."""
 
-    def __init__(self, workers: Workers, prepare: Callable[[Task], None], place: Callable[[int], int]):
-        self.workers, self._prepare, self._place = workers, prepare, place
+    def __init__(self, workers: Workers, fn: Callable | str | None = None):
+        self.workers, self._fn = workers, fn
         self._q: queue.SimpleQueue[list[Completion]] = queue.SimpleQueue()
         self._ready: deque[Completion] = deque()  # completions taken from the queue, not yet handed out
         self._tasks: dict[int, list[Task]] = {}
@@ -91,7 +105,16 @@ class EngineBatch(Batch):
         """Several finished tasks at once (the engine's inline delivery): one hand-off to the collector."""
         if self.closed:
             return
-        cs = [c for c in (completion(t) for t in tasks if not t.cancelled) if c is not None]
+        cs = []
+        for t in tasks:
+            if t.cancelled:
+                continue
+            if t.ok:  # the common case, as `completion` builds it
+                cs.append(Completion(t.slot, t.output, None, t.compute_time, False, None if t.wrong else True))
+            else:
+                c = completion(t)
+                if c is not None:
+                    cs.append(c)
         if cs:
             self._q.put(cs)
 
@@ -107,23 +130,39 @@ class EngineBatch(Batch):
                 return None
         return self._ready.popleft()
 
+    def take(self, timeout: float | None) -> list[Completion]:
+        out = list(self._ready)
+        self._ready.clear()
+        q = self._q
+        if not out:
+            try:
+                out = q.get(timeout=timeout) if timeout is None or timeout > 0 else q.get_nowait()
+            except queue.Empty:
+                return []
+        while not q.empty():  # whatever else came meanwhile (only this thread takes from the queue)
+            out = out + q.get_nowait()
+        return out
+
     def add(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             return
-        place, prepare, done, own = self._place, self._prepare, self._done, self._tasks
-        places = [place(int(t.worker)) for t in tasks]
-        if max(places) >= self.workers.n_workers:  # a hedge may reach workers beyond the job's first tasks
-            self.workers.grow(max(places) + 1)
+        fn, done, own = self._fn, self._done, self._tasks
+        top = 0
         with self._lock:
             for t in tasks:
                 t.slot = w = int(t.worker)
                 t.on_done = done
-                prepare(t)
+                if t.fn is None:
+                    t.fn = fn
                 if w in own:
                     own[w].append(t)
                 else:
                     own[w] = [t]
-        self.workers.send_many(zip(places, tasks, strict=True))
+                if w >= top:
+                    top = w + 1
+        if top > self.workers.n_workers:  # a hedge may reach workers beyond the job's first tasks
+            self.workers.grow(top)
+        self.workers.send_many([(t.slot, t) for t in tasks])
 
     def cancel(self, workers: Sequence[int]) -> None:
         with self._lock:
@@ -135,6 +174,7 @@ class EngineBatch(Batch):
         self.closed = True
         with self._lock:
             tasks = [t for ts in self._tasks.values() for t in ts]
+            self._tasks = {}  # no cycle task -> on_done -> batch -> task: a job's objects go without the cyclic GC
         for t in tasks:
             t.cancel()
 

@@ -134,14 +134,8 @@ class LocalExecutor(Executor):
                 if self._workers is None:
                     self._start(ThreadBackend())
                 workers = self._workers
-        workers.grow(max((int(t.worker) for t in tasks), default=0) + 1)  # type: ignore[union-attr]
-
-        def prepare(t: Task) -> None:
-            if t.fn is None and fn is not None:
-                t.fn = fn
-
-        batch = EngineBatch(workers, prepare, int)  # type: ignore[arg-type]
-        batch.add(tasks)
+        batch = EngineBatch(workers, fn)  # type: ignore[arg-type]
+        batch.add(tasks)  # grows the workers to the job's
         return batch
 
     def close(self) -> None:

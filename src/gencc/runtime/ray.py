@@ -121,7 +121,7 @@ class RayExecutor(Executor):
             if callable(t.fn):
                 backend.ship(t.fn)
         workers.grow(n)
-        batch = EngineBatch(workers, lambda t: None, lambda w: w)
+        batch = EngineBatch(workers)
         batch.add(tasks)
         return batch
 
