@@ -95,6 +95,7 @@ class EngineBatch(Batch):
         self._q: queue.SimpleQueue[list[Completion]] = queue.SimpleQueue()
         self._ready: deque[Completion] = deque()  # completions taken from the queue, not yet handed out
         self._tasks: dict[int, list[Task]] = {}
+        self._rank: dict[int, int] = {}  # worker -> when its first task was dispatched (0, 1, ...)
         self._lock = threading.Lock()
         self.closed = False
 
@@ -102,9 +103,15 @@ class EngineBatch(Batch):
         self.on_done_many((task,))
 
     def on_done_many(self, tasks: Sequence[Task]) -> None:
-        """Several finished tasks at once (the engine's inline delivery): one hand-off to the collector."""
+        """Several finished tasks at once (the engine's inline delivery): one hand-off to the collector, in
+        the order they were dispatched. A thread runs its workers' ready tasks in worker order; results that
+        finish together then keep the job's (random) dispatch order, so a collector that needs fewer than all
+        of them does not always take the lowest-numbered workers (a block of stragglers at the edge)."""
         if self.closed:
             return
+        if len(tasks) > 1:
+            rank = self._rank
+            tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
         cs = []
         for t in tasks:
             if t.cancelled:
@@ -146,11 +153,12 @@ class EngineBatch(Batch):
     def add(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             return
-        fn, done, own = self._fn, self._done, self._tasks
+        fn, done, own, rank = self._fn, self._done, self._tasks, self._rank
         top = 0
         with self._lock:
             for t in tasks:
                 t.slot = w = int(t.worker)
+                rank.setdefault(w, len(rank))
                 t.on_done = done
                 if t.fn is None:
                     t.fn = fn
