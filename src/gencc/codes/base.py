@@ -182,8 +182,13 @@ class Code(ABC):
         if len(shape) == 0 or shape[0] != n:
             _wrong_count(shape, n)
         if self.data_dependent:
-            return apply_matrix(self.decoding_matrix(ret, Y), Y, "Y", nonfinite=NONFINITE_Y)
+            return self._decode_adaptive(Y, ret)
         return self._decoder(ret).apply(Y, "Y", NONFINITE_Y, check_result=True)
+
+    def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
+        """`decode` for a data-dependent decoder (Y has one result per returned worker): D_F for these results,
+        then its product. A subclass may take a faster way to the same result."""
+        return apply_matrix(self.decoding_matrix(returned, Y), Y, "Y", nonfinite=NONFINITE_Y)
 
     def robust_decode(self, Y: Any, returned: Sequence[int], adversaries: int = 1, **options: Any
                       ) -> tuple[Any, np.ndarray]:
