@@ -16,7 +16,7 @@ from .selection_map import SelectionMap, decoder_map
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
-_I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)
+_I64, _F64, _ND = np.dtype(np.int64), np.dtype(np.float64), np.ndarray
 #: decode's message for non-finite results
 NONFINITE_Y = ("Y contains non-finite values (NaN or inf): treat those workers as stragglers and leave them out of "
                "`returned`")
@@ -89,7 +89,7 @@ class Code(ABC):
         enc = self._E_map
         if enc is None:
             enc = self._E_map = LinearMap(self.encoding_matrix)
-        Z = enc.apply(X, "X")
+        Z = enc.apply(X, "X", check_result=True)  # the product proves X finite (LinearMap.apply)
         packs = self.packed_groups()
         if not packs:
             return Z
@@ -158,8 +158,8 @@ class Code(ABC):
         Y[i] is the result of worker returned[i]; the order of `returned` does not matter.
         """
         last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
-        if (type(returned) is np.ndarray and type(Y) is np.ndarray and Y.dtype is _F64 and Y.ndim == 2
-                and last[0] == returned.tobytes() and returned.dtype is _I64 and len(Y) == returned.size):
+        if (type(returned) is _ND and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2 and returned.dtype is _I64
+                and len(Y) == returned.size and last[0] == returned.tobytes()):
             return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
         if type(returned) is np.ndarray and returned.dtype is _I64 and not self.data_dependent:  # the hot path
             shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import _F64, _SUM, LinearMap, check_finite
+from .._arrays import _F64, _SUM, SMALL_PRODUCT, LinearMap, check_finite
 
 
 def decoder_map(D: np.ndarray) -> LinearMap | SelectionMap:
@@ -115,11 +115,12 @@ def _product(src: np.ndarray, aug: np.ndarray, other: np.ndarray | None, what: s
              ) -> Callable[[np.ndarray], np.ndarray]:
     """SelectionMap.product's closure: the selected rows gathered, the other rows and the checksum row from one
     product."""
-    isfinite, tot = math.isfinite, _SUM
+    isfinite, tot, dot = math.isfinite, _SUM, np.dot
+    small = SMALL_PRODUCT // max(1, aug.size)  # data columns up to which np.dot (no ufunc dispatch, same product)
 
     def product(data: np.ndarray) -> np.ndarray:
         out = data.take(src, axis=0)
-        full = aug @ data
+        full = dot(aug, data) if data.shape[1] <= small else aug @ data
         if other is not None:
             out[other] = full[:-1]
         row = full[-1]
