@@ -185,11 +185,11 @@ def _product(M: np.ndarray, k: int, zero: np.ndarray | None, aug: np.ndarray | N
              nonfinite: str | None) -> Callable[[np.ndarray], np.ndarray]:
     """LinearMap.product's closure for M's structure: a row without zeros (k >= 0), a checksum row (aug), or
     the sum of the product or of the data, whichever is smaller (no all-zero column). Products of at most
-    SMALL_PRODUCT multiply-adds call np.dot, the same BLAS product as `@` without the ufunc's dispatch (about a
-    microsecond, a tenth of a 100 x 150 x 10 product)."""
-    isfinite, tot, dot = math.isfinite, _SUM, np.dot
+    SMALL_PRODUCT multiply-adds call M.dot (bound once), the same BLAS product as `@` without the ufunc's
+    dispatch (about a microsecond, a tenth of a 100 x 150 x 10 product)."""
+    isfinite, tot, dot = math.isfinite, _SUM, M.dot
     K, F = M.shape
-    small = SMALL_PRODUCT // max(1, (K + (aug is not None)) * F)  # data columns up to which np.dot is used
+    small = SMALL_PRODUCT // max(1, K + (aug is not None))  # data sizes up to which M.dot is used
 
     def failed(data: np.ndarray, out: np.ndarray) -> np.ndarray:
         check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
@@ -197,7 +197,7 @@ def _product(M: np.ndarray, k: int, zero: np.ndarray | None, aug: np.ndarray | N
 
     if k >= 0:
         def by_row(data: np.ndarray) -> np.ndarray:
-            out = dot(M, data) if data.shape[1] <= small else M @ data
+            out = dot(data) if data.size <= small else M @ data
             row = out[k]
             return out if isfinite(sum(row.tolist()) if len(row) <= 64 else tot(row, None)) else failed(data, out)
         return by_row
@@ -205,7 +205,7 @@ def _product(M: np.ndarray, k: int, zero: np.ndarray | None, aug: np.ndarray | N
         by_out = K <= F  # every data row reaches the product: the smaller of the two proves the data finite
 
         def by_sum(data: np.ndarray) -> np.ndarray:
-            out = dot(M, data) if data.shape[1] <= small else M @ data
+            out = dot(data) if data.size <= small else M @ data
             return out if isfinite(tot(out if by_out else data, None)) else failed(data, out)
         return by_sum
     if aug is None:  # no rows: nothing reaches the product
@@ -214,12 +214,14 @@ def _product(M: np.ndarray, k: int, zero: np.ndarray | None, aug: np.ndarray | N
             return out if isfinite(tot(data, None)) else failed(data, out)
         return by_data
 
+    aug_dot = aug.dot
+
     def by_checksum(data: np.ndarray) -> np.ndarray:
-        size = F * data.shape[1]
+        size = data.size
         if size * K <= SMALL_PRODUCT < size * (K + 1):  # the checksum row would cost the small kernel
-            out = dot(M, data)
+            out = dot(data)
             return out if isfinite(tot(data, None)) else failed(data, out)
-        full = dot(aug, data) if size * (K + 1) <= SMALL_PRODUCT else aug @ data
+        full = aug_dot(data) if size <= small else aug @ data
         row = full[K]
         out = full[:K]
         return out if isfinite(sum(row.tolist()) if len(row) <= 64 else tot(row, None)) else failed(data, out)

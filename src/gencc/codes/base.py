@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from .selection_map import SelectionMap, decoder_map
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
-_I64, _F64, _ND = np.dtype(np.int64), np.dtype(np.float64), np.ndarray
+_I64, _F64, _F32, _ND = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.float32), np.ndarray
 #: decode's message for non-finite results
 NONFINITE_Y = ("Y contains non-finite values (NaN or inf): treat those workers as stragglers and leave them out of "
                "`returned`")
@@ -47,8 +48,9 @@ class Code(ABC):
         self._E_map: LinearMap | None = None
         #: D_F as a LinearMap per `returned` (keyed by its indices, caller's order), and subclasses' entries
         self._cache: LRU[Any, Any] = LRU(DECODER_CACHE_SIZE)
-        #: the last (key, D_F) decode used, compared before the cache's lookup (a job decodes one pattern often)
-        self._last: tuple[bytes | None, Any, Any] = (None, None, None)
+        #: the last (key, D_F, its float64 product, its float32 product or None) decode used, compared before the
+        #: cache's lookup (a job decodes one pattern often)
+        self._last: tuple[bytes | None, Any, Any, Any] = (None, None, None, None)
         self.alpha: np.ndarray
         self.beta: np.ndarray
 
@@ -157,10 +159,24 @@ class Code(ABC):
 
         Y[i] is the result of worker returned[i]; the order of `returned` does not matter.
         """
-        last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
-        if (type(returned) is _ND and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2 and returned.dtype is _I64
-                and len(Y) == returned.size and last[0] == returned.tobytes()):
-            return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
+        last = self._last  # the hottest path: the pattern of the last decode, numpy results
+        if (type(returned) is _ND and type(Y) is _ND and (nd := Y.ndim) and returned.dtype is _I64
+                and len(Y) == returned.size and last[0] == returned.tobytes()):  # an equal key proves them valid
+            dt = Y.dtype
+            if dt is _F64:
+                fn = last[2]
+            elif dt is _F32:
+                fn = last[3]
+                if fn is None:
+                    fn = last[1].product(_F32, "Y", NONFINITE_Y)
+                    self._last = (last[0], last[1], last[2], fn)
+            else:
+                return last[1].apply(Y, "Y", NONFINITE_Y, check_result=True)
+            if nd == 2:
+                return fn(Y)  # the product proves Y finite
+            shape = Y.shape
+            out = fn(Y.reshape(shape[0], math.prod(shape[1:])))
+            return out.reshape((out.shape[0], *shape[1:]))
         if type(returned) is np.ndarray and returned.dtype is _I64 and not self.data_dependent:  # the hot path
             shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)
             if len(shape) == 0 or shape[0] != returned.size:
@@ -171,7 +187,7 @@ class Code(ABC):
             else:
                 dec = self._cache.get(key) or self._decoder(returned)
                 # one tuple: a thread reads either the old one or the new one
-                self._last = (key, dec, dec.product(_F64, "Y", NONFINITE_Y))
+                self._last = (key, dec, dec.product(_F64, "Y", NONFINITE_Y), None)
             return dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
         if isinstance(returned, (list, tuple)):
             ret, n = returned, len(returned)
@@ -290,7 +306,7 @@ class Code(ABC):
         """The code's state without its caches (locked LRUs do not pickle); the copy starts them empty."""
         state = {k: v for k, v in self.__dict__.items() if not isinstance(v, LRU)}
         state["_E_map"] = None  # rebuilt on first use (it may hold torch copies of E)
-        state["_last"] = (None, None, None)
+        state["_last"] = (None, None, None, None)
         state["_lru_sizes"] = {k: v.maxsize for k, v in self.__dict__.items() if isinstance(v, LRU)}
         return state
 

@@ -115,12 +115,12 @@ def _product(src: np.ndarray, aug: np.ndarray, other: np.ndarray | None, what: s
              ) -> Callable[[np.ndarray], np.ndarray]:
     """SelectionMap.product's closure: the selected rows gathered, the other rows and the checksum row from one
     product."""
-    isfinite, tot, dot = math.isfinite, _SUM, np.dot
-    small = SMALL_PRODUCT // max(1, aug.size)  # data columns up to which np.dot (no ufunc dispatch, same product)
+    isfinite, tot, dot = math.isfinite, _SUM, aug.dot
+    small = SMALL_PRODUCT // aug.shape[0]  # data sizes up to which aug.dot (no ufunc dispatch, the same product)
 
     def product(data: np.ndarray) -> np.ndarray:
         out = data.take(src, axis=0)
-        full = dot(aug, data) if data.shape[1] <= small else aug @ data
+        full = dot(data) if data.size <= small else aug @ data
         if other is not None:
             out[other] = full[:-1]
         row = full[-1]
