@@ -43,7 +43,7 @@ def test_torch_round_trip():
     assert float_dtype(np.zeros(1, np.float16)) == np.float16 and float_dtype(np.zeros(1, int)) == np.float64
 
 
-@pytest.mark.parametrize("columns", [3, 100])  # the checked row summed in Python / by numpy
+@pytest.mark.parametrize("columns", [3, 16, 17, 100])  # the checked row summed by Python / a dot with ones
 @pytest.mark.parametrize("unused_column", [False, True])  # a row without zeros checked / the whole product
 def test_linear_map_checks_the_data_through_the_product(columns, unused_column):
     from gencc._arrays import LinearMap
