@@ -208,3 +208,39 @@ def test_the_last_patterns_path_for_every_dtype_and_shape(beta):
         code.decode(base[:-1], ret)
     with pytest.raises(ValueError, match="one result per returned worker"):
         code.decode(np.float64(1.0), ret)
+
+
+def test_the_last_list_pattern_is_a_copy_of_the_callers_list():
+    """Indices in a list equal to the last list pattern's take its product; the caller changing their list (or
+    passing a new one) decodes the new pattern, invalid indices still raise, a non-finite row raises, and a
+    pickled copy starts without the pattern."""
+    import pickle
+
+    code = GCC(8, 40, beta="chebyshev2")
+    rng = np.random.default_rng(5)
+    ret = rng.permutation(np.setdiff1d(np.arange(40), [3, 17, 30])).tolist()
+    Y = rng.normal(size=(len(ret), 4))
+    for _ in range(3):
+        np.testing.assert_allclose(code.decode(Y, list(ret)), code.decoding_matrix(ret) @ Y, rtol=1e-12, atol=1e-12)
+    assert code._last_list[0] == ret and code._last_list[0] is not ret
+    ret2 = list(ret)
+    code.decode(Y, ret2)
+    ret2[0] = 3  # the caller reuses their list for another pattern
+    np.testing.assert_allclose(code.decode(Y, ret2), code.decoding_matrix(ret2) @ Y, rtol=1e-12, atol=1e-12)
+    ret2[1] = 40
+    with pytest.raises(ValueError, match="out-of-range"):
+        code.decode(Y, ret2)
+    ret2[1] = ret2[2]
+    with pytest.raises(ValueError, match="more than once"):
+        code.decode(Y, ret2)
+    code.decode(Y, ret)
+    for row in range(len(ret)):
+        Yb = Y.copy()
+        Yb[row, row % 4] = np.nan
+        with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains non-finite"):
+            code.decode(Yb, list(ret))
+    with pytest.raises(ValueError, match="one result per returned worker"):
+        code.decode(Y[:-1], ret)
+    copy = pickle.loads(pickle.dumps(code))
+    assert copy._last_list == (None, None, None)
+    np.testing.assert_allclose(copy.decode(Y, ret), code.decode(Y, ret), rtol=1e-12, atol=1e-12)

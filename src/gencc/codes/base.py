@@ -37,6 +37,8 @@ class Code(ABC):
     name: str = "code"
     #: robust_decode's `method` values `_locate_wrong` accepts (the first is the default); none: no locator
     robust_methods: tuple[str, ...] = ()
+    #: the last decode's indices given as a list (a copy), its D_F and float64 product, as `_last` for arrays
+    _last_list: tuple[list | None, Any, Any] = (None, None, None)
 
     def __init__(self, K: int, N: int):
         K, N = check_int("K", K, 1), check_int("N", N, 1)
@@ -163,6 +165,10 @@ class Code(ABC):
         if (type(returned) is _ND and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2 and returned.dtype is _I64
                 and len(Y) == returned.size and last[0] == returned.tobytes()):
             return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
+        if type(returned) is list and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2:
+            last = self._last_list  # the same for indices in a list equal to the last pattern's
+            if len(Y) == len(returned) and last[0] == returned:
+                return last[2](Y)
         if type(returned) is np.ndarray and returned.dtype is _I64 and not self.data_dependent:  # the hot path
             shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)
             if len(shape) == 0 or shape[0] != returned.size:
@@ -192,7 +198,11 @@ class Code(ABC):
             _wrong_count(shape, n)
         if self.data_dependent:
             return self._decode_adaptive(Y, ret)
-        return self._decoder(ret).apply(Y, "Y", NONFINITE_Y, check_result=True)
+        dec = self._decoder(ret)
+        out = dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
+        if type(returned) is list:  # validated and decoded: a copy of the indices as the list pattern's key
+            self._last_list = (list(returned), dec, dec.product(_F64, "Y", NONFINITE_Y))
+        return out
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         """`decode` for a data-dependent decoder (Y has one result per returned worker): D_F for these results,
@@ -300,6 +310,7 @@ class Code(ABC):
         state = {k: v for k, v in self.__dict__.items() if not isinstance(v, LRU)}
         state["_E_map"] = None  # rebuilt on first use (it may hold torch copies of E)
         state["_last"] = (None, None, None, None)
+        state.pop("_last_list", None)
         state["_lru_sizes"] = {k: v.maxsize for k, v in self.__dict__.items() if isinstance(v, LRU)}
         return state
 
