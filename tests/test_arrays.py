@@ -43,7 +43,7 @@ def test_torch_round_trip():
     assert float_dtype(np.zeros(1, np.float16)) == np.float16 and float_dtype(np.zeros(1, int)) == np.float64
 
 
-@pytest.mark.parametrize("columns", [3, 100])  # the checked row summed in Python / by numpy
+@pytest.mark.parametrize("columns", [3, 16, 17, 100])  # the checked row summed by Python / a dot with ones
 @pytest.mark.parametrize("unused_column", [False, True])  # a row without zeros checked / the whole product
 def test_linear_map_checks_the_data_through_the_product(columns, unused_column):
     from gencc._arrays import LinearMap
@@ -75,6 +75,36 @@ def test_linear_map_checks_the_data_through_the_product(columns, unused_column):
             np.testing.assert_array_equal(out, np.ones((20, 6)) @ big)
     assert not lm.M.flags.writeable
     np.testing.assert_array_equal(lm.M, M)
+
+
+@pytest.mark.parametrize("shape", [(20, 6), (6, 20)])  # the data's sum proves it finite / the product's sum
+@pytest.mark.parametrize("columns", [3, 9000])  # np.dot / @ (past SMALL_PRODUCT)
+def test_linear_map_without_a_dense_row_or_unused_column(shape, columns):
+    """Every row of M has a zero and every column a nonzero: the closure sums the smaller of the product and the
+    data; each entry of the data made non-finite is refused, a product that overflows is returned."""
+    from gencc._arrays import SMALL_PRODUCT, LinearMap
+
+    rng = np.random.default_rng(1)
+    K, F = shape
+    M = rng.normal(size=shape)
+    M[np.arange(K), np.arange(K) % F] = 0.0
+    M[np.arange(F) % K, np.arange(F)] += 1.0  # no column all zero
+    M[np.arange(K), np.arange(K) % F] = 0.0
+    assert (M == 0).any(axis=1).all() and (M != 0).any(axis=0).all()
+    assert (columns * K * F <= SMALL_PRODUCT) == (columns == 3)
+    lm = LinearMap(M)
+    Y = rng.normal(size=(F, columns))
+    np.testing.assert_allclose(lm.apply(Y, "Y", check_result=True), M @ Y, rtol=1e-12, atol=1e-12)
+    assert lm._dense == -1 and lm._zero64 is None
+    for row in range(F):
+        for bad in (np.nan, np.inf, -np.inf):
+            Yb = Y.copy()
+            Yb[row, rng.integers(columns)] = bad
+            with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains 1 non-finite"):
+                lm.apply(Yb, "Y", check_result=True)
+    big = np.full((F, columns), 1e308)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(lm.apply(big, "Y", check_result=True), M @ big)
 
 
 def test_linear_map_keeps_float32_and_torch():

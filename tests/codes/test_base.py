@@ -193,11 +193,17 @@ def test_bad_x_raises(make):
         code.encode(np.zeros((K + 1, 3)))
     with pytest.raises(ValueError, match="first dimension K=6"):
         code.encode(np.float64(1.0))
-    for bad in (np.nan, np.inf):
-        X = np.zeros((K, 3))
-        X[2, 1] = bad
-        with pytest.raises(ValueError, match="X contains 1 non-finite"):
-            code.encode(X)
+    X0 = np.random.default_rng(0).normal(size=(K, 3))
+    for row in range(K):  # the product proves X finite: every entry of X is seen through it
+        for col in range(3):
+            for bad in (np.nan, np.inf, -np.inf):
+                X = X0.copy()
+                X[row, col] = bad
+                with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="X contains 1 non-finite"):
+                    code.encode(X)
+    with np.errstate(over="ignore", invalid="ignore"):  # finite X whose product overflows: returned, as E @ X is
+        big = np.full((K, 3), 1e308)
+        np.testing.assert_array_equal(code.encode(big), code.encoding_matrix @ big)
     with pytest.raises(ValueError, match="numeric"):
         code.encode(np.array([["a"]] * K))
 

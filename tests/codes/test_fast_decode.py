@@ -172,3 +172,75 @@ def test_cubic_spline_rows_at_knots_skip_the_solve(lam):
     else:
         ref = np.stack([make_smoothing_spline(t, e, lam=t.size * lam)(z) for e in eye], axis=1)
     np.testing.assert_allclose(W, ref, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("beta", ["chebyshev2-nested", "chebyshev2"])  # a SelectionMap D_F / a dense LinearMap
+def test_the_last_patterns_path_for_every_dtype_and_shape(beta):
+    """Repeated decodes of one pattern (the miss, then the last pattern's path) in float64, float32, float16 and
+    integers, results of shape (n,), (n, m) and (n, a, b), alternating: each equals D_F @ Y in its float dtype and
+    shape; a non-finite value in any row of any shape and float dtype raises on the last pattern's path."""
+    code = GCC(8, 40, beta=beta)
+    rng = np.random.default_rng(4)
+    ret = rng.permutation(np.setdiff1d(np.arange(40), [3, 17, 30]))
+    D = code.decoding_matrix(ret)
+    base = rng.normal(size=(ret.size, 6))
+    shapes = [(ret.size,), (ret.size, 6), (ret.size, 2, 3)]
+    for _ in range(2):
+        for dtype in (np.float64, np.float32, np.float16, np.int64):
+            for shape in shapes:
+                Y = (base[:, 0] if len(shape) == 1 else base.reshape(shape)) * (10 if dtype == np.int64 else 1)
+                Y = Y.astype(dtype)
+                want = (D @ Y.reshape(ret.size, -1).astype(np.float64)).reshape((8, *shape[1:]))
+                got = code.decode(Y, ret)
+                assert got.shape == want.shape
+                assert got.dtype == (np.float64 if dtype == np.int64 else dtype)
+                tol = 1e-10 if dtype in (np.float64, np.int64) else 1e-4 if dtype == np.float32 else 2e-2
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+    assert code._last[3] is not None  # the float32 product kept beside the float64 one
+    for dtype in (np.float64, np.float32):
+        for shape in shapes:
+            for row in range(ret.size):
+                Yb = (base[:, 0] if len(shape) == 1 else base.reshape(shape)).astype(dtype)
+                Yb[row] = np.nan if row % 2 else np.inf
+                with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains non-finite"):
+                    code.decode(Yb, ret)
+    with pytest.raises(ValueError, match="one result per returned worker"):
+        code.decode(base[:-1], ret)
+    with pytest.raises(ValueError, match="one result per returned worker"):
+        code.decode(np.float64(1.0), ret)
+
+
+def test_the_last_list_pattern_is_a_copy_of_the_callers_list():
+    """Indices in a list equal to the last list pattern's take its product; the caller changing their list (or
+    passing a new one) decodes the new pattern, invalid indices still raise, a non-finite row raises, and a
+    pickled copy starts without the pattern."""
+    import pickle
+
+    code = GCC(8, 40, beta="chebyshev2")
+    rng = np.random.default_rng(5)
+    ret = rng.permutation(np.setdiff1d(np.arange(40), [3, 17, 30])).tolist()
+    Y = rng.normal(size=(len(ret), 4))
+    for _ in range(3):
+        np.testing.assert_allclose(code.decode(Y, list(ret)), code.decoding_matrix(ret) @ Y, rtol=1e-12, atol=1e-12)
+    assert code._last_list[0] == ret and code._last_list[0] is not ret
+    ret2 = list(ret)
+    code.decode(Y, ret2)
+    ret2[0] = 3  # the caller reuses their list for another pattern
+    np.testing.assert_allclose(code.decode(Y, ret2), code.decoding_matrix(ret2) @ Y, rtol=1e-12, atol=1e-12)
+    ret2[1] = 40
+    with pytest.raises(ValueError, match="out-of-range"):
+        code.decode(Y, ret2)
+    ret2[1] = ret2[2]
+    with pytest.raises(ValueError, match="more than once"):
+        code.decode(Y, ret2)
+    code.decode(Y, ret)
+    for row in range(len(ret)):
+        Yb = Y.copy()
+        Yb[row, row % 4] = np.nan
+        with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="Y contains non-finite"):
+            code.decode(Yb, list(ret))
+    with pytest.raises(ValueError, match="one result per returned worker"):
+        code.decode(Y[:-1], ret)
+    copy = pickle.loads(pickle.dumps(code))
+    assert copy._last_list == (None, None, None)
+    np.testing.assert_allclose(copy.decode(Y, ret), code.decode(Y, ret), rtol=1e-12, atol=1e-12)

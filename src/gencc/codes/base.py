@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from .selection_map import SelectionMap, decoder_map
 
 #: decoding matrices kept per code (least recently used are dropped first)
 DECODER_CACHE_SIZE = 256
-_I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)
+_I64, _F64, _F32, _ND = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.float32), np.ndarray
 #: decode's message for non-finite results
 NONFINITE_Y = ("Y contains non-finite values (NaN or inf): treat those workers as stragglers and leave them out of "
                "`returned`")
@@ -36,6 +37,8 @@ class Code(ABC):
     name: str = "code"
     #: robust_decode's `method` values `_locate_wrong` accepts (the first is the default); none: no locator
     robust_methods: tuple[str, ...] = ()
+    #: the last decode's indices given as a list (a copy), its D_F and float64 product, as `_last` for arrays
+    _last_list: tuple[list | None, Any, Any] = (None, None, None)
 
     def __init__(self, K: int, N: int):
         K, N = check_int("K", K, 1), check_int("N", N, 1)
@@ -47,8 +50,9 @@ class Code(ABC):
         self._E_map: LinearMap | None = None
         #: D_F as a LinearMap per `returned` (keyed by its indices, caller's order), and subclasses' entries
         self._cache: LRU[Any, Any] = LRU(DECODER_CACHE_SIZE)
-        #: the last (key, D_F) decode used, compared before the cache's lookup (a job decodes one pattern often)
-        self._last: tuple[bytes | None, Any, Any] = (None, None, None)
+        #: the last (key, D_F, its float64 product, its float32 product or None) decode used, compared before the
+        #: cache's lookup (a job decodes one pattern often)
+        self._last: tuple[bytes | None, Any, Any, Any] = (None, None, None, None)
         self.alpha: np.ndarray
         self.beta: np.ndarray
 
@@ -89,7 +93,7 @@ class Code(ABC):
         enc = self._E_map
         if enc is None:
             enc = self._E_map = LinearMap(self.encoding_matrix)
-        Z = enc.apply(X, "X")
+        Z = enc.apply(X, "X", check_result=True)  # the product proves X finite (LinearMap.apply)
         packs = self.packed_groups()
         if not packs:
             return Z
@@ -158,21 +162,32 @@ class Code(ABC):
         Y[i] is the result of worker returned[i]; the order of `returned` does not matter.
         """
         last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
-        if (type(returned) is np.ndarray and type(Y) is np.ndarray and Y.dtype is _F64 and Y.ndim == 2
-                and last[0] == returned.tobytes() and returned.dtype is _I64 and len(Y) == returned.size):
+        if (type(returned) is _ND and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2 and returned.dtype is _I64
+                and len(Y) == returned.size and last[0] == returned.tobytes()):
             return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
+        if type(returned) is list and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2:
+            last = self._last_list  # the same for indices in a list equal to the last pattern's
+            if len(Y) == len(returned) and last[0] == returned:
+                return last[2](Y)
         if type(returned) is np.ndarray and returned.dtype is _I64 and not self.data_dependent:  # the hot path
             shape = Y.shape if hasattr(Y, "shape") else np.shape(Y)
             if len(shape) == 0 or shape[0] != returned.size:
                 _wrong_count(shape, returned.size)
             key, last = returned.tobytes(), self._last
-            if last[0] == key:
-                dec = last[1]
-            else:
+            if last[0] != key:
                 dec = self._cache.get(key) or self._decoder(returned)
                 # one tuple: a thread reads either the old one or the new one
-                self._last = (key, dec, dec.product(_F64, "Y", NONFINITE_Y))
-            return dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
+                last = self._last = (key, dec, dec.product(_F64, "Y", NONFINITE_Y), None)
+            if type(Y) is _ND:  # float64 of another rank, float32: the pattern's products, Y flattened to (n, m)
+                dt = Y.dtype
+                fn = last[2] if dt is _F64 else last[3] if dt is _F32 else False
+                if fn is None:
+                    fn = last[1].product(_F32, "Y", NONFINITE_Y)
+                    self._last = (key, last[1], last[2], fn)
+                if fn is not False:
+                    out = fn(Y.reshape(shape[0], math.prod(shape[1:])) if len(shape) != 2 else Y)
+                    return out.reshape((out.shape[0], *shape[1:])) if len(shape) != 2 else out
+            return last[1].apply(Y, "Y", NONFINITE_Y, check_result=True)
         if isinstance(returned, (list, tuple)):
             ret, n = returned, len(returned)
         else:
@@ -182,8 +197,17 @@ class Code(ABC):
         if len(shape) == 0 or shape[0] != n:
             _wrong_count(shape, n)
         if self.data_dependent:
-            return apply_matrix(self.decoding_matrix(ret, Y), Y, "Y", nonfinite=NONFINITE_Y)
-        return self._decoder(ret).apply(Y, "Y", NONFINITE_Y, check_result=True)
+            return self._decode_adaptive(Y, ret)
+        dec = self._decoder(ret)
+        out = dec.apply(Y, "Y", NONFINITE_Y, check_result=True)
+        if type(returned) is list:  # validated and decoded: a copy of the indices as the list pattern's key
+            self._last_list = (list(returned), dec, dec.product(_F64, "Y", NONFINITE_Y))
+        return out
+
+    def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
+        """`decode` for a data-dependent decoder (Y has one result per returned worker): D_F for these results,
+        then its product. A subclass may take a faster way to the same result."""
+        return apply_matrix(self.decoding_matrix(returned, Y), Y, "Y", nonfinite=NONFINITE_Y)
 
     def robust_decode(self, Y: Any, returned: Sequence[int], adversaries: int = 1, **options: Any
                       ) -> tuple[Any, np.ndarray]:
@@ -285,7 +309,8 @@ class Code(ABC):
         """The code's state without its caches (locked LRUs do not pickle); the copy starts them empty."""
         state = {k: v for k, v in self.__dict__.items() if not isinstance(v, LRU)}
         state["_E_map"] = None  # rebuilt on first use (it may hold torch copies of E)
-        state["_last"] = (None, None, None)
+        state["_last"] = (None, None, None, None)
+        state.pop("_last_list", None)
         state["_lru_sizes"] = {k: v.maxsize for k, v in self.__dict__.items() if isinstance(v, LRU)}
         return state
 

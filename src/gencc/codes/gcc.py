@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import apply_matrix, is_torch, to_numpy
+from .._arrays import LinearMap, apply_matrix, is_torch, to_numpy
 from .._lru import LRU
 from .._validate import check_nonneg, check_real
 from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
@@ -15,7 +15,7 @@ from ..points import DESIGNS, NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
 from . import robust
-from .base import Code, _unsort
+from .base import NONFINITE_Y, Code, _indices_key, _unsort
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -158,6 +158,39 @@ class GCC(Code):
                 raise ValueError(f"lam_dec={lam!r} chooses lam from the results: pass Y to decoding_matrix")
             lam = select_lam(t, Y, self.kernel_for(t.size), lam)
         return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), float(lam)
+
+    def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
+        if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
+            key = _indices_key(returned)
+            if key is not None:
+                return self._select_decode(Y, returned, key)
+        return super()._decode_adaptive(Y, returned)
+
+    def _select_decode(self, Y: np.ndarray, returned: Any, key: bytes | tuple) -> np.ndarray:
+        """The select decoder on numpy results, from a per-pattern entry in the caller's order of `returned`: the
+        candidates' LOO maps stacked (one product scores them all) and each candidate's D_F as a LinearMap (its
+        product proves Y finite). Equal to choosing on sorted results: the sums are the same up to rounding, and
+        near-ties go to the first candidate (`gcc_low_redundancy.pick`) whatever the order."""
+        try:
+            entry = self._cache.get(("select-order", key))
+        except TypeError:  # unhashable items in a list: the general path validates them
+            return super()._decode_adaptive(Y, returned)
+        if entry is None:
+            _, order, srt = self._validated(returned)
+            Ds, Ls = self._selection(srt)
+            if order is not None:
+                Ds, Ls = [_unsort(D, order) for D in Ds], [_unsort(L, order) for L in Ls]
+            starts = np.cumsum([0] + [L.shape[0] for L in Ls[:-1]]) if Ls else None
+            entry = (np.vstack(Ls) if Ls else None, starts, [LinearMap(D) for D in Ds])
+            self._cache.put(("select-order", key), entry)
+        L, starts, maps = entry
+        c = 0
+        if L is not None:
+            flat = Y.reshape(Y.shape[0], -1)
+            R = L @ flat
+            c = low_redundancy.pick(np.add.reduceat(np.einsum("ij,ij->i", R, R), starts),
+                                    low_redundancy.energy(flat))
+        return maps[c].apply(Y, "Y", NONFINITE_Y, check_result=True)
 
     def _selection(self, returned: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The select decoder's candidates and LOO maps for sorted `returned`, kept in the code's decoder cache

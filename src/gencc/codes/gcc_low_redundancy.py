@@ -15,12 +15,16 @@ inputs. The candidates, each a fixed linear map D_F of the returned results:
   interpolating decode (plain least squares is badly conditioned when the coded rows barely see c_U).
 
 The decode picks the candidate with the smallest sum over returned systematic workers of the squared
-leave-one-out error (pooled over output columns) and returns its estimate; with every systematic result
-returned all three are exact and the choice is moot. Per straggler set the candidates' D_F and their LOO
-residual maps are fixed matrices, cached like any code's decoders; only the pick depends on the results.
+leave-one-out error (pooled over output columns; scores equal up to rounding tie, and the tie goes to the first
+in the order above, so the pick does not depend on the order the results arrived in) and returns its estimate;
+with every systematic result returned all three are exact and the choice is moot. Per straggler set the
+candidates' D_F and their LOO residual maps are fixed matrices, cached like any code's decoders; only the pick
+depends on the results.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -35,6 +39,8 @@ RIDGE = 0.1
 #: the "short" candidate's prior
 SHORT_KERNEL = Matern32(0.15, null_degree=0)
 CANDIDATES = ("interpolate", "short", "linear")
+#: candidates whose LOO scores differ by less than TIE * sqrt(least score * the results' energy) tie (`pick`)
+TIE = 1e-9
 
 
 def systematic_workers(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray | None:
@@ -110,8 +116,23 @@ def selection_matrices(t: np.ndarray, alpha: np.ndarray, kernel: Kernel, E: np.n
 
 
 def choose(Ds: list[np.ndarray], Ls: list[np.ndarray], Y: np.ndarray) -> int:
-    """Index of the candidate with the smallest summed squared LOO error on results Y (n x m); 0 without LOO."""
+    """Index of the candidate with the smallest summed squared LOO error on results Y (n x m), near-ties to the
+    first (`pick`); 0 without LOO."""
     if not Ls:
         return 0
-    errs = [float(np.sum((L @ Y) ** 2)) for L in Ls]
-    return int(np.argmin(errs))
+    return pick(np.array([float(np.sum((L @ Y) ** 2)) for L in Ls]), energy(Y))
+
+
+def energy(Y: np.ndarray) -> float:
+    """The results' sum of squares (n x m, any float dtype, summed in float64): `pick`'s scale."""
+    return float(np.einsum("ij,ij->", Y, Y, dtype=np.float64))
+
+
+def pick(scores: np.ndarray, energy: float) -> int:
+    """The first candidate (in CANDIDATES' order) whose LOO score lies within TIE * sqrt(least * energy) of the
+    least score: rounding moves a score by about 1e-14 of that (the order the results arrived in changes the
+    rounding), so near-ties go to the same candidate in every order; 0 when the scores are not finite (the
+    decode's product then refuses the results)."""
+    least = float(scores.min())
+    tied = np.flatnonzero(scores <= least + TIE * math.sqrt(least * energy))
+    return int(tied[0]) if tied.size else 0

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import _F64, _SUM, LinearMap, check_finite
+from .._arrays import _F64, SMALL_PRODUCT, LinearMap, check_finite, row_checker
 
 
 def decoder_map(D: np.ndarray) -> LinearMap | SelectionMap:
@@ -115,15 +115,15 @@ def _product(src: np.ndarray, aug: np.ndarray, other: np.ndarray | None, what: s
              ) -> Callable[[np.ndarray], np.ndarray]:
     """SelectionMap.product's closure: the selected rows gathered, the other rows and the checksum row from one
     product."""
-    isfinite, tot = math.isfinite, _SUM
+    dot, finite_row = aug.dot, row_checker(aug.dtype)
+    small = SMALL_PRODUCT // aug.shape[0]  # data sizes up to which aug.dot (no ufunc dispatch, the same product)
 
     def product(data: np.ndarray) -> np.ndarray:
         out = data.take(src, axis=0)
-        full = aug @ data
+        full = dot(data) if data.size <= small else aug @ data
         if other is not None:
             out[other] = full[:-1]
-        row = full[-1]
-        if not isfinite(sum(row.tolist()) if row.size <= 64 else tot(row, None)):
+        if not finite_row(full[-1]):
             check_finite(data, what, nonfinite)  # raises unless the data is finite (the sum overflowed)
         return out
     return product
