@@ -10,8 +10,8 @@ z = (top-1 margin of the decoded output) / (estimated standard deviation of its 
 - none (ParM's exact recovery): z is the raw margin.
 
 z >= threshold: the decode is sent (`degraded`, `gate` "passed"). Otherwise it is held (`gate` "held"): the
-request waits for its own result, or for a plain copy sent at that moment to the least-loaded worker that was
-not slow on its last task, or for a later decode of its group (more results) that passes. The threshold is
+request waits for its own result, or for plain copies sent at that moment to idle workers not slow on their last
+task (none idle: as soon as one frees), or for a later decode of its group (more results) that passes. The threshold is
 chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs, records every
 decode it would send with its score, and the smallest threshold whose sent decodes agree with f on top-1 at
 the target rate is kept, bagged over bootstrap resamples (`gencc.serving.gate_threshold`;
@@ -127,6 +127,8 @@ class Gate:
         self._last: dict[int, float] = {}  # worker -> duration of its last finished task
         self._median = RollingQuantile(0.5, default=math.inf, min_count=20)
         self.held = self.passed = 0
+        self._wanting: dict[Request, Any] = {}  # held request -> its dispatcher, while short of its copies
+        self._refill_due = False
 
     def scores(self, code: Any, Yhat: np.ndarray, Y: np.ndarray, returned: Sequence[int],
                positions: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +146,7 @@ class Gate:
     def screen(self, disp: Any, g: Any, todo: list[int], Yhat: np.ndarray, Y: np.ndarray,
                returned: Sequence[int]) -> list[int]:
         """The members of group g (indices in `todo`) whose decode may be sent now; each held one gets its plain
-        copy (once) on a fast worker the group does not occupy."""
+        copies (`copy`) on fast workers the group does not occupy."""
         z, sd = self.scores(disp.code, Yhat, Y, returned, [g.pos[k] for k in todo])
         send = []
         for k, zk, sk in zip(todo, z, sd, strict=True):
@@ -162,7 +164,7 @@ class Gate:
         return send
 
     def hold(self, disp: Any, r: Request, busy: set[int]) -> None:
-        """Request r waits for its own result or its copies (sent now, once)."""
+        """Request r waits for its own result or its copies (sent now, or as workers free)."""
         if r.gate != "held":
             r.gate = "held"
             self.held += 1
@@ -176,26 +178,48 @@ class Gate:
                 self.hold(disp, r, disp._busy(g))
 
     def copy(self, disp: Any, r: Request, busy: set[int]) -> None:
-        """`copies` plain copies of a held request (once), each on an idle worker outside `busy`, preferring one
-        that was not slow on its last task: at the p99.9 a copy that lands on a slow worker counts, and two
-        rarely both do. No idle worker (overload): no copy, the request waits for its own result."""
-        if any(t.kind == "copy" for t in r.tasks):
+        """Up to `copies` plain copies of a held request in all, each on an idle worker outside `busy`, preferring
+        one that was not slow on its last task: at the p99.9 a copy that lands on a slow worker counts, and two
+        rarely both do. Too few idle workers (overload): the request waits for a worker to free (`observe`)."""
+        have = sum(t.kind == "copy" for t in r.tasks)
+        if have >= self.copies or r.status:
             return
         med = self._median.value
         slow = {w for w, d in self._last.items() if d > SLOW_RATIO * med}
         used = set(busy) | {int(w) for w in np.flatnonzero(np.asarray(disp.env.loads()) > 0)}
-        for _ in range(self.copies):
+        used |= {t.worker for t in r.tasks if t.kind == "copy"}
+        for _ in range(self.copies - have):
             t = disp.send_copy(r, "copy", exclude=used | slow) or disp.send_copy(r, "copy", exclude=used)
             if t is None:
+                if r not in self._wanting:
+                    self._wanting[r] = disp
                 return
             used.add(t.worker)
+        self._wanting.pop(r, None)
+
+    def _refill(self) -> None:
+        """A worker freed: the held requests still short of their copies (oldest first) get them, while idle
+        workers last."""
+        self._refill_due = False
+        for r, disp in list(self._wanting.items()):
+            if r.status:
+                del self._wanting[r]
+                continue
+            if not np.any(np.asarray(disp.env.loads()) == 0):
+                return
+            g = r.group
+            self.copy(disp, r, disp._busy(g) if g is not None and hasattr(disp, "_busy") else set())
 
     def observe(self, task: Task) -> None:
-        """Learn each worker's speed from its finished tasks."""
+        """Learn each worker's speed from its finished tasks; a held request short of its copies gets them once
+        the dispatcher has handled this result (its worker may be idle now)."""
         if task.ok and task.worker >= 0 and not math.isnan(task.t_start):
             d = task.t_end - task.t_start
             self._last[task.worker] = d
             self._median.add(d)
+        if self._wanting and not self._refill_due:
+            self._refill_due = True
+            next(iter(self._wanting.values())).env.call_later(0.0, self._refill)
 
 
 class CalibrationStopped(Exception):
