@@ -14,8 +14,9 @@ request waits for its own result, or for plain copies sent at that moment to idl
 task (none idle: as soon as one frees), or for a later decode of its group (more results) that passes. The threshold is
 chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs, records every
 decode it would send with its score, and the smallest threshold whose sent decodes agree with f on top-1 at
-the target rate is kept, bagged over bootstrap resamples (`gencc.serving.gate_threshold`;
-`GateCalibration.frontier` holds the whole agreement / share-sent curve).
+the target rate is kept, bagged over bootstrap resamples, and never below the score at which the decoder's own
+error estimate makes the top-1 likely right (`gencc.serving.gate_threshold`; `GateCalibration.frontier` holds
+the whole agreement / share-sent curve).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's sid
     GateCalibration,
     choose_threshold,
     frontier,
+    score_floor,
     wilson_lower,
 )
 from .requests import Env, Request, RollingQuantile
@@ -127,6 +129,7 @@ class Gate:
         self._last: dict[int, float] = {}  # worker -> duration of its last finished task
         self._median = RollingQuantile(0.5, default=math.inf, min_count=20)
         self.held = self.passed = 0
+        self.estimated = False  # whether a decode judged came with an error estimate (its score a z-score)
         self._wanting: dict[Request, Any] = {}  # held request -> its dispatcher, while short of its copies
         self._refill_due = False
 
@@ -138,6 +141,7 @@ class Gate:
         sd = uncertainty(code, Y, returned)
         if sd is None:
             return marg, np.full(len(pos), math.nan)
+        self.estimated = True
         s = sd[pos]
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(s > 0, marg / np.where(s > 0, s, 1.0), math.inf)
@@ -265,7 +269,8 @@ def calibrate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str,
     """The gate's threshold for a model: the dispatcher `make(gate)` in virtual time on `workers` workers
     running `functions` ("f": the model; "parity" if the scheme runs one), fed the *training* inputs X, its gate
     recording every decode (and holding it, so each request also gets its copy), `runs` times (seeds seed,
-    seed + 1, ...; the records pooled); then `choose_threshold`.
+    seed + 1, ...; the records pooled); then `choose_threshold`, floored at `score_floor(target)` where the
+    decoder gave error estimates.
     Service time `service_ms` with persistent stragglers (slow_fraction, slow_factor), Poisson arrivals at
     `load` of uncoded capacity; service_ms 0 (unknown): the REFERENCE conditions. `stop` set: raises
     CalibrationStopped at the next model call."""
@@ -283,14 +288,17 @@ def calibrate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str,
     s = service_ms / 1000
     rate = load * workers / (s * (1 - slow_fraction + slow_fraction * slow_factor))
     records: list[tuple[int, float, int]] = []
+    estimated = False
     for i in range(int(runs)):
         env = VirtualWorkers(workers, ServiceTimes(s), PersistentStragglers(
             workers, slow_fraction, slow_factor, 1.0, seed=seed + i), functions=functions, seed=seed + i)
         gate = Gate(math.inf, record=True)
         simulate_load(make(gate), env, rate, duration, inputs=X, seed=seed + i)
+        estimated |= gate.estimated
         off = i * RUN_IDS
         records += [(off + rid, z, top_) for rid, z, top_ in gate.records]
-    return choose_threshold(records, lambda rid: int(top[(rid % RUN_IDS) % len(X)]), target, seed=seed)
+    return choose_threshold(records, lambda rid: int(top[(rid % RUN_IDS) % len(X)]), target, seed=seed,
+                            floor=score_floor(target) if estimated and target < 1 else 0.0)
 
 
 _cache: dict[tuple, GateCalibration] = {}
