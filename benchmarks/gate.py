@@ -3,7 +3,7 @@ gate's threshold varies, per model and scheme, in the virtual-time serving simul
 
     python benchmarks/gate.py --out docs/generated/gate_frontier.md
     python benchmarks/gate.py --models mlp --schemes gcc --duration 20        # a quick look
-    python benchmarks/gate.py --real --frontier --schemes sgcc sgcc-parity --duration 30 --repeat 2 \
+    python benchmarks/gate.py --real --frontier --schemes sgcc sgcc-parity --duration 30 --repeat 3 \
         --timeline 4 --out docs/generated/gate_real.md                         # real threads, wall clock
     python benchmarks/gate.py --seeds 3 --schemes sgcc sgcc-parity --out docs/generated/gate_seeds.md
     python benchmarks/gate.py --schemes sgcc-hedge sgcc-parity-hedge --out docs/generated/gate_hedge.md
