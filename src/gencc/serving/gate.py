@@ -36,6 +36,7 @@ from ..engine import Task, VirtualWorkers
 from ..models import apply_batch
 from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's side of the gate)
     BOOTSTRAP_DRAWS,
+    BOOTSTRAP_QUANTILE,
     CONFIDENCE_Z,
     DEFAULT_TARGET,
     GateCalibration,
