@@ -339,7 +339,7 @@ def run(args: argparse.Namespace) -> list[list[str]]:
             for label, thr in settings:
                 r = measure(m, scheme, None if thr is None else Gate(thr), args.duration, args.seed, cal)
                 ratio = r["gap"] / base["gap"]
-                meets = (not math.isnan(r["agreement"]) and r["agreement"] >= BAR_AGREEMENT) and ratio <= BAR_GAP
+                meets = ratio <= BAR_GAP and (r["degraded"] == 0 or r["agreement"] >= BAR_AGREEMENT)
                 rows.append([name, scheme, label, f"{r['agreement']:.3f}", f"{r['degraded']:.3f}", f"{r['held']:.3f}",
                              str(gc.candidates),
                              f"{r['p50']:.1f}", f"{r['p999']:.1f}", f"{r['gap']:.1f}", f"{ratio:.2f}",
