@@ -11,12 +11,12 @@ z = (top-1 margin of the decoded output) / (estimated standard deviation of its 
 
 z >= threshold: the decode is sent (`degraded`, `gate` "passed"). Otherwise it is held (`gate` "held"): the
 request waits for its own result, or for plain copies sent at that moment to idle workers not slow on their last
-task (none idle: as soon as one frees), or for a later decode of its group (more results) that passes. The threshold is
-chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs, records every
-decode it would send with its score, and the smallest threshold whose sent decodes agree with f on top-1 at
-the target rate is kept, bagged over bootstrap resamples, and never below the score at which the decoder's own
-error estimate makes the top-1 likely right (`gencc.serving.gate_threshold`; `GateCalibration.frontier` holds
-the whole agreement / share-sent curve).
+task (none idle: as soon as one frees), or for a later decode of its group (more results) that passes. The
+threshold is chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs,
+records every decode it would send with its score, and the smallest threshold whose sent decodes agree with f on
+top-1 at the target rate is kept (an upper confidence bound over bootstrap resamples), never below the score at
+which the decoder's own error estimate makes the top-1 likely right (`gencc.serving.gate_threshold`;
+`GateCalibration.frontier` holds the whole agreement / share-sent curve).
 """
 
 from __future__ import annotations
