@@ -115,10 +115,12 @@ def test_choose_threshold_is_the_least_qualifying_grid_point():
     good = [t for t, a, s in cal.frontier if s > 0 and wilson_lower(a * s * len(by), s * len(by)) >= 0.9]
     assert cal.threshold == min(good) and cal.candidates == len(by)
     assert frontier(records, truth.__getitem__, [math.inf])[0][2] == 0.0
-    # bagged (the default): the lower median of the least qualifying thresholds of bootstrap resamples; one
+    # bagged: the lower median (quantile 0.5) of the least qualifying thresholds of bootstrap resamples; one
     # resample rebuilt by hand (each request's records repeated as often as it was drawn, under new ids)
-    bag = choose_threshold(records, truth.__getitem__, target=0.9, draws=9, seed=4)
+    bag = choose_threshold(records, truth.__getitem__, target=0.9, draws=9, seed=4, quantile=0.5)
     assert len(bag.draws) == 9 and bag.threshold == sorted(bag.draws)[4] and bag.frontier == cal.frontier
+    upper = choose_threshold(records, truth.__getitem__, target=0.9, draws=9, seed=4)  # the default: 0.9
+    assert upper.draws == bag.draws and upper.threshold == sorted(bag.draws)[7] >= bag.threshold
     lo, hi = bag.spread()
     assert lo <= bag.threshold <= hi
     grid = [t for t, _, _ in cal.frontier]
@@ -132,6 +134,8 @@ def test_choose_threshold_is_the_least_qualifying_grid_point():
     assert bag.draws[0] == want
     with pytest.raises(ValueError, match="draws"):
         choose_threshold(records, truth.__getitem__, draws=-1)
+    with pytest.raises(ValueError, match="quantile"):
+        choose_threshold(records, truth.__getitem__, quantile=1.5)
 
 
 def test_gate_off_at_zero_and_holds_everything_at_inf(model):

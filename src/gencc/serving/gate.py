@@ -10,11 +10,12 @@ z = (top-1 margin of the decoded output) / (estimated standard deviation of its 
 - none (ParM's exact recovery): z is the raw margin.
 
 z >= threshold: the decode is sent (`degraded`, `gate` "passed"). Otherwise it is held (`gate` "held"): the
-request waits for its own result, or for a plain copy sent at that moment to the least-loaded worker that was
-not slow on its last task, or for a later decode of its group (more results) that passes. The threshold is
-chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs, records every
-decode it would send with its score, and the smallest threshold whose sent decodes agree with f on top-1 at
-the target rate is kept, bagged over bootstrap resamples (`gencc.serving.gate_threshold`;
+request waits for its own result, or for plain copies sent at that moment to idle workers not slow on their last
+task (none idle: as soon as one frees), or for a later decode of its group (more results) that passes. The
+threshold is chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs,
+records every decode it would send with its score, and the smallest threshold whose sent decodes agree with f on
+top-1 at the target rate is kept (an upper confidence bound over bootstrap resamples), never below the score at
+which the decoder's own error estimate makes the top-1 likely right (`gencc.serving.gate_threshold`;
 `GateCalibration.frontier` holds the whole agreement / share-sent curve).
 """
 
@@ -35,11 +36,13 @@ from ..engine import Task, VirtualWorkers
 from ..models import apply_batch
 from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's side of the gate)
     BOOTSTRAP_DRAWS,
+    BOOTSTRAP_QUANTILE,
     CONFIDENCE_Z,
     DEFAULT_TARGET,
     GateCalibration,
     choose_threshold,
     frontier,
+    score_floor,
     wilson_lower,
 )
 from .requests import Env, Request, RollingQuantile
@@ -127,6 +130,9 @@ class Gate:
         self._last: dict[int, float] = {}  # worker -> duration of its last finished task
         self._median = RollingQuantile(0.5, default=math.inf, min_count=20)
         self.held = self.passed = 0
+        self.estimated = False  # whether a decode judged came with an error estimate (its score a z-score)
+        self._wanting: dict[Request, Any] = {}  # held request -> its dispatcher, while short of its copies
+        self._refill_due = False
 
     def scores(self, code: Any, Yhat: np.ndarray, Y: np.ndarray, returned: Sequence[int],
                positions: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -136,6 +142,7 @@ class Gate:
         sd = uncertainty(code, Y, returned)
         if sd is None:
             return marg, np.full(len(pos), math.nan)
+        self.estimated = True
         s = sd[pos]
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(s > 0, marg / np.where(s > 0, s, 1.0), math.inf)
@@ -144,7 +151,7 @@ class Gate:
     def screen(self, disp: Any, g: Any, todo: list[int], Yhat: np.ndarray, Y: np.ndarray,
                returned: Sequence[int]) -> list[int]:
         """The members of group g (indices in `todo`) whose decode may be sent now; each held one gets its plain
-        copy (once) on a fast worker the group does not occupy."""
+        copies (`copy`) on fast workers the group does not occupy."""
         z, sd = self.scores(disp.code, Yhat, Y, returned, [g.pos[k] for k in todo])
         send = []
         for k, zk, sk in zip(todo, z, sd, strict=True):
@@ -162,7 +169,7 @@ class Gate:
         return send
 
     def hold(self, disp: Any, r: Request, busy: set[int]) -> None:
-        """Request r waits for its own result or its copies (sent now, once)."""
+        """Request r waits for its own result or its copies (sent now, or as workers free)."""
         if r.gate != "held":
             r.gate = "held"
             self.held += 1
@@ -176,26 +183,48 @@ class Gate:
                 self.hold(disp, r, disp._busy(g))
 
     def copy(self, disp: Any, r: Request, busy: set[int]) -> None:
-        """`copies` plain copies of a held request (once), each on an idle worker outside `busy`, preferring one
-        that was not slow on its last task: at the p99.9 a copy that lands on a slow worker counts, and two
-        rarely both do. No idle worker (overload): no copy, the request waits for its own result."""
-        if any(t.kind == "copy" for t in r.tasks):
+        """Up to `copies` plain copies of a held request in all, each on an idle worker outside `busy`, preferring
+        one that was not slow on its last task: at the p99.9 a copy that lands on a slow worker counts, and two
+        rarely both do. Too few idle workers (overload): the request waits for a worker to free (`observe`)."""
+        have = sum(t.kind == "copy" for t in r.tasks)
+        if have >= self.copies or r.status:
             return
         med = self._median.value
         slow = {w for w, d in self._last.items() if d > SLOW_RATIO * med}
         used = set(busy) | {int(w) for w in np.flatnonzero(np.asarray(disp.env.loads()) > 0)}
-        for _ in range(self.copies):
+        used |= {t.worker for t in r.tasks if t.kind == "copy"}
+        for _ in range(self.copies - have):
             t = disp.send_copy(r, "copy", exclude=used | slow) or disp.send_copy(r, "copy", exclude=used)
             if t is None:
+                if r not in self._wanting:
+                    self._wanting[r] = disp
                 return
             used.add(t.worker)
+        self._wanting.pop(r, None)
+
+    def _refill(self) -> None:
+        """A worker freed: the held requests still short of their copies (oldest first) get them, while idle
+        workers last."""
+        self._refill_due = False
+        for r, disp in list(self._wanting.items()):
+            if r.status:
+                del self._wanting[r]
+                continue
+            if not np.any(np.asarray(disp.env.loads()) == 0):
+                return
+            g = r.group
+            self.copy(disp, r, disp._busy(g) if g is not None and hasattr(disp, "_busy") else set())
 
     def observe(self, task: Task) -> None:
-        """Learn each worker's speed from its finished tasks."""
+        """Learn each worker's speed from its finished tasks; a held request short of its copies gets them once
+        the dispatcher has handled this result (its worker may be idle now)."""
         if task.ok and task.worker >= 0 and not math.isnan(task.t_start):
             d = task.t_end - task.t_start
             self._last[task.worker] = d
             self._median.add(d)
+        if self._wanting and not self._refill_due:
+            self._refill_due = True
+            next(iter(self._wanting.values())).env.call_later(0.0, self._refill)
 
 
 class CalibrationStopped(Exception):
@@ -241,7 +270,8 @@ def calibrate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str,
     """The gate's threshold for a model: the dispatcher `make(gate)` in virtual time on `workers` workers
     running `functions` ("f": the model; "parity" if the scheme runs one), fed the *training* inputs X, its gate
     recording every decode (and holding it, so each request also gets its copy), `runs` times (seeds seed,
-    seed + 1, ...; the records pooled); then `choose_threshold`.
+    seed + 1, ...; the records pooled); then `choose_threshold`, floored at `score_floor(target)` where the
+    decoder gave error estimates.
     Service time `service_ms` with persistent stragglers (slow_fraction, slow_factor), Poisson arrivals at
     `load` of uncoded capacity; service_ms 0 (unknown): the REFERENCE conditions. `stop` set: raises
     CalibrationStopped at the next model call."""
@@ -259,14 +289,17 @@ def calibrate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str,
     s = service_ms / 1000
     rate = load * workers / (s * (1 - slow_fraction + slow_fraction * slow_factor))
     records: list[tuple[int, float, int]] = []
+    estimated = False
     for i in range(int(runs)):
         env = VirtualWorkers(workers, ServiceTimes(s), PersistentStragglers(
             workers, slow_fraction, slow_factor, 1.0, seed=seed + i), functions=functions, seed=seed + i)
         gate = Gate(math.inf, record=True)
         simulate_load(make(gate), env, rate, duration, inputs=X, seed=seed + i)
+        estimated |= gate.estimated
         off = i * RUN_IDS
         records += [(off + rid, z, top_) for rid, z, top_ in gate.records]
-    return choose_threshold(records, lambda rid: int(top[(rid % RUN_IDS) % len(X)]), target, seed=seed)
+    return choose_threshold(records, lambda rid: int(top[(rid % RUN_IDS) % len(X)]), target, seed=seed,
+                            floor=score_floor(target) if estimated and target < 1 else 0.0)
 
 
 _cache: dict[tuple, GateCalibration] = {}
