@@ -107,18 +107,27 @@ def freeze_heap() -> None:
 
 
 class LoopEnv:
-    """The environment of a baseline dispatcher (uncoded, replication, hedged): the pool's workers, with the
-    dispatcher's thread the pool's control thread until `attach(loop)`, then the asyncio event loop serving the
-    HTTP front door (`create_app`'s lifespan attaches it). Attached, a request is dispatched on the loop as it
-    is parsed and a task's result goes from its worker thread straight to the loop (the pool runs its
-    callbacks inline): two thread hand-offs per request, as a plain app calling the model in a thread pool
-    makes, instead of four through the control thread. The coded dispatchers keep the control thread (their
-    encodes and decodes would hold up the loop)."""
+    """The environment of a dispatcher on a local pool: the pool's workers, with the dispatcher's thread the
+    pool's control thread until `attach(loop)`, then the asyncio event loop serving the HTTP front door
+    (`create_app`'s lifespan attaches it). Attached, a request is dispatched on the loop as it is parsed and a
+    task's result goes from its worker thread straight to the loop (the pool runs its callbacks inline): two
+    thread hand-offs per request, as a plain app calling the model in a thread pool makes, instead of four
+    through the control thread. The coded schemes run there too: a group's encode and a decode at K = 8, N = 12
+    take tens of microseconds, a small part of the loop's own time per request (`benchmarks/serving_floor.py`
+    measures both). Ray keeps the control thread.
+
+    Every callback into the dispatcher runs on its thread, whichever it is when the callback fires: a task's
+    result, a timer set before an attach (or a detach) that fires after it, a `post` from any thread."""
 
     def __init__(self, pool: Workers):
         self.pool = pool
         self.loop: Any = None
         self._loop_thread: int | None = None
+        self._control: int | None = None  # the pool's control thread (learned from the first thing it runs)
+        pool.post(self._learn_control)
+
+    def _learn_control(self) -> None:
+        self._control = threading.get_ident()
 
     @property
     def n_workers(self) -> int:
@@ -136,13 +145,26 @@ class LoopEnv:
         self.loop, self._loop_thread = loop, (None if loop is None else thread)
 
     def on_loop(self) -> bool:
+        """Whether this is the attached loop's thread."""
         return self.loop is not None and threading.get_ident() == self._loop_thread
 
+    def on_thread(self) -> bool:
+        """Whether this is the dispatcher's thread now: the attached loop's, else the pool's control thread."""
+        return threading.get_ident() == (self._control if self.loop is None else self._loop_thread)
+
     def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run fn on the dispatcher's thread after `delay` seconds (call from the dispatcher's thread)."""
         if self.loop is None:
-            self.pool.call_later(delay, fn)
+            self.pool.call_later(delay, lambda: self._fire(fn))
         else:
-            self.loop.call_later(max(float(delay), 0.0), self.pool.call_guarded, fn)
+            self.loop.call_later(max(float(delay), 0.0), self._fire, fn)
+
+    def _fire(self, fn: Callable[[], None]) -> None:
+        """A timer is due: run fn here if this is still the dispatcher's thread, else hand it there."""
+        if self.on_thread():
+            self.pool.call_guarded(fn)
+        else:
+            self.post(fn)
 
     def post(self, fn: Callable[[], None]) -> None:
         """Run fn on the dispatcher's thread (from any thread)."""
@@ -228,7 +250,7 @@ class Service:
             if parity is not None:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(c.workers, factories, address=c.address)
-        on_loop = c.backend == "local" and scheme_entry(c.scheme).dispatcher != "coded"  # see LoopEnv
+        on_loop = c.backend == "local"  # the dispatcher may run on the front door's loop: see LoopEnv
         pool = Workers(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
                        seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
                        inline=on_loop)
@@ -313,8 +335,8 @@ class Service:
         (self.pool if self.env is None else self.env).post(fn)
 
     def attach_loop(self, loop: Any) -> bool:
-        """Run a baseline scheme's dispatcher on `loop` (the caller's running loop; None: detach), see
-        `LoopEnv`; only while nothing is in flight. False when the scheme keeps the control thread."""
+        """Run the dispatcher on `loop` (the caller's running loop; None: detach), see `LoopEnv`; only while
+        nothing is in flight. False when it keeps the control thread (a Ray backend)."""
         if self.env is None:
             return False
         done, me = threading.Event(), threading.get_ident()
