@@ -102,12 +102,29 @@ def minimal_app(f: Any, threads: int) -> Any:
     return app
 
 
-def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, gate: str) -> None:
+def sample_threads(out: dict[tuple[str, str], int], stop: Any, every: float = 0.001) -> None:
+    """Every `every` s, count (thread name, innermost frame) of each other thread (`sys._current_frames`)."""
+    import threading
+
+    me = threading.get_ident()
+    while not stop.is_set():
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            if ident != me:
+                code = frame.f_code
+                key = (names.get(ident, "?"), f"{Path(code.co_filename).name}:{code.co_name}")
+                out[key] = out.get(key, 0) + 1
+        time.sleep(every)
+
+
+def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, gate: str,
+          profile: str | None = None) -> None:
     import socket
 
     import uvicorn
 
     target, f = load_model(model)
+    svc = None
     if kind == "minimal":
         app, kw = minimal_app(f, workers), {}
     else:
@@ -130,14 +147,39 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
     sock.bind(("127.0.0.1", 0))
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, **kw))
+    if profile is None:
+        server.run(sockets=[sock])
+        return
+    import cProfile
+    import threading
+
+    samples: dict[tuple[str, str], int] = {}
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_threads, args=(samples, stop), daemon=True)
+    prof = cProfile.Profile()  # the main thread: the event loop, with the dispatcher on it
+    signal.signal(signal.SIGTERM, lambda *_: None)  # uvicorn re-raises the SIGTERM it stopped on: outlive it
+    sampler.start()
+    prof.enable()
     server.run(sockets=[sock])
+    prof.disable()
+    stop.set()
+    sampler.join()
+    prof.dump_stats(profile + ".prof")
+    d = getattr(svc, "dispatcher", None)
+    counts = {k: int(getattr(d, k, 0)) for k in ("tasks_sent", "decodes", "copies")}
+    counts["requests"] = next(svc._ids) if svc is not None else 0
+    counts["executed"] = int(sum(svc.pool.counts.values())) if svc is not None else 0
+    Path(profile + ".counts.json").write_text(json.dumps(counts))
+    Path(profile + ".samples.json").write_text(json.dumps([[n, f, c] for (n, f), c in samples.items()]))
 
 
 class Server:
-    def __init__(self, label: str, kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, gate: str):
+    def __init__(self, label: str, kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, gate: str,
+                 profile: str | None = None):
         self.label, self.model = label, model
         cmd = [sys.executable, __file__, "--child", kind, "--model", model, "--scheme", scheme,
-               "--workers", str(workers), "--K", str(K), "--gate", gate] + (["--slow"] if slow else [])
+               "--workers", str(workers), "--K", str(K), "--gate", gate] + (["--slow"] if slow else []) + \
+            ([] if profile is None else ["--profile-out", profile])
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         self.port, self.t_start = 0, time.monotonic()
 
@@ -250,6 +292,43 @@ def table(title: str, rows: list[tuple[str, dict, dict]], ref: str) -> list[str]
     return out + [""]
 
 
+def profile_one(args: argparse.Namespace, top: int = 30) -> None:
+    """`--profile SCHEME`: one gencc server saturated by a closed loop for `--seconds`; prints the event loop
+    thread's cProfile (by own time) and each thread's share of the samples with its innermost functions."""
+    import pstats
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = os.environ.get("PROFILE_DIR", tmp)
+        out = str(Path(tmp) / "profile")
+        srv = Server(args.profile, "gencc", args.model, args.profile, args.workers, args.K, args.slow, args.gate,
+                     profile=out)
+        try:
+            srv.wait()
+            xs = inputs(args.model)
+            asyncio.run(_saturate(srv.port, xs, args.concurrency, 1.0))  # warm up
+            cpu0 = srv.cpu_s()
+            n_ok, n_bad, o = asyncio.run(_saturate(srv.port, xs, args.concurrency, args.seconds))
+            cpu = srv.cpu_s() - cpu0
+        finally:
+            srv.stop()
+        print(f"{args.profile} on {args.model}: {n_ok / o[0]:.0f} req/s, {1000 * cpu / max(n_ok, 1):.2f} CPU ms/req, "
+              f"{n_bad} errors; load average {os.getloadavg()[0]:.2f}")
+        st = pstats.Stats(out + ".prof")
+        st.sort_stats("tottime").print_stats(top)
+        st.sort_stats("cumulative").print_stats(top)
+        samples = json.loads(Path(out + ".samples.json").read_text())
+        print("dispatcher counts (whole run):", Path(out + ".counts.json").read_text())
+    by_thread: dict[str, int] = {}
+    for name, _, c in samples:
+        base = name.rstrip("0123456789")
+        by_thread[base] = by_thread.get(base, 0) + c
+    total = sum(by_thread.values())
+    for base, c in sorted(by_thread.items(), key=lambda kv: -kv[1]):
+        fns = sorted(((f, n) for name, f, n in samples if name.rstrip("0123456789") == base), key=lambda t: -t[1])
+        print(f"{base:28s} {c / total:6.1%}  " + ", ".join(f"{f} {n / c:.0%}" for f, n in fns[:6]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=2.5, help="seconds per run (default 2.5)")
@@ -266,9 +345,17 @@ def main() -> None:
     ap.add_argument("--model", default="digits-cnn", help=argparse.SUPPRESS)
     ap.add_argument("--scheme", default="uncoded", help=argparse.SUPPRESS)
     ap.add_argument("--slow", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", metavar="SCHEME",
+                    help="instead: profile one saturated gencc server of SCHEME (digits-cnn; --slow for the "
+                         "injected service time) for --seconds: cProfile of its event loop's thread, and where "
+                         "each of its threads was (sampled every ms)")
+    ap.add_argument("--profile-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.model, args.scheme, args.workers, args.K, args.slow, args.gate)
+        child(args.child, args.model, args.scheme, args.workers, args.K, args.slow, args.gate, args.profile_out)
+        return
+    if args.profile:
+        profile_one(args)
         return
     if not (args.seconds > 0 and args.reps >= 1 and args.rate > 0 and args.concurrency >= 1):
         ap.error("--seconds, --rate must be positive; --reps, --concurrency at least 1")
