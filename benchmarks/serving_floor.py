@@ -380,6 +380,8 @@ def main() -> None:
                     help="the coded schemes' gate (default off: its calibration takes minutes per server on a "
                          "loaded 2-core machine; it changes which decodes are sent, not the control path)")
     ap.add_argument("--out", help="write the tables to this markdown file")
+    ap.add_argument("--only", help="comma-separated tables to run (digits, floor, hedge; default all) and, after "
+                                   "a colon, servers (each table keeps its reference): --only floor,hedge:gcc-hedge")
     ap.add_argument("--child", choices=("minimal", "gencc"), help=argparse.SUPPRESS)
     ap.add_argument("--model", default="digits-cnn", help=argparse.SUPPRESS)
     ap.add_argument("--scheme", default="uncoded", help=argparse.SUPPRESS)
@@ -410,6 +412,15 @@ def main() -> None:
         "coded hedge: digits-cnn, injected 20 ms service time, 10% of the time slow x10": ("uncoded", [
             (s, "gencc", "digits-cnn", s, True) for s in ("uncoded", "gcc", "gcc-hedge", "sgcc-hedge")]),
     }
+    if args.only:
+        tables, _, labels = args.only.partition(":")
+        keys = dict(zip(("digits", "floor", "hedge"), groups, strict=True))
+        if not set(tables.split(",")) <= set(keys):
+            ap.error(f"--only: tables are {', '.join(keys)}")
+        groups = {keys[t]: groups[keys[t]] for t in tables.split(",")}
+        if labels:
+            groups = {title: (ref, [s for s in specs if s[0] == ref or s[0] in labels.split(",")])
+                      for title, (ref, specs) in groups.items()}
     t_start, load0 = time.monotonic(), os.getloadavg()
     servers = {(title, lab): Server(lab, kind, model, scheme, W, K, slow, args.gate)
                for title, (_, specs) in groups.items() for lab, kind, model, scheme, slow in specs}

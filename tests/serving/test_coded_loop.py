@@ -139,3 +139,37 @@ def test_a_timer_fires_on_the_dispatchers_thread_across_an_attach_and_a_detach()
         pool.close()
     assert fired["set on the control thread"] == th.name
     assert fired["set on the loop"].endswith("-control")
+
+
+def test_posts_from_any_thread_run_in_order_on_the_loop_or_after_a_detach_on_the_control_thread():
+    pool = Workers(1, ThreadBackend({"f": net}))
+    env = LoopEnv(pool)
+    loop = asyncio.new_event_loop()
+    th = threading.Thread(target=loop.run_forever, daemon=True)
+    th.start()
+    ran: list[tuple[int, str]] = []
+    try:
+        env.attach(loop, th.ident)
+        poster = threading.Thread(target=lambda: [env.post(lambda i=i: ran.append((i, threading.current_thread().name)))
+                                                  for i in range(500)])
+        poster.start()
+        poster.join()
+        t_end = time.monotonic() + 5
+        while len(ran) < 500 and time.monotonic() < t_end:
+            time.sleep(0.01)
+        assert ran == [(i, th.name) for i in range(500)]
+        ran.clear()
+        blocked = threading.Event()
+        loop.call_soon_threadsafe(lambda: (blocked.set(), time.sleep(0.2)))  # the loop busy: posts queue up
+        assert blocked.wait(5)
+        for i in range(3):
+            env.post(lambda i=i: ran.append((i, threading.current_thread().name)))
+        env.attach(None)  # detached before the loop drains them: the control thread runs them
+        t_end = time.monotonic() + 5
+        while len(ran) < 3 and time.monotonic() < t_end:
+            time.sleep(0.01)
+        assert [i for i, _ in ran] == [0, 1, 2] and all(n.endswith("-control") for _, n in ran), ran
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        th.join(5)
+        pool.close()
