@@ -25,6 +25,7 @@ import numpy as np
 from ..codes.registry import code_spec, make_code
 from ..engine import ThreadBackend, Workers
 from ..faults import Faults, WrongResults
+from ..ordering import order_inputs
 from .checked_dispatcher import CheckedDispatcher, ResultCheck
 from .coded_dispatcher import CodedDispatcher
 from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
@@ -70,6 +71,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     if sch.dispatcher == "hedged":
         return HedgedDispatcher(env, **kw)
     base = scheme.removesuffix("-hedge")
+    order_inputs(np.arange(3.0)[:, None])  # its first call imports scipy.spatial: now, not on a group's first hedge
     if sch.code == "parm":
         code = make_code("parm", parm_k, k=parm_k, parity=parity)
     else:
