@@ -343,7 +343,8 @@ def coded_work(K: int, W: int, reps: int = 2000) -> list[str]:
 
 def profile_one(args: argparse.Namespace, top: int = 30) -> None:
     """`--profile SCHEME`: one gencc server saturated by a closed loop for `--seconds`; prints the event loop
-    thread's cProfile (by own time) and each thread's share of the samples with its innermost functions."""
+    thread's cProfile (by own time) and each thread's share of the samples with its innermost functions
+    (environment variable PROFILE_DIR: keep the profile's files there, for pstats)."""
     import pstats
     import tempfile
 
