@@ -1,5 +1,6 @@
 """A baseline scheme's dispatcher on the front door's event loop (`gencc.serving.service.LoopEnv`), on a model
-gencc never saw: answers, timeouts and retries still hold there, and the coded schemes keep the control thread."""
+gencc never saw: answers, timeouts and retries still hold there; a coded scheme on a local pool attaches too
+(tests/serving/test_coded_loop.py checks it runs nowhere else)."""
 
 from __future__ import annotations
 
@@ -65,10 +66,12 @@ def test_a_timeout_and_failed_retries_are_answered_on_the_loop(model):
     assert failing.pool.errors == [] and failing.dispatcher.errors == {}
 
 
-def test_coded_schemes_keep_the_control_thread(model):
+def test_a_coded_scheme_on_a_local_pool_attaches_to_the_loop(model):
     svc = Service.build(model, "gcc", workers=6, K=4, gate="off")
-    try:
-        assert svc.env is None and svc.attach_loop(object()) is False
-        assert svc.submit(np.zeros(4, dtype=np.float32)).result(timeout=10).status == 200
-    finally:
-        svc.close()
+    with TestClient(create_app(svc)) as c:
+        assert svc.env is not None and svc.env.loop is not None
+        r = c.post("/predict", json={"input": [0.1, 0.2, 0.3, 0.4]})
+        assert r.status_code == 200
+    np.testing.assert_allclose(r.json()["output"], model(np.array([[0.1, 0.2, 0.3, 0.4]], np.float32))[0],
+                               rtol=1e-5, atol=1e-6)
+    assert svc.env.loop is None and svc.pending == 0

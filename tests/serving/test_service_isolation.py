@@ -111,7 +111,7 @@ def test_an_exception_encoding_or_decoding_reroutes_the_group_to_plain_copies(wh
     F = lin(np.stack(xs))
     assert [r.status for r in reqs] == [200] * 16
     assert all(r.latency < 0.2 for r in reqs)
-    assert d.errors == {f"{'_form' if where == 'encode' else '_try_decode'}: RuntimeError": 1}
+    assert d.errors == {f"{'_place' if where == 'encode' else '_try_decode'}: RuntimeError": 1}
     broken_group = reqs[0].group
     assert broken_group.broken and not reqs[8].group.broken
     for r in reqs:  # plain copies of the abandoned group's members are exact
@@ -221,7 +221,7 @@ def test_checked_serving_reroutes_unchecked_or_with_strict_fails_the_broken_grou
 
     d.code.encode = encode
     reqs = submit_at(env, d, [X[i] for i in range(24)])
-    assert d.errors == {"_form: RuntimeError": 1}
+    assert d.errors == {"_place: RuntimeError": 1}
     mid = reqs[8:16]  # the second group: the one whose encoding raised
     if strict:
         assert [r.status for r in mid] == [500] * 8 and all("encode broke" in r.error for r in mid)

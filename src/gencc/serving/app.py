@@ -202,27 +202,27 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
             count(503)
         return _body(r, service.scheme)
 
-    async def parse(body: bytes, parser: Any) -> Any:
-        if len(body) > limits.parse_inline_bytes:
-            return await asyncio.to_thread(parser, body, schemas)  # off the event loop: /healthz stays live
-        return parser(body, schemas)
-
-    async def one(body: bytes) -> tuple[int, dict[str, Any]]:
-        try:
-            x = await parse(body, parse_one)
-        except BadRequest as e:
-            count(e.status)
-            return e.status, {"detail": e.detail}
-        return await answer_one(x)
-
-    async def batch(body: bytes) -> tuple[int, dict[str, Any]]:
-        try:
-            arrs = await parse(body, parse_batch)
-        except BadRequest as e:
-            count(e.status)
-            return e.status, {"detail": e.detail}
+    async def answer_batch(arrs: list[np.ndarray]) -> tuple[int, dict[str, Any]]:
         res = await asyncio.gather(*(answer_one(a) for a in arrs))
         return 200, {"results": [dict(b, status=s) for s, b in res], "scheme": service.scheme}
+
+    def route(parser: Any, answer: Any) -> Any:
+        """A handler: the body parsed by `parser` (a refusal answered and counted) and then answered."""
+
+        async def handler(body: bytes) -> tuple[int, dict[str, Any]]:
+            try:
+                if len(body) > limits.parse_inline_bytes:  # off the event loop: /healthz stays live
+                    parsed = await asyncio.to_thread(parser, body, schemas)
+                else:
+                    parsed = parser(body, schemas)
+            except BadRequest as e:
+                count(e.status)
+                return e.status, {"detail": e.detail}
+            return await answer(parsed)
+
+        return handler
+
+    one, batch = route(parse_one, answer_one), route(parse_batch, answer_batch)
 
     # POST /predict and /predict/batch are answered by `PredictRoutes`, between DoorGuard and FastAPI's routing;
     # the routes below declare them (OpenAPI) and answer the same way if reached

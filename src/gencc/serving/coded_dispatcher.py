@@ -22,7 +22,7 @@ from ..ordering import order_inputs
 from .dispatchers import Dispatcher
 from .gate import Gate
 from .requests import Env, Request, RollingQuantile
-from .slots import systematic_slots, worker_functions
+from .slots import cover_map, systematic_slots, worker_functions
 
 MODES = ("eager", "hedge")
 
@@ -36,7 +36,7 @@ class _Group:
         self.results: dict[int, Any] = {}
         self.tasks: list[Task] = []
         self.sent: set[int] = set()  # coded slots sent
-        self.source: list[int] = []  # position -> member index (pads repeat a member)
+        self.source: list[int] = []  # position -> member index (pads repeat a member); set by `_place`
         self.pos: list[int] = []  # member index -> position (its alpha point)
         self.X: Any = None
         self.done = False
@@ -97,15 +97,7 @@ class CodedDispatcher(Dispatcher):
         return self.N
 
     def _cover_map(self) -> list[tuple[int, list[int]]]:
-        """Per position k: (the coded slot of k's coding group, the group's other positions)."""
-        groups, coded = getattr(self.code, "groups", None), getattr(self.code, "coded", None)
-        if groups is None or coded is None or self.sys is None:
-            raise ValueError(f"cover needs a systematic code with coding groups (SystematicGCC), not {self.code!r}")
-        out: list[tuple[int, list[int]]] = [(-1, [])] * self.K
-        for grp, slot in zip(groups, coded, strict=True):
-            for k in grp:
-                out[int(k)] = (int(slot), [int(j) for j in grp if j != k])
-        return out
+        return cover_map(self.code, self.sys)
 
     def _covered(self, g: _Group, i: int, R: set[int]) -> bool:
         """Member i's estimate is a parity recovery: its group's coded result is in, and each other position of
@@ -164,6 +156,19 @@ class CodedDispatcher(Dispatcher):
         g.formed = True
         if self.open is g:
             self.open = None
+        if all(r.status for r in g.members):
+            g.done = True
+        elif self.mode == "eager" or self.sys is None:
+            self._place(g)
+            self._send_coded(g, self._eager_slots(len(g.members)))
+        else:  # the hedge places the group when a member is late (most groups never are: no order, no encode)
+            self._late(g, trigger)
+        self._try_decode(g)
+
+    def _place(self, g: _Group) -> None:
+        """Order the members at alphas, set the pads, encode (once, before the group's first coded task)."""
+        if g.source:
+            return
         m = len(g.members)
         parm = hasattr(self.code, "group_of")
         perm = list(range(m))
@@ -188,13 +193,6 @@ class CodedDispatcher(Dispatcher):
                 src = self.sys[g.pos[g.source[k]]]
                 if src in g.results:
                     g.results[self.sys[k]] = g.results[src]
-        if all(r.status for r in g.members):
-            g.done = True
-        elif self.mode == "eager" or self.sys is None:
-            self._send_coded(g, self._eager_slots(m))
-        else:
-            self._late(g, trigger)
-        self._try_decode(g)
 
     def _eager_slots(self, m: int) -> list[int]:
         """CodedDispatcher slots for a group of m members: ParM (and codes under `cover`) the coded slot of each coding
@@ -290,6 +288,7 @@ class CodedDispatcher(Dispatcher):
         if not g.formed:
             self._form(g, trigger)
             return
+        self._place(g)
         failed = sum(1 for t in g.tasks if t.reason)
         want: list[int] = []
         if self.exact_missing and hasattr(self.code, "group_of"):
@@ -346,14 +345,14 @@ class CodedDispatcher(Dispatcher):
 
     def _record(self, g: _Group, slot: int, output: Any) -> None:
         g.results[slot] = output
-        if g.formed and self.sys is not None:
+        if g.source and self.sys is not None:
             m = len(g.members)
             for k in range(m, self.K):
                 if slot == self.sys[g.pos[g.source[k]]]:
                     g.results[self.sys[k]] = output
 
     def _try_decode(self, g: _Group) -> None:
-        if g.done or not g.formed:
+        if g.done or not g.source:  # not placed: no coded task was sent, nothing to decode from
             return
         m = len(g.members)
         pads = 0 if self.sys is None else sum(1 for k in range(m, self.K) if self.sys[k] in g.results)

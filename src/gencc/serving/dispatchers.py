@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 #: error messages a dispatcher keeps (its counts by place and kind are kept in full, at most MAX_ERROR_KINDS)
 MAX_ERRORS = 20
 MAX_ERROR_KINDS = 64
+#: uniform draws `Dispatcher.least_loaded` takes from its generator at a time
+NOISE_BATCH = 4096
 
 
 def _place(err: BaseException) -> str:
@@ -52,6 +54,8 @@ class Dispatcher:
         self.request_timeout = float(request_timeout)
         self.max_retries = int(max_retries)
         self.rng = np.random.default_rng(seed)
+        self._noise: list[float] = []  # least_loaded's draws from rng, and the next one's index
+        self._noise_at = 0
         self.on_answer = on_answer
         self.latency = RollingQuantile(0.95, default=math.inf)
         self.failures: dict[str, int] = {}
@@ -208,12 +212,27 @@ class Dispatcher:
         """Hook for schemes (a coded group learns a member is done)."""
 
     def least_loaded(self, exclude: Any = ()) -> int:
-        """A worker with the fewest queued + running tasks, ties at random; -1 if none is available."""
-        loads = np.asarray(self.env.loads(), dtype=float) + self.rng.random(self.env.n_workers) * 0.5
-        if exclude:
-            loads[list(exclude)] = math.inf
-        w = int(np.argmin(loads))
-        return -1 if not math.isfinite(loads[w]) else w
+        """A worker with the fewest queued + running tasks, ties at random (each load plus a uniform draw in
+        [0, 0.5)); -1 if none is available.
+
+        Plain Python on lists, the draws taken from `rng` NOISE_BATCH at a time (the same stream as one call
+        per choice): numpy's generator releases the GIL to fill its array, and on the event loop's thread each
+        release waits behind the worker threads to take it back (at saturation ~0.3 ms per request, the
+        largest cost of a dispatch, `benchmarks/serving_floor.py --profile`)."""
+        loads = self.env.loads().tolist()
+        n, i = len(loads), self._noise_at
+        if i + n > len(self._noise):
+            self._noise = self._noise[i:] + self.rng.random(max(NOISE_BATCH, n)).tolist()
+            i = 0
+        self._noise_at = i + n
+        best, pick = math.inf, -1
+        for w, (v, u) in enumerate(zip(loads, self._noise[i:i + n], strict=True)):
+            if exclude and w in exclude:
+                continue
+            v += u * 0.5
+            if v < best:
+                best, pick = v, w
+        return pick if math.isfinite(best) else -1
 
     def send(self, worker: int, task: Task) -> Task:
         task.worker, task.t_sent = worker, self.env.now()

@@ -23,14 +23,16 @@ from typing import Any
 import numpy as np
 
 from ..codes.registry import code_spec, make_code
-from ..engine import Task, ThreadBackend, Workers
+from ..engine import ThreadBackend, Workers
 from ..faults import Faults, WrongResults
+from ..ordering import order_inputs
 from .checked_dispatcher import CheckedDispatcher, ResultCheck
 from .coded_dispatcher import CodedDispatcher
 from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
 from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from .gate import Gate, service_gate
+from .loop_env import LoopEnv
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
 from .requests import Env, Request
 
@@ -69,6 +71,7 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     if sch.dispatcher == "hedged":
         return HedgedDispatcher(env, **kw)
     base = scheme.removesuffix("-hedge")
+    order_inputs(np.arange(3.0)[:, None])  # its first call imports scipy.spatial: now, not on a group's first hedge
     if sch.code == "parm":
         code = make_code("parm", parm_k, k=parm_k, parity=parity)
     else:
@@ -104,62 +107,6 @@ def freeze_heap() -> None:
     Call once in a long-lived serving process, after start-up."""
     gc.collect()
     gc.freeze()
-
-
-class LoopEnv:
-    """The environment of a baseline dispatcher (uncoded, replication, hedged): the pool's workers, with the
-    dispatcher's thread the pool's control thread until `attach(loop)`, then the asyncio event loop serving the
-    HTTP front door (`create_app`'s lifespan attaches it). Attached, a request is dispatched on the loop as it
-    is parsed and a task's result goes from its worker thread straight to the loop (the pool runs its
-    callbacks inline): two thread hand-offs per request, as a plain app calling the model in a thread pool
-    makes, instead of four through the control thread. The coded dispatchers keep the control thread (their
-    encodes and decodes would hold up the loop)."""
-
-    def __init__(self, pool: Workers):
-        self.pool = pool
-        self.loop: Any = None
-        self._loop_thread: int | None = None
-
-    @property
-    def n_workers(self) -> int:
-        return self.pool.n_workers
-
-    def now(self) -> float:
-        return self.pool.now()
-
-    def loads(self) -> np.ndarray:
-        return self.pool.loads()
-
-    def attach(self, loop: Any, thread: int | None = None) -> None:
-        """Run the dispatcher on `loop`, running in thread `thread` (an ident), from now on (None: back on the
-        pool's control thread)."""
-        self.loop, self._loop_thread = loop, (None if loop is None else thread)
-
-    def on_loop(self) -> bool:
-        return self.loop is not None and threading.get_ident() == self._loop_thread
-
-    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
-        if self.loop is None:
-            self.pool.call_later(delay, fn)
-        else:
-            self.loop.call_later(max(float(delay), 0.0), self.pool.call_guarded, fn)
-
-    def post(self, fn: Callable[[], None]) -> None:
-        """Run fn on the dispatcher's thread (from any thread)."""
-        loop = self.loop
-        if loop is not None:
-            try:
-                loop.call_soon_threadsafe(self.pool.call_guarded, fn)
-                return
-            except RuntimeError:  # the loop closed under us: the control thread serves
-                pass
-        self.pool.post(fn)
-
-    def send(self, worker: int, task: Task) -> None:
-        done = task.on_done
-        if done is not None:  # the pool calls it inline, in the worker's thread: hand it to the dispatcher's
-            task.on_done = lambda t: self.post(lambda: done(t))
-        self.pool.send(worker, task)
 
 
 class Service:
@@ -228,7 +175,7 @@ class Service:
             if parity is not None:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(c.workers, factories, address=c.address)
-        on_loop = c.backend == "local" and scheme_entry(c.scheme).dispatcher != "coded"  # see LoopEnv
+        on_loop = c.backend == "local"  # the dispatcher may run on the front door's loop: see LoopEnv
         pool = Workers(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
                        seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
                        inline=on_loop)
@@ -313,8 +260,8 @@ class Service:
         (self.pool if self.env is None else self.env).post(fn)
 
     def attach_loop(self, loop: Any) -> bool:
-        """Run a baseline scheme's dispatcher on `loop` (the caller's running loop; None: detach), see
-        `LoopEnv`; only while nothing is in flight. False when the scheme keeps the control thread."""
+        """Run the dispatcher on `loop` (the caller's running loop; None: detach), see `LoopEnv`; only while
+        nothing is in flight. False when it keeps the control thread (a Ray backend)."""
         if self.env is None:
             return False
         done, me = threading.Event(), threading.get_ident()

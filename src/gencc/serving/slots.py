@@ -1,4 +1,5 @@
-"""Which worker slot of a code computes what: systematic slots and each slot's pool function and scales."""
+"""Which worker slot of a code computes what: systematic slots, each slot's pool function and scales, and which
+coded slot covers which position (codes with coding groups)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,16 @@ def worker_functions(code: Code) -> tuple[list[str], list[float], list[float]]:
     outs = [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns]
     ins = [1.0 if getattr(fn, "packed", False) else b for fn, b in zip(fns, outs, strict=True)]
     return ["f" if fn is sentinel else "parity" for fn in fns], ins, outs
+
+
+def cover_map(code: Code, sys: list[int] | None) -> list[tuple[int, list[int]]]:
+    """Per position k: (the coded slot of k's coding group, the group's other positions), for a systematic code
+    with coding groups (`SystematicGCC`; `sys` its systematic slots); ValueError for any other code."""
+    groups, coded = getattr(code, "groups", None), getattr(code, "coded", None)
+    if groups is None or coded is None or sys is None:
+        raise ValueError(f"cover needs a systematic code with coding groups (SystematicGCC), not {code!r}")
+    out: list[tuple[int, list[int]]] = [(-1, [])] * code.K
+    for grp, slot in zip(groups, coded, strict=True):
+        for k in grp:
+            out[int(k)] = (int(slot), [int(j) for j in grp if j != k])
+    return out
