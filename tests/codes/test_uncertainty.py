@@ -87,3 +87,24 @@ def test_unknown_signal_variance_gives_infinite_uncertainty():
     R = [int(code.systematic[0])]  # one result: nothing to estimate the signal variance from
     sd = code.decode_uncertainty(np.ones((1, 3)), R)
     assert sd[0] == 0 and np.all(np.isinf(sd[1:]))
+
+
+@pytest.mark.parametrize("make", [lambda: SystematicGCC(8, 12, rho=0.05), lambda: GCC(K=8, N=12),
+                                  lambda: GCC(K=8, N=12, lam_dec="gcv")], ids=["sgcc", "gcc-select", "gcc-gcv"])
+def test_uncertainty_cached_per_pattern_equals_a_fresh_codes(make):
+    """The pieces cached per straggler pattern (posterior variances, the REML form) give, for new results on a
+    pattern seen before, what a code that never saw it computes (a data-dependent decoder may pick another D or
+    lam for the new results; the cache must not hand back the old one's variances), and reml_scale itself."""
+    rng = np.random.default_rng(3)
+    code = make()
+    for R in ([0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11], [11, 10, 9, 8, 7, 6, 5, 4, 3, 2]):
+        b = code.beta[R][:, None]
+        # linear results, then curved ones, then noise: GCC's low-redundancy decoder picks another D among them
+        for Y in (b * rng.normal(size=6), np.sin(3 * b) * rng.normal(size=6), b + rng.normal(size=(len(R), 6)),
+                  1e-3 * b**2, 50 * np.sign(b)):
+            fresh = make()
+            np.testing.assert_allclose(code.decode_uncertainty(Y, R), fresh.decode_uncertainty(Y, R), rtol=1e-12)
+            np.testing.assert_allclose(code.posterior_var(R, *(() if isinstance(code, SystematicGCC) else (Y,))),
+                                       fresh.posterior_var(R, *(() if isinstance(fresh, SystematicGCC) else (Y,))),
+                                       rtol=1e-12, atol=1e-15)
+            assert code.signal_var(Y, R) == pytest.approx(fresh.signal_var(Y, R), rel=1e-12)

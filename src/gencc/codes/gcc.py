@@ -24,7 +24,7 @@ from .smoother_loo import (
     loo_and_weights,
     pair_residuals,
 )
-from .systematic import _error_sd, decoder_error_var, reml_scale
+from .systematic import UNCERTAINTY_CACHE_SIZE, _error_sd, decoder_error_var, reml_apply, reml_form
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline
 AUTO_DENSE_MAX = 512
@@ -100,6 +100,7 @@ class GCC(Code):
                              f"need K >= {self.kernel.q}, got K={K}")
         self.decoder = self._resolve_decoder(decoder)
         self._robust_cache: LRU[tuple, tuple[np.ndarray, np.ndarray | None]] = LRU(LOO_CACHE_SIZE)
+        self._uncertainty_cache: LRU[tuple, Any] = LRU(UNCERTAINTY_CACHE_SIZE)  # the gate's, per pattern and lam
 
     def _resolve_decoder(self, decoder: str) -> str:
         if not isinstance(decoder, str) or decoder not in DECODERS:
@@ -285,27 +286,44 @@ class GCC(Code):
         alpha_k); for other decoders the same model's error variance of their weights. `Y` only for decoders
         that adapt to the results."""
         idx = self.check_returned(returned)
-        D, lam = self.decoding_matrix_and_lam(idx, Y)
+        return self._posterior_var(idx, *self.decoding_matrix_and_lam(idx, Y))
+
+    def _posterior_var(self, idx: np.ndarray, D: np.ndarray, lam: float) -> np.ndarray:
+        """posterior_var for validated `idx` decoded by D (fitted with lam), cached per (pattern, lam, D)."""
+        key = ("posterior-var", lam, *idx.tolist())
+        hit = self._uncertainty_cache.get(key)
+        if hit is not None and np.array_equal(hit[0], D):  # a data-dependent decoder may pick another D
+            return hit[1].copy()
         t = self.beta[idx]
         kern = self.kernel_for(t.size)
         C = kern(t, t) + t.size * lam * np.eye(t.size)
-        return decoder_error_var(D, kern(self.alpha, t), C, np.diag(kern(self.alpha, self.alpha)))
+        var = decoder_error_var(D, kern(self.alpha, t), C, np.diag(kern(self.alpha, self.alpha)))
+        self._uncertainty_cache.put(key, (np.array(D), var))
+        return var.copy()
 
     def signal_var(self, Y: Any, returned: Sequence[int]) -> float:
         """The kernel's signal variance (per output coordinate) estimated from the results: the REML estimate
         under the same GP reading (0 when the results leave no degree of freedom beyond the trend)."""
         idx = self.check_returned(returned)
         Yn = np.asarray(to_numpy(Y), dtype=float).reshape(idx.size, -1)
-        lam = self.decoding_matrix_and_lam(idx, Yn)[1]
-        t = self.beta[idx]
-        kern = self.kernel_for(t.size)
-        return reml_scale(kern(t, t) + t.size * lam * np.eye(t.size), kern.null_space(t), Yn)
+        return self._signal_var(idx, Yn, self.decoding_matrix_and_lam(idx, Yn)[1])
+
+    def _signal_var(self, idx: np.ndarray, Yn: np.ndarray, lam: float) -> float:
+        """signal_var for validated `idx`, float64 results Yn and the decode's lam; its form cached per pattern."""
+        def build() -> tuple[np.ndarray, int] | None:
+            t = self.beta[idx]
+            kern = self.kernel_for(t.size)
+            return reml_form(kern(t, t) + t.size * lam * np.eye(t.size), kern.null_space(t))
+        return reml_apply(self._uncertainty_cache.get_or_build(("reml-form", lam, *idx.tolist()), build), Yn)
 
     def decode_uncertainty(self, Y: Any, returned: Sequence[int]) -> np.ndarray:
         """Per input, the estimated standard deviation of each decoded output coordinate's error:
         sqrt(posterior_var * signal_var) (0 where a returned worker sits on the input's point; inf elsewhere when
-        the results leave the signal variance unknown)."""
-        return _error_sd(self.posterior_var(returned, Y), self.signal_var(Y, returned))
+        the results leave the signal variance unknown). The decoder is fitted once for both."""
+        idx = self.check_returned(returned)
+        Yn = np.asarray(to_numpy(Y), dtype=float).reshape(idx.size, -1)
+        D, lam = self.decoding_matrix_and_lam(idx, Yn)
+        return _error_sd(self._posterior_var(idx, D, lam), self._signal_var(idx, Yn, lam))
 
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)

@@ -30,9 +30,13 @@ import numpy as np
 from scipy import linalg
 
 from .._arrays import take_rows, to_numpy
+from .._lru import LRU
 from ..kernels import Kernel, Matern32, get_kernel
 from ..models import apply_batch
 from .base import Code
+
+#: straggler patterns whose uncertainty pieces (posterior variances, REML forms) a code keeps
+UNCERTAINTY_CACHE_SIZE = 128
 
 #: default residual-to-signal variance ratio of the coded results (see `calibrate_rho` to measure it)
 DEFAULT_RHO = 1e-2
@@ -57,6 +61,7 @@ class SystematicGCC(Code):
     def __init__(self, K: int, N: int, *, rho: float = DEFAULT_RHO, kernel: str | Kernel = "auto",
                  parity: Callable | None = None):
         super().__init__(K, N)
+        self._uncertainty_cache: LRU[tuple, Any] = LRU(UNCERTAINTY_CACHE_SIZE)  # the gate's, per pattern
         if N > 2 * K:
             raise ValueError(f"SystematicGCC is for low redundancy, N <= 2K (got N={N}, K={K}); above that use "
                              "GCC, whose coded curve uses the extra workers better")
@@ -186,18 +191,26 @@ class SystematicGCC(Code):
     def posterior_var(self, returned: Sequence[int]) -> np.ndarray:
         """Per input k, the variance of the decode's error c_k - chat_k under the decoder's own model (module
         docstring), in units of the prior's signal variance: 0 where k's own worker answered, the kriging
-        variance otherwise. Depends on the straggler set only."""
-        H, Kc, _, noise = self._reading(returned)
-        return decoder_error_var(self.decoding_matrix(returned), Kc @ H.T, H @ Kc @ H.T + np.diag(noise),
-                                 np.diag(Kc))
+        variance otherwise. Depends on the straggler set only (cached per set, in the caller's order)."""
+        idx = self.check_returned(returned)
+
+        def build() -> np.ndarray:
+            H, Kc, _, noise = self._reading(idx)
+            return decoder_error_var(self.decoding_matrix(idx), Kc @ H.T, H @ Kc @ H.T + np.diag(noise),
+                                     np.diag(Kc))
+        return self._uncertainty_cache.get_or_build(("posterior-var", *idx.tolist()), build).copy()
 
     def signal_var(self, Y: Any, returned: Sequence[int]) -> float:
         """The prior's signal variance (per output coordinate) estimated from the results themselves: the REML
         estimate y^T P y / ((rank - q) m) of the model y = H c + r (0 when the results leave no degree of
-        freedom beyond the trend)."""
-        H, Kc, T, noise = self._reading(returned)
-        Yn = np.asarray(to_numpy(Y), dtype=float).reshape(H.shape[0], -1)
-        return reml_scale(H @ Kc @ H.T + np.diag(noise), H @ T, Yn)
+        freedom beyond the trend); its quadratic form is cached per straggler set."""
+        idx = self.check_returned(returned)
+        Yn = np.asarray(to_numpy(Y), dtype=float).reshape(idx.size, -1)
+
+        def build() -> tuple[np.ndarray, int] | None:
+            H, Kc, T, noise = self._reading(idx)
+            return reml_form(H @ Kc @ H.T + np.diag(noise), H @ T)
+        return reml_apply(self._uncertainty_cache.get_or_build(("reml-form", *idx.tolist()), build), Yn)
 
     def decode_uncertainty(self, Y: Any, returned: Sequence[int]) -> np.ndarray:
         """Per input, the estimated standard deviation of each decoded output coordinate's error:
@@ -264,14 +277,27 @@ def reml_scale(C: np.ndarray, B: np.ndarray, Y: np.ndarray) -> float:
     """The REML estimate of a scale s^2 with Y's columns ~ N(B b, s^2 C) (b flat): tr(Y^T P Y) / ((r - q) m),
     P = C^+ - C^+ B (B^T C^+ B)^+ B^T C^+ (pseudo-inverses: repeated or exact results may make C singular),
     r = rank C, q = rank B; 0 when r <= q."""
+    return reml_apply(reml_form(C, B), Y)
+
+
+def reml_form(C: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(P, r - q) of `reml_scale` for C and B, which depend on the straggler pattern only (None when r <= q):
+    cached per pattern, the estimate for new results is one quadratic form (`reml_apply`)."""
     Ci = linalg.pinvh((C + C.T) / 2)
     r = int(np.linalg.matrix_rank(C, hermitian=True))
     q = int(np.linalg.matrix_rank(B)) if B.size else 0
     if r <= q:
-        return 0.0
+        return None
     CB = Ci @ B
-    P = Ci - CB @ linalg.pinvh(B.T @ CB) @ CB.T if q else Ci
-    return float(max(np.einsum("nm,nk,mk->", P, Y, Y), 0.0) / ((r - q) * Y.shape[1]))
+    return (Ci - CB @ linalg.pinvh(B.T @ CB) @ CB.T if q else Ci), r - q
+
+
+def reml_apply(form: tuple[np.ndarray, int] | None, Y: np.ndarray) -> float:
+    """`reml_scale` from its pattern's `reml_form`: tr(Y^T P Y) / ((r - q) m), 0 when form is None."""
+    if form is None:
+        return 0.0
+    P, dof = form
+    return float(max(np.einsum("nm,nk,mk->", P, Y, Y), 0.0) / (dof * Y.shape[1]))
 
 
 def calibrate_rho(code: SystematicGCC, f: Callable, X_sets: Sequence[Any], batched: bool | None = None) -> float:
