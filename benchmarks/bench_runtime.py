@@ -38,6 +38,7 @@ SUITE = "runtime"
 K, N, WAIT_FOR = 8, 12, 10  # per-job figures
 TAIL_N, TAIL_WAIT = 16, 12  # tail figures
 ROUNDS = 4  # BLAS settings alternate this many times
+WARM_JOBS = 400  # jobs per code and executor before the first round (every pattern's D_F cached)
 LOAD_PERIOD_S = 0.05  # one matmul job this often in the background of the D_F builds
 BLAS = (("BLAS 1 thread", 1), ("BLAS default threads", None))
 
@@ -99,10 +100,14 @@ def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[di
         for bname, blas in BLAS:
             exs = _executors(blas)
             try:
-                for ex in exs.values():  # warm-up: threads started, D_F cached, first model calls done
+                # warm-up: threads started, first model calls done, and (first round) D_F cached for every
+                # straggler pattern: a job takes the first wait_for results in its random dispatch order, so
+                # C(N, wait_for) patterns come up (66 at N = 12, first 10), each built once per code
+                warm = WARM_JOBS if r == 0 else 3
+                for ex in exs.values():
                     for _, code, wf in schemes:
-                        for X in jobs[:3]:
-                            gencc.run(f, X, code, ex, wait_for=wf)
+                        for j in range(warm):
+                            gencc.run(f, jobs[j % len(jobs)], code, ex, wait_for=wf)
                 for X in jobs[r::ROUNDS]:
                     for sname, code, wf in schemes:
                         for ename, ex in exs.items():
