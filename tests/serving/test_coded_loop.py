@@ -115,65 +115,62 @@ def test_without_a_loop_a_coded_dispatcher_runs_on_the_control_thread():
     assert off == [] and svc.dispatcher.errors == {} and svc.dispatcher.decodes > 0
 
 
-def test_a_timer_fires_on_the_dispatchers_thread_across_an_attach_and_a_detach():
+@pytest.fixture
+def loop_env():
+    """A LoopEnv on one worker, not attached, and an event loop running in its own thread (stopped after)."""
     pool = Workers(1, ThreadBackend({"f": net}))
-    env = LoopEnv(pool)
     loop = asyncio.new_event_loop()
     th = threading.Thread(target=loop.run_forever, daemon=True)
     th.start()
+    try:
+        yield LoopEnv(pool), loop, th
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        th.join(5)
+        pool.close()
+
+
+def test_a_timer_fires_on_the_dispatchers_thread_across_an_attach_and_a_detach(loop_env):
+    env, loop, th = loop_env
     fired: dict[str, str] = {}
     done = threading.Event()
 
     def arm(label: str) -> None:  # on the dispatcher's thread: a timer, then the thread changes under it
         env.call_later(0.1, lambda: (fired.__setitem__(label, threading.current_thread().name), done.set()))
 
-    try:
-        env.post(lambda: arm("set on the control thread"))
-        time.sleep(0.02)
-        env.attach(loop, th.ident)  # before the timer is due
-        assert done.wait(5)
-        done.clear()
-        env.post(lambda: arm("set on the loop"))
-        time.sleep(0.02)
-        loop.call_soon_threadsafe(env.attach, None)
-        assert done.wait(5)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        th.join(5)
-        pool.close()
+    env.post(lambda: arm("set on the control thread"))
+    time.sleep(0.02)
+    env.attach(loop, th.ident)  # before the timer is due
+    assert done.wait(5)
+    done.clear()
+    env.post(lambda: arm("set on the loop"))
+    time.sleep(0.02)
+    loop.call_soon_threadsafe(env.attach, None)
+    assert done.wait(5)
     assert fired["set on the control thread"] == th.name
     assert fired["set on the loop"].endswith("-control")
 
 
-def test_posts_from_any_thread_run_in_order_on_the_loop_or_after_a_detach_on_the_control_thread():
-    pool = Workers(1, ThreadBackend({"f": net}))
-    env = LoopEnv(pool)
-    loop = asyncio.new_event_loop()
-    th = threading.Thread(target=loop.run_forever, daemon=True)
-    th.start()
+def test_posts_from_any_thread_run_in_order_on_the_loop_or_after_a_detach_on_the_control_thread(loop_env):
+    env, loop, th = loop_env
     ran: list[tuple[int, str]] = []
-    try:
-        env.attach(loop, th.ident)
-        poster = threading.Thread(target=lambda: [env.post(lambda i=i: ran.append((i, threading.current_thread().name)))
-                                                  for i in range(500)])
-        poster.start()
-        poster.join()
-        t_end = time.monotonic() + 5
-        while len(ran) < 500 and time.monotonic() < t_end:
-            time.sleep(0.01)
-        assert ran == [(i, th.name) for i in range(500)]
-        ran.clear()
-        blocked = threading.Event()
-        loop.call_soon_threadsafe(lambda: (blocked.set(), time.sleep(0.2)))  # the loop busy: posts queue up
-        assert blocked.wait(5)
-        for i in range(3):
-            env.post(lambda i=i: ran.append((i, threading.current_thread().name)))
-        env.attach(None)  # detached before the loop drains them: the control thread runs them
-        t_end = time.monotonic() + 5
-        while len(ran) < 3 and time.monotonic() < t_end:
-            time.sleep(0.01)
-        assert [i for i, _ in ran] == [0, 1, 2] and all(n.endswith("-control") for _, n in ran), ran
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        th.join(5)
-        pool.close()
+    env.attach(loop, th.ident)
+    poster = threading.Thread(target=lambda: [env.post(lambda i=i: ran.append((i, threading.current_thread().name)))
+                                              for i in range(500)])
+    poster.start()
+    poster.join()
+    t_end = time.monotonic() + 5
+    while len(ran) < 500 and time.monotonic() < t_end:
+        time.sleep(0.01)
+    assert ran == [(i, th.name) for i in range(500)]
+    ran.clear()
+    blocked = threading.Event()
+    loop.call_soon_threadsafe(lambda: (blocked.set(), time.sleep(0.2)))  # the loop busy: posts queue up
+    assert blocked.wait(5)
+    for i in range(3):
+        env.post(lambda i=i: ran.append((i, threading.current_thread().name)))
+    env.attach(None)  # detached before the loop drains them: the control thread runs them
+    t_end = time.monotonic() + 5
+    while len(ran) < 3 and time.monotonic() < t_end:
+        time.sleep(0.01)
+    assert [i for i, _ in ran] == [0, 1, 2] and all(n.endswith("-control") for _, n in ran), ran
