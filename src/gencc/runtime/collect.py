@@ -72,27 +72,22 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
             w = c.worker
             outstanding.discard(w)
             arrivals[w] = now
-            v = c.value
-            if c.finite is True and type(v) is np.ndarray and v.dtype is _F64 and v.shape == ref:  # the common case
-                shapes[ref] += 1  # one more for the most common shape: it stays the reference
-                finite[w] = valid[w] = v
-                if w < lowest[ref]:
-                    lowest[ref] = w
-            elif c.lost:
+            if c.lost:
                 stragglers[w] = f"lost: {c.error}"
             elif c.error is not None:
                 stragglers[w] = f"raised: {c.error}"
             else:
-                if type(v) is not np.ndarray or v.dtype != np.float64:
-                    try:
-                        v = np.asarray(v, dtype=float)
-                    except (TypeError, ValueError) as e:
-                        stragglers[w] = f"wrong shape: output is not a numeric array ({e})"
-                        v = None
-                if v is None:
-                    pass
-                elif not (c.finite if c.finite is not None else np.isfinite(v).all()):
-                    stragglers[w] = "non-finite output (NaN or inf)"
+                v, why = c.value, None
+                if not (c.finite is True and type(v) is np.ndarray and v.dtype is _F64):  # else: used as it is
+                    if type(v) is not np.ndarray or v.dtype != np.float64:
+                        try:
+                            v = np.asarray(v, dtype=float)
+                        except (TypeError, ValueError) as e:
+                            why = f"wrong shape: output is not a numeric array ({e})"
+                    if why is None and not (c.finite if c.finite is not None else np.isfinite(v).all()):
+                        why = "non-finite output (NaN or inf)"
+                if why is not None:
+                    stragglers[w] = why
                 else:
                     finite[w] = v
                     shape = v.shape

@@ -112,16 +112,7 @@ class EngineBatch(Batch):
         if len(tasks) > 1:
             rank = self._rank
             tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
-        cs = []
-        for t in tasks:
-            if t.cancelled:
-                continue
-            if t.ok:  # the common case, as `completion` builds it
-                cs.append(Completion(t.slot, t.output, None, t.compute_time, False, None if t.wrong else True))
-            else:
-                c = completion(t)
-                if c is not None:
-                    cs.append(c)
+        cs = [c for c in (completion(t) for t in tasks if not t.cancelled) if c is not None]
         if cs:
             self._q.put(cs)
 

@@ -163,8 +163,8 @@ def run(
         perm = np.arange(code.K)
         t_encode = 0.0
     else:
-        lo = max(code.min_results, 1)
-        if wait_for is not None and (type(wait_for) is not int or not lo <= wait_for <= code.N):
+        if wait_for is not None:
+            lo = max(code.min_results, 1)
             wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
                                  hint=f"{code.name} decodes from at least {code.min_results} results")
         t0 = time.perf_counter()
