@@ -222,8 +222,7 @@ def _product(M: np.ndarray, k: int, zero: np.ndarray | None, aug: np.ndarray | N
         def by_row(data: np.ndarray) -> np.ndarray:
             out = dot(data) if data.size <= small else M @ data
             row = out[k]
-            return out if (isfinite(sum(row.tolist())) if len(row) <= ROW_LIST_MAX else finite_row(row)) \
-                else failed(data, out)
+            return out if finite_row(row) else failed(data, out)
         return by_row
     if zero is None:
         by_out = K <= F  # every data row reaches the product: the smaller of the two proves the data finite

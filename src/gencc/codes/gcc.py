@@ -288,15 +288,20 @@ class GCC(Code):
         idx = self.check_returned(returned)
         return self._posterior_var(idx, *self.decoding_matrix_and_lam(idx, Y))
 
+    def _gp_cov(self, idx: np.ndarray, lam: float) -> tuple[np.ndarray, Kernel, np.ndarray]:
+        """(t, kernel, C) of the GP reading for returned `idx`: their points, the kernel the fit uses, and the
+        results' covariance k(t, t) + n lam I."""
+        t = self.beta[idx]
+        kern = self.kernel_for(t.size)
+        return t, kern, kern(t, t) + t.size * lam * np.eye(t.size)
+
     def _posterior_var(self, idx: np.ndarray, D: np.ndarray, lam: float) -> np.ndarray:
         """posterior_var for validated `idx` decoded by D (fitted with lam), cached per (pattern, lam, D)."""
         key = ("posterior-var", lam, *idx.tolist())
         hit = self._uncertainty_cache.get(key)
         if hit is not None and np.array_equal(hit[0], D):  # a data-dependent decoder may pick another D
             return hit[1].copy()
-        t = self.beta[idx]
-        kern = self.kernel_for(t.size)
-        C = kern(t, t) + t.size * lam * np.eye(t.size)
+        t, kern, C = self._gp_cov(idx, lam)
         var = decoder_error_var(D, kern(self.alpha, t), C, np.diag(kern(self.alpha, self.alpha)))
         self._uncertainty_cache.put(key, (np.array(D), var))
         return var.copy()
@@ -311,9 +316,8 @@ class GCC(Code):
     def _signal_var(self, idx: np.ndarray, Yn: np.ndarray, lam: float) -> float:
         """signal_var for validated `idx`, float64 results Yn and the decode's lam; its form cached per pattern."""
         def build() -> tuple[np.ndarray, int] | None:
-            t = self.beta[idx]
-            kern = self.kernel_for(t.size)
-            return reml_form(kern(t, t) + t.size * lam * np.eye(t.size), kern.null_space(t))
+            t, kern, C = self._gp_cov(idx, lam)
+            return reml_form(C, kern.null_space(t))
         return reml_apply(self._uncertainty_cache.get_or_build(("reml-form", lam, *idx.tolist()), build), Yn)
 
     def decode_uncertainty(self, Y: Any, returned: Sequence[int]) -> np.ndarray:
