@@ -38,8 +38,8 @@ import numpy as np
 DEFAULT_TARGET = 0.96
 #: z of that interval (Wilson score interval; 1.645: one-sided 95%)
 CONFIDENCE_Z = 1.645
-#: bootstrap resamples of the calibration's requests whose least qualifying thresholds the choice takes the median
-#: of (0: the least qualifying threshold of the records themselves)
+#: bootstrap resamples of the calibration's requests whose least qualifying thresholds the choice takes a quantile
+#: of (BOOTSTRAP_QUANTILE; 0: the least qualifying threshold of the records themselves)
 BOOTSTRAP_DRAWS = 200
 #: the quantile of those resamples' least qualifying thresholds that is kept (0.5: their median, a point estimate)
 BOOTSTRAP_QUANTILE = 0.9
@@ -144,16 +144,16 @@ def choose_threshold(records: Sequence[tuple[int, float, int]], truth: Callable[
         raise ValueError(f"gate target must lie in (0, 1], got {target}")
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
         raise ValueError(f"bootstrap draws must be a non-negative integer, got {draws!r}")
+    if not 0 <= quantile <= 1:
+        raise ValueError(f"bootstrap quantile must lie in [0, 1], got {quantile}")
+    if not floor >= 0:
+        raise ValueError(f"a threshold floor must be a non-negative number, got {floor}")
     tab = _Table(records, truth)
     z = np.array([r[1] for r in records], dtype=float)
     fin = z[np.isfinite(z)]
     grid = np.unique(np.concatenate([[0.0], np.quantile(fin, np.linspace(0, 1, points)) if fin.size else []]))
     sent, right = tab.counts(grid)
     rows = [(float(t), r / s if s else math.nan, s / max(tab.n, 1)) for t, s, r in zip(grid, sent, right, strict=True)]
-    if not 0 <= quantile <= 1:
-        raise ValueError(f"bootstrap quantile must lie in [0, 1], got {quantile}")
-    if not floor >= 0:
-        raise ValueError(f"a threshold floor must be a non-negative number, got {floor}")
     least = _least(grid, sent, right, target)
     if not draws or not tab.n:
         return GateCalibration(max(least, floor), float(target), tab.n, rows, floor=float(floor))
