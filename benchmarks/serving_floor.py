@@ -406,11 +406,15 @@ def main() -> None:
     if args.child:
         child(args.child, args.model, args.scheme, args.workers, args.K, args.slow, args.gate, args.profile_out)
         return
-    if args.profile:
-        profile_one(args)
-        return
     if not (args.seconds > 0 and args.reps >= 1 and args.rate > 0 and args.concurrency >= 1):
         ap.error("--seconds, --rate must be positive; --reps, --concurrency at least 1")
+    if args.profile:
+        from gencc.serving.config import SCHEMES
+
+        if args.profile.removesuffix("-ctl") not in SCHEMES:
+            ap.error(f"--profile: unknown scheme {args.profile!r}; choose one of {', '.join(SCHEMES)}")
+        profile_one(args)
+        return
     W, K = args.workers, args.K
     groups = {  # title -> (reference label, [(label, kind, model, scheme, slow)])
         "digits-cnn, model compute only": ("minimal", [
