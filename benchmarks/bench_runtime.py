@@ -11,6 +11,8 @@ once), each round with fresh executors.
   (`blas_threads=None`) BLAS. f is a small numpy MLP (`--f mlp`, default), a trivial batched f (`--f trivial`,
   X * 2: the latency is the runtime's own cost) or the digits CNN (`--f digits-cnn`). For GCC, the share of
   the job that is `code.decode` alone, timed on the same job's results right after it.
+- one CPU (Linux): per-job latency on the default executor with the job's threads all on one CPU vs free to
+  run on any, alternated in rounds (what moving the GIL between CPUs costs);
 - digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
   coded inputs, on the same executors;
 - BLAS under load: a cold dense D_F build (GCC K = 30, N = 150, Matern 3/2 kernel, 10 stragglers, a new pattern
@@ -233,7 +235,49 @@ def tails(args: argparse.Namespace) -> list[Figure]:
     return figs
 
 
-PARTS = {"per-job": per_job, "digits-cnn": cnn_batching, "blas": blas_under_load, "tails": tails}
+def one_cpu(args: argparse.Namespace) -> list[Figure]:
+    """Per-job latency on the default executor with every thread of the job on one CPU (the main thread's
+    affinity, inherited by the executor's threads) vs free to run on any, rounds alternated: the job's Python
+    work is the same, so the gap is what moving the GIL (and the job's objects) between CPUs costs."""
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        print("(one-CPU figures skipped: needs os.sched_setaffinity and two CPUs)", flush=True)
+        return []
+    f, sample = _mlp() if args.f == "mlp" else _trivial() if args.f == "trivial" else (_cnn() or _mlp())
+    rng = np.random.default_rng(3)
+    jobs = [sample(rng) for _ in range(args.jobs)]
+    schemes = [("uncoded", gencc.Replication(K, K), None), (f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
+    cpus = os.sched_getaffinity(0)
+    lat, flat = defaultdict(list), defaultdict(list)
+    try:
+        for r in range(2 * ROUNDS):
+            where = "all threads on one CPU" if r % 2 == 0 else "threads on any CPU"
+            os.sched_setaffinity(0, {min(cpus)} if r % 2 == 0 else cpus)
+            with LocalExecutor(blas_threads=1) as ex:
+                for _, code, wf in schemes:
+                    for j in range(WARM_JOBS if r < 2 else 3):
+                        gencc.run(f, jobs[j % len(jobs)], code, ex, wait_for=wf)
+                for X in jobs[r // 2::ROUNDS]:
+                    for sname, code, wf in schemes:
+                        t = time.perf_counter()
+                        gencc.run(f, X, code, ex, wait_for=wf)
+                        lat[sname, where].append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    f(X)
+                    flat[where].append(time.perf_counter() - t)
+    finally:
+        os.sched_setaffinity(0, cpus)
+    figs = []
+    for sname, _, _ in schemes:
+        one, anyc = median(lat[sname, "all threads on one CPU"]), median(lat[sname, "threads on any CPU"])
+        what = f"per-job latency, {sname} ({args.f}, K={K}), default executor, BLAS 1 thread"
+        figs.append(Figure(SUITE, f"{what}, all threads on one CPU", 1e3 * one,
+                           1e3 * median(flat["all threads on one CPU"]), "f(X) called directly, same CPU"))
+        figs.append(Figure(SUITE, f"{what}, threads on any CPU", 1e3 * anyc, 1e3 * one,
+                           "the same job with all threads on one CPU"))
+    return figs
+
+
+PARTS = {"per-job": per_job, "one-cpu": one_cpu, "digits-cnn": cnn_batching, "blas": blas_under_load, "tails": tails}
 
 
 def run(args: argparse.Namespace) -> list[Figure]:

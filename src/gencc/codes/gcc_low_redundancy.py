@@ -125,6 +125,9 @@ def choose(Ds: list[np.ndarray], Ls: list[np.ndarray], Y: np.ndarray) -> int:
 
 def energy(Y: np.ndarray) -> float:
     """The results' sum of squares (n x m, any float dtype, summed in float64): `pick`'s scale."""
+    if Y.dtype == np.float64:  # one dot product (einsum's set-up costs more than the sum at a job's sizes)
+        v = Y.ravel()
+        return float(v @ v)
     return float(np.einsum("ij,ij->", Y, Y, dtype=np.float64))
 
 
@@ -133,6 +136,9 @@ def pick(scores: np.ndarray, energy: float) -> int:
     least score: rounding moves a score by about 1e-14 of that (the order the results arrived in changes the
     rounding), so near-ties go to the same candidate in every order; 0 when the scores are not finite (the
     decode's product then refuses the results)."""
-    least = float(scores.min())
-    tied = np.flatnonzero(scores <= least + TIE * math.sqrt(least * energy))
-    return int(tied[0]) if tied.size else 0
+    s = scores.tolist()  # a few candidates: plain floats cost less than numpy's per-call overhead
+    least = min(s)
+    if not math.isfinite(least) or not math.isfinite(energy) or any(v != v for v in s):
+        return 0
+    bound = least + TIE * math.sqrt(least * energy)
+    return next(i for i, v in enumerate(s) if v <= bound)

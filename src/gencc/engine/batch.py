@@ -51,7 +51,7 @@ def _stack(xs: Sequence[Any]) -> Any:
 
 def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any) -> float:
     """Outcomes of `fn` on the items' inputs (one call when it takes batches); returns the seconds it took."""
-    xs = [it.task.x if cast is None else np.asarray(it.task.x, dtype=cast) for it in items]
+    xs = [it.task.x for it in items] if cast is None else [np.asarray(it.task.x, dtype=cast) for it in items]
     t0 = time.perf_counter()
     if len(items) > 1 and (batched or batched is None and getattr(fn, "batched", False)):
         try:
@@ -59,9 +59,13 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
         except Exception:  # noqa: BLE001 - one bad input must fail only its own task: retried one by one
             pass
         else:
-            finite = np.isfinite(out.reshape(len(items), -1)).all(axis=1).tolist()
-            for it, row, ok in zip(items, out, finite, strict=True):
-                it.outcome, it.finite = row, ok
+            if np.isfinite(out).all():  # the common case: one scan, no per-row flags
+                for it, row in zip(items, out, strict=True):
+                    it.outcome, it.finite = row, True
+            else:
+                finite = np.isfinite(out.reshape(len(items), -1)).all(axis=1).tolist()
+                for it, row, ok in zip(items, out, finite, strict=True):
+                    it.outcome, it.finite = row, ok
             return time.perf_counter() - t0
     for it, x in zip(items, xs, strict=True):
         t = time.perf_counter()
@@ -77,6 +81,16 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
 
 def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: list[Item], cast: Any = None) -> None:
     """Fill each item's outcome and rest: the calls grouped by function, the injection applied per task."""
+    fn0 = items[0].task.fn if items else None
+    if items and all(it.task.fn is fn0 and not it.fault for it in items):  # the common case: one function, no faults
+        try:
+            fn, batched = resolve(items[0].task)
+        except Exception as e:  # noqa: BLE001 - an unknown function fails its tasks
+            for it in items:
+                it.outcome = e
+            return
+        _finish_group(items, _call_group(fn, batched, items, cast))
+        return
     groups: dict[int, tuple[Callable, bool | None, list[Item]]] = {}
     seen: dict[int, tuple[Callable, bool | None]] = {}  # id(task.fn) -> resolved (a job's tasks share one)
     for it in items:
@@ -98,19 +112,23 @@ def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: li
         else:
             g[2].append(it)
     for fn, batched, group in groups.values():
-        compute = _call_group(fn, batched, group, cast)
-        for it in group:
-            if it.mult != 1.0 or it.extra:
-                it.rest = it.extra * it.mult + compute * (it.mult - 1)
-            if it.finite and not it.fault:  # the common case: a finite output (never an exception), no fault
-                continue
-            if isinstance(it.outcome, BaseException):
-                continue
-            if not it.fault:
-                it.outcome = InjectedFault("nan", it.outcome)  # not finite
-            elif it.fault == "raise":
-                it.outcome = InjectedFault("raise")
-            elif it.fault == "nan":
-                it.outcome = InjectedFault("nan", it.outcome * np.nan)
-            elif not it.finite:
-                it.outcome = InjectedFault("nan", it.outcome)
+        _finish_group(group, _call_group(fn, batched, group, cast))
+
+
+def _finish_group(group: list[Item], compute: float) -> None:
+    """Each item's rest (its injected busy time) and outcome once its group's call took `compute` seconds."""
+    for it in group:
+        if it.mult != 1.0 or it.extra:
+            it.rest = it.extra * it.mult + compute * (it.mult - 1)
+        if it.finite and not it.fault:  # the common case: a finite output (never an exception), no fault
+            continue
+        if isinstance(it.outcome, BaseException):
+            continue
+        if not it.fault:
+            it.outcome = InjectedFault("nan", it.outcome)  # not finite
+        elif it.fault == "raise":
+            it.outcome = InjectedFault("raise")
+        elif it.fault == "nan":
+            it.outcome = InjectedFault("nan", it.outcome * np.nan)
+        elif not it.finite:
+            it.outcome = InjectedFault("nan", it.outcome)

@@ -172,7 +172,8 @@ class EngineBatch(Batch):
     def close(self) -> None:
         self.closed = True
         with self._lock:
-            tasks = [t for ts in self._tasks.values() for t in ts]
+            # finished ones need no cancel (a stale read of a task finishing now only cancels a finished task)
+            tasks = [t for ts in self._tasks.values() for t in ts if t.state != "done"]
             self._tasks = {}  # no cycle task -> on_done -> batch -> task: a job's objects go without the cyclic GC
         for t in tasks:
             t.cancel()

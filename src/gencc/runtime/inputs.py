@@ -29,8 +29,15 @@ def as_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
     return _UNSEEDED if seed is None else np.random.default_rng(seed)
 
 
+NONFINITE_X = "X contains non-finite values (NaN or inf); coded computing needs finite inputs"
+
+
 def check_inputs(X: Any, K: int) -> np.ndarray:
     """X as numpy, checked: first dimension K, numeric, finite."""
+    if type(X) is np.ndarray and X.dtype.kind == "f" and X.ndim and X.shape[0] == K:  # the common case
+        if not np.isfinite(X).all():
+            raise ValueError(NONFINITE_X)
+        return X
     if X is None or not hasattr(X, "shape") and not isinstance(X, (list, tuple)):
         raise ValueError(f"X must be an array of shape (K={K}, *in_shape), got {type(X).__name__}")
     Xn = np.asarray(to_numpy(X))
@@ -39,7 +46,7 @@ def check_inputs(X: Any, K: int) -> np.ndarray:
     if Xn.dtype == object or not np.issubdtype(Xn.dtype, np.number):
         raise ValueError(f"X must be numeric, got dtype {Xn.dtype}")
     if not np.isfinite(Xn).all():
-        raise ValueError("X contains non-finite values (NaN or inf); coded computing needs finite inputs")
+        raise ValueError(NONFINITE_X)
     return Xn
 
 

@@ -147,8 +147,10 @@ def run(
     elif not isinstance(executor, Executor):
         raise ValueError(f"executor must be a gencc Executor (LocalExecutor, RayExecutor), got {executor!r}")
     Xn = check_inputs(X, code.K)
-    deadline = check_deadline(deadline)
-    timeout = check_timeout(timeout)
+    if deadline is not None:
+        deadline = check_deadline(deadline)
+    if timeout is not DEFAULT_TIMEOUT:
+        timeout = check_timeout(timeout)
     if order is not True and order is not False and order not in METHODS:
         raise ValueError(f"order must be True, False or one of {', '.join(METHODS)}, got {order!r}")
     rng = as_rng(seed)
@@ -182,9 +184,11 @@ def run(
             raise ValueError("robust_threshold is the threshold of a robust decode: pass adversaries=A as well")
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
-        dl, uniform = delays.tolist(), code.uniform_workers
-        tasks = [Task(n, Xt[n], dl[n], None if uniform else _own_function(code, f, n))
-                 for n in rng.permutation(code.N).tolist()]
+        dl, rows, order_n = delays.tolist(), list(Xt), rng.permutation(code.N).tolist()
+        if code.uniform_workers:
+            tasks = [Task(n, rows[n], dl[n]) for n in order_n]
+        else:
+            tasks = [Task(n, rows[n], dl[n], _own_function(code, f, n)) for n in order_n]
     out, used, missing, stragglers, arrivals, timings = execute(executor, f, tasks, policy, timeout, t_start,
                                                                  t_encode)
     res = np.empty_like(out)
