@@ -94,7 +94,7 @@ class EngineBatch(Batch):
         self.workers, self._fn = workers, fn
         self._q: queue.SimpleQueue[list[Completion]] = queue.SimpleQueue()
         self._ready: deque[Completion] = deque()  # completions taken from the queue, not yet handed out
-        self._tasks: dict[int, list[Task]] = {}
+        self._tasks: list[Task] = []  # every task dispatched in this job (a hedge adds to it)
         self._rank: dict[int, int] = {}  # worker -> when its first task was dispatched (0, 1, ...)
         self._lock = threading.Lock()
         self.closed = False
@@ -144,28 +144,27 @@ class EngineBatch(Batch):
     def add(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             return
-        fn, done, own, rank = self._fn, self._done, self._tasks, self._rank
+        fn, done, rank = self._fn, self._done, self._rank
         top = 0
         with self._lock:
             for t in tasks:
                 t.slot = w = int(t.worker)
-                rank.setdefault(w, len(rank))
+                if w not in rank:
+                    rank[w] = len(rank)
                 t.on_done = done
                 if t.fn is None:
                     t.fn = fn
-                if w in own:
-                    own[w].append(t)
-                else:
-                    own[w] = [t]
                 if w >= top:
                     top = w + 1
+            self._tasks += tasks
         if top > self.workers.n_workers:  # a hedge may reach workers beyond the job's first tasks
             self.workers.grow(top)
         self.workers.send_many([(t.slot, t) for t in tasks])
 
     def cancel(self, workers: Sequence[int]) -> None:
+        stop = {int(w) for w in workers}
         with self._lock:
-            tasks = [t for w in workers for t in self._tasks.get(int(w), ())]
+            tasks = [t for t in self._tasks if t.slot in stop]
         for t in tasks:
             t.cancel()
 
@@ -173,8 +172,8 @@ class EngineBatch(Batch):
         self.closed = True
         with self._lock:
             # finished ones need no cancel (a stale read of a task finishing now only cancels a finished task)
-            tasks = [t for ts in self._tasks.values() for t in ts if t.state != "done"]
-            self._tasks = {}  # no cycle task -> on_done -> batch -> task: a job's objects go without the cyclic GC
+            tasks = [t for t in self._tasks if t.state != "done"]
+            self._tasks = []  # no cycle task -> on_done -> batch -> task: a job's objects go without the cyclic GC
         for t in tasks:
             t.cancel()
 

@@ -41,8 +41,13 @@ class CodedPolicy(Policy):
 
     def __init__(self, code: Code, wait_for: int | None, deadline: float | None):
         self.code, self.N, self.wait_for, self.deadline = code, code.N, wait_for, deadline
+        # a code that keeps Code's rule (enough distinct workers, every input estimated) is asked by count
+        self._count = code.min_results if (type(code).can_decode is Code.can_decode
+                                           and type(code).missing is Code.missing) else None
 
     def decodable(self, valid: dict[int, np.ndarray]) -> bool:
+        if self._count is not None:  # valid's keys are distinct workers
+            return len(valid) >= self._count
         r = sorted(valid)
         return self.code.can_decode(r) and self.code.missing(r).size == 0
 
