@@ -277,8 +277,16 @@ class Workers(WorkerThreads):
             for t in tasks:
                 self.post(lambda t=t: self._deliver(t))
             return
+        preempt = self.preempt
+        first = tasks[0].on_done
+        many = getattr(getattr(first, "__self__", None), "on_done_many", None)
+        if many is not None and all(t.on_done is first for t in tasks):  # the common case: one job's tasks
+            ts = [t for t in tasks if not t.cancelled] if preempt else tasks
+            if ts:
+                self.call_guarded(lambda: many(ts))
+            return
         groups: dict[int, tuple[Callable, list[Task]]] = {}
-        preempt, last, group = self.preempt, None, None
+        last, group = None, None
         for t in tasks:
             if t.on_done is None or (preempt and t.cancelled):
                 continue

@@ -112,7 +112,7 @@ class EngineBatch(Batch):
         if len(tasks) > 1:
             rank = self._rank
             tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
-        cs = [c for c in (completion(t) for t in tasks if not t.cancelled) if c is not None]
+        cs = [c for t in tasks if not t.cancelled and (c := completion(t)) is not None]
         if cs:
             self._q.put(cs)
 
