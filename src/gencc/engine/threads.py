@@ -15,9 +15,7 @@ from typing import Any
 
 from ..faults import Cancelled, InjectedFault
 from .batch import Item
-from .task import Task, TaskRecord, describe_error
-
-_new = tuple.__new__
+from .task import Task, describe_error
 
 log = logging.getLogger("gencc.engine")
 
@@ -45,9 +43,7 @@ class WorkerThreads:
             current[w] = None
             loads[w] -= 1
             free_since[w] = now
-            fn = t.fn  # Task.record, inline: this runs once per task
-            keep(_new(TaskRecord, (w, "f" if fn is None else fn if type(fn) is str else type(fn).__name__, t.kind,
-                                   t.ok, t.reason, t.t_start, now, t.busy, t.slow, t.wrong)))
+            keep(t.record())
             if t.ok:
                 ok += 1
             else:
