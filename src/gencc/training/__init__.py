@@ -7,13 +7,30 @@
 
 Schemes (`SCHEMES`): sync, ignore, gc (Tandon et al.'s exact gradient code), agc (ErasureHead-style FRC with
 early stop), gcc and bacc (coded data placement, aggregated with `Code.decode_sum`). Workloads for the command
-line and the benchmark: `gencc.training.workloads`.
+line and the benchmark: `gencc.training.workloads`. torch is imported on first use of `train`, so the command
+line and `gencc.training`'s torch-free parts load without it.
 """
+
+from typing import TYPE_CHECKING
 
 from .gradcodes import GC_KINDS, cyclic_matrix, frc_matrix, gc_weights
 from .injection import injection, parse_stragglers
+from .options import BACKENDS, OPTIMIZERS
 from .schemes import PLACEMENTS, SCHEMES, make_plan
-from .trainer import BACKENDS, OPTIMIZERS, TrainResult, accuracy, train
+
+if TYPE_CHECKING:  # for type checkers and the API reference; at run time __getattr__ loads them
+    from .trainer import TrainResult, accuracy, train
+
+_TORCH = ("TrainResult", "accuracy", "train")  # from .trainer, which imports torch: loaded on first use
+
+
+def __getattr__(name: str):
+    if name in _TORCH:
+        from . import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["BACKENDS", "GC_KINDS", "OPTIMIZERS", "PLACEMENTS", "SCHEMES", "TrainResult", "accuracy",
            "cyclic_matrix", "frc_matrix", "gc_weights", "injection", "make_plan", "parse_stragglers", "train"]

@@ -13,9 +13,8 @@ import typer
 
 from .gradcodes import GC_KINDS
 from .injection import parse_stragglers
+from .options import BACKENDS, OPTIMIZERS, TRAIN_WORKLOADS
 from .schemes import PLACEMENTS, SCHEMES
-from .trainer import BACKENDS, OPTIMIZERS
-from .workloads import TRAIN_WORKLOADS
 
 #: the history's CSV columns, in order
 COLUMNS = ("step", "wall_s", "step_s", "train_loss", "eval_acc", "grad_rel_err", "loss_full", "compute_per_worker",

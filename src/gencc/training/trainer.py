@@ -23,13 +23,9 @@ from .._validate import check_int, check_nonneg, check_positive
 from ..engine import Task, ThreadBackend, Workers
 from ..faults import ServiceTimes
 from .injection import injection
+from .options import BACKENDS, OPTIMIZERS
 from .schemes import Block, Plan, make_plan
 from .worker import GradientWorker, flat_params, loss_and_grad, param_device, param_dtype, set_params, step_rows
-
-#: the optimizers `train` offers (from torch.optim)
-OPTIMIZERS = ("sgd", "momentum", "adam")
-#: where the workers run
-BACKENDS = ("threads", "ray")
 
 
 @dataclass

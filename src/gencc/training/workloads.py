@@ -13,8 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-#: the workloads `gencc train` knows
-TRAIN_WORKLOADS = ("digits-cnn", "mnist1d-cnn", "digits-logreg")
+from .options import TRAIN_WORKLOADS
 
 
 @dataclass
