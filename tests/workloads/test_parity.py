@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import shutil
 import time
 from pathlib import Path
 
@@ -18,9 +19,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh cache root: the digits CNN and its k=2 parity model train once for this module."""
-    return tmp_path_factory.mktemp("gencc-parity-cache")
+def cache(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> Path:
+    """A fresh cache root holding a copy of the session cache's digits CNN (trained once per session, see
+    conftest.py): its k=2 parity model trains once here, for this module."""
+    base = load("digits-cnn", progress=False, cache_dir=cache)
+    root = tmp_path_factory.mktemp("gencc-parity-cache")
+    (root / "models").mkdir()
+    for p in (base.weights_path, base.weights_path.with_suffix(".json")):
+        shutil.copy(p, root / "models" / p.name)
+    return root
 
 
 @pytest.fixture(scope="module")
