@@ -14,6 +14,26 @@ from gencc.testing.isolation import in_loopback_namespace
 HERE = Path(__file__)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_ray_for_the_module():
+    """Inside the namespace, one private loopback Ray for this module's tests (started as each Service's backend
+    starts its own: gencc's init_ray): every backend finds it initialised, uses it, and leaves it running; it is
+    shut down, and its temp dir removed, after the last test. Outside the namespace: nothing."""
+    if not in_loopback_namespace():
+        yield
+        return
+    ray = pytest.importorskip("ray")
+    from gencc.engine._ray import init_ray, remove_temp_dir
+
+    _, owns, tmp = init_ray()
+    assert owns  # a fresh Ray, started here
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        remove_temp_dir(tmp)
+
+
 @pytest.mark.slow
 def test_ray_serving_in_loopback_namespace(run_ray_tests_in_namespace):
     pytest.importorskip("fastapi")
