@@ -85,6 +85,16 @@ def _cnn():
     return w.f, lambda rng: w.sample(K, rng)[0]
 
 
+def _job_f(args: argparse.Namespace):
+    """(f, sampler) of the per-job figures, as `--f` names it (the MLP when the CNN is not available)."""
+    return _mlp() if args.f == "mlp" else _trivial() if args.f == "trivial" else (_cnn() or _mlp())
+
+
+def _job_schemes() -> list:
+    """The per-job figures' schemes: (name, code, wait_for)."""
+    return [("uncoded", gencc.Replication(K, K), None), (f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
+
+
 def _executors(blas: int | None) -> dict[str, LocalExecutor]:
     cores = os.cpu_count() or 1
     exs = {"default executor (1 batched thread)": LocalExecutor(blas_threads=blas),
@@ -134,10 +144,10 @@ def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[di
 
 
 def per_job(args: argparse.Namespace) -> list[Figure]:
-    f, sample = _mlp() if args.f == "mlp" else _trivial() if args.f == "trivial" else (_cnn() or _mlp())
+    f, sample = _job_f(args)
     rng = np.random.default_rng(1)
     jobs = [sample(rng) for _ in range(args.jobs)]
-    schemes = [("uncoded", gencc.Replication(K, K), None), (f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
+    schemes = _job_schemes()
     lat, cpu, flat, fcpu, dec = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
     figs = []
     for (sname, ename, bname), v in lat.items():
@@ -242,10 +252,10 @@ def one_cpu(args: argparse.Namespace) -> list[Figure]:
     if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
         print("(one-CPU figures skipped: needs os.sched_setaffinity and two CPUs)", flush=True)
         return []
-    f, sample = _mlp() if args.f == "mlp" else _trivial() if args.f == "trivial" else (_cnn() or _mlp())
+    f, sample = _job_f(args)
     rng = np.random.default_rng(3)
     jobs = [sample(rng) for _ in range(args.jobs)]
-    schemes = [("uncoded", gencc.Replication(K, K), None), (f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
+    schemes = _job_schemes()
     cpus = os.sched_getaffinity(0)
     lat, flat = defaultdict(list), defaultdict(list)
     try:

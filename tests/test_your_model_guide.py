@@ -32,7 +32,7 @@ def _lines(body: str) -> list[list[str]]:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [env.get("PYTHONPATH")])])
-    # one intra-op thread: the page's training loop is ~6x faster so on a shared 2-core machine (two threads spin)
+    # one intra-op thread: on a loaded 2-core machine the page's training loop runs about 6x faster (two spin)
     env.update(NO_COLOR="1", COLUMNS="120", OMP_NUM_THREADS="1")
     return env
 

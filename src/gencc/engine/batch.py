@@ -59,13 +59,9 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
         except Exception:  # noqa: BLE001 - one bad input must fail only its own task: retried one by one
             pass
         else:
-            if np.isfinite(out).all():  # the common case: one scan, no per-row flags
-                for it, row in zip(items, out, strict=True):
-                    it.outcome, it.finite = row, True
-            else:
-                finite = np.isfinite(out.reshape(len(items), -1)).all(axis=1).tolist()
-                for it, row, ok in zip(items, out, finite, strict=True):
-                    it.outcome, it.finite = row, ok
+            finite = np.isfinite(out.reshape(len(items), -1)).all(axis=1).tolist()
+            for it, row, ok in zip(items, out, finite, strict=True):
+                it.outcome, it.finite = row, ok
             return time.perf_counter() - t0
     for it, x in zip(items, xs, strict=True):
         t = time.perf_counter()
@@ -81,54 +77,43 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
 
 def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: list[Item], cast: Any = None) -> None:
     """Fill each item's outcome and rest: the calls grouped by function, the injection applied per task."""
-    fn0 = items[0].task.fn if items else None
-    if items and all(it.task.fn is fn0 and not it.fault for it in items):  # the common case: one function, no faults
-        try:
-            fn, batched = resolve(items[0].task)
-        except Exception as e:  # noqa: BLE001 - an unknown function fails its tasks
-            for it in items:
-                it.outcome = e
-            return
-        _finish_group(items, _call_group(fn, batched, items, cast))
-        return
     groups: dict[int, tuple[Callable, bool | None, list[Item]]] = {}
     seen: dict[int, tuple[Callable, bool | None]] = {}  # id(task.fn) -> resolved (a job's tasks share one)
+    last, group = None, None  # the previous item's task.fn and its group (consecutive items mostly share one)
     for it in items:
         if it.fault == "hang":
             it.outcome, it.rest = InjectedFault("hang"), it.hang_s
             continue
-        key = id(it.task.fn)  # the tasks hold their fn for this call, so its id stays its own
-        got = seen.get(key)
-        if got is None:
-            try:
-                got = seen[key] = resolve(it.task)
-            except Exception as e:  # noqa: BLE001 - an unknown function fails its task
-                it.outcome = e
-                continue
-        fn, batched = got
-        g = groups.get(id(fn))
-        if g is None:
-            groups[id(fn)] = (fn, batched, [it])
-        else:
-            g[2].append(it)
+        tfn = it.task.fn
+        if group is None or tfn is not last:
+            key = id(tfn)  # the tasks hold their fn for this call, so its id stays its own
+            got = seen.get(key)
+            if got is None:
+                try:
+                    got = seen[key] = resolve(it.task)
+                except Exception as e:  # noqa: BLE001 - an unknown function fails its task
+                    it.outcome, group = e, None
+                    continue
+            fn, batched = got
+            group = groups.get(id(fn))
+            if group is None:
+                group = groups[id(fn)] = (fn, batched, [])
+            last = tfn
+        group[2].append(it)
     for fn, batched, group in groups.values():
-        _finish_group(group, _call_group(fn, batched, group, cast))
-
-
-def _finish_group(group: list[Item], compute: float) -> None:
-    """Each item's rest (its injected busy time) and outcome once its group's call took `compute` seconds."""
-    for it in group:
-        if it.mult != 1.0 or it.extra:
-            it.rest = it.extra * it.mult + compute * (it.mult - 1)
-        if it.finite and not it.fault:  # the common case: a finite output (never an exception), no fault
-            continue
-        if isinstance(it.outcome, BaseException):
-            continue
-        if not it.fault:
-            it.outcome = InjectedFault("nan", it.outcome)  # not finite
-        elif it.fault == "raise":
-            it.outcome = InjectedFault("raise")
-        elif it.fault == "nan":
-            it.outcome = InjectedFault("nan", it.outcome * np.nan)
-        elif not it.finite:
-            it.outcome = InjectedFault("nan", it.outcome)
+        compute = _call_group(fn, batched, group, cast)
+        for it in group:
+            if it.mult != 1.0 or it.extra:
+                it.rest = it.extra * it.mult + compute * (it.mult - 1)
+            if it.finite and not it.fault:  # the common case: a finite output (never an exception), no fault
+                continue
+            if isinstance(it.outcome, BaseException):
+                continue
+            if not it.fault:
+                it.outcome = InjectedFault("nan", it.outcome)  # not finite
+            elif it.fault == "raise":
+                it.outcome = InjectedFault("raise")
+            elif it.fault == "nan":
+                it.outcome = InjectedFault("nan", it.outcome * np.nan)
+            elif not it.finite:
+                it.outcome = InjectedFault("nan", it.outcome)

@@ -182,8 +182,7 @@ class WorkerThreads:
     def _execute(self, s: int, gen: int, tasks: list[Task]) -> bool:
         """Run the picked tasks, then finish or hold each; False when this thread must end."""
         sv = self.service
-        clean = self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0
-        if clean:  # no injection
+        if self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0:  # no injection
             items = [Item(t, 1.0, "", 0.0, 0.0) for t in tasks]
         else:
             items = []
@@ -194,9 +193,7 @@ class WorkerThreads:
                 fault = self.faults.draw(rng) if self.faults is not None else ""
                 hang_s = self.faults.hang_s if self.faults is not None else 0.0
                 items.append(Item(t, mult, fault, self.service.draw(rng), hang_s))
-        if self._batching and clean:
-            self.backend.run_items(items)
-        elif self._batching:
+        if self._batching:
             for it in items:
                 if it.fault == "crash":
                     it.outcome = ConnectionError("worker crashed")

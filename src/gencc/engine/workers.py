@@ -277,31 +277,23 @@ class Workers(WorkerThreads):
             for t in tasks:
                 self.post(lambda t=t: self._deliver(t))
             return
-        preempt = self.preempt
-        first = tasks[0].on_done
-        many = getattr(getattr(first, "__self__", None), "on_done_many", None)
-        if many is not None and all(t.on_done is first for t in tasks):  # the common case: one job's tasks
-            ts = [t for t in tasks if not t.cancelled] if preempt else tasks
-            if ts:
-                self.call_guarded(lambda: many(ts))
-            return
         groups: dict[int, tuple[Callable, list[Task]]] = {}
-        last, group = None, None
+        preempt, last, group = self.preempt, None, None  # last: the previous task's callback, group its owner's
         for t in tasks:
-            if t.on_done is None or (preempt and t.cancelled):
+            cb = t.on_done
+            if cb is None or (preempt and t.cancelled):
                 continue
-            owner = getattr(t.on_done, "__self__", None)
-            if owner is not None:
-                if owner is not last:
-                    last, group = owner, groups.get(id(owner))
-                if group is not None:
-                    group[1].append(t)
-                    continue
-            many = getattr(owner, "on_done_many", None)
-            if many is None:
+            if cb is not last:  # a job's tasks share one bound method: looked up once
+                last, owner = cb, getattr(cb, "__self__", None)
+                group = groups.get(id(owner)) if owner is not None else None
+                if group is None:
+                    many = getattr(owner, "on_done_many", None)
+                    if many is not None:
+                        group = groups[id(owner)] = (many, [])
+            if group is None:
                 self.call_guarded(lambda t=t: self._deliver(t))
             else:
-                groups[id(owner)] = group = (many, [t])
+                group[1].append(t)
         for many, ts in groups.values():
             self.call_guarded(lambda many=many, ts=ts: many(ts))
 
