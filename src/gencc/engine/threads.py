@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+import queue
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -161,20 +162,31 @@ class WorkerThreads:
 
     # ----- worker threads ----------------------------------------------------------------------------
     def _work(self, s: int, gen: int) -> None:
-        cv = self._cv[s]
+        wake, lock = self._wake[s], self._lock
         while True:
             done: list[Task] = []
-            with cv:
-                while True:
+            while True:
+                with lock:
                     if self._stop.is_set() or self._gen[s] != gen:
                         return
                     nxt = self._due(s, done)
                     tasks = self._pick(s)
                     if done or tasks:
+                        if tasks:
+                            self._batch[s], self._t_call[s], self._t_cancel[s] = tasks, self.now(), math.inf
                         break
-                    cv.wait(min(nxt - self.now(), 0.5))
-                if tasks:
-                    self._batch[s], self._t_call[s], self._t_cancel[s] = tasks, self.now(), math.inf
+                    wait = min(nxt - self.now(), 0.5)
+                # a token put after the look above wakes this wait; one put before it only costs another look
+                if wait > 0:
+                    try:
+                        wake.get(timeout=wait)
+                    except queue.Empty:
+                        pass
+                try:  # the tokens that came meanwhile: the next look serves them all
+                    while True:
+                        wake.get_nowait()
+                except queue.Empty:
+                    pass
             self._emit(done)
             if tasks and not self._execute(s, gen, tasks):
                 return

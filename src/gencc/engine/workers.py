@@ -104,7 +104,7 @@ class Workers(WorkerThreads):
         self.dead = np.zeros(0, dtype=bool)
         self.restarts = np.zeros(0, dtype=np.int64)  # workers re-created after a crash
         # per thread slot
-        self._cv: list[threading.Condition] = []
+        self._wake: list[queue.SimpleQueue[None]] = []  # a slot's wake-up tokens (a C queue, not a Condition)
         self._gen: list[int] = []  # the slot's thread generation (an abandoned thread sees it change and exits)
         self._members: list[list[int]] = []
         self._holds: list[list[tuple[float, int, Task]]] = []
@@ -137,8 +137,8 @@ class Workers(WorkerThreads):
                 self._free_since.append(0.0)
                 s = w if self.n_threads is None else w % self.n_threads
                 self._slot.append(s)
-                if s == len(self._cv):
-                    self._cv.append(threading.Condition(self._lock))
+                if s == len(self._wake):
+                    self._wake.append(queue.SimpleQueue())
                     self._gen.append(0)
                     self._members.append([])
                     self._holds.append([])
@@ -151,12 +151,12 @@ class Workers(WorkerThreads):
                 else:
                     self._members[s].append(w)
             self.n_workers = n_workers
-            if len(self._cv) > 1 and not self._blas_held:
+            if len(self._wake) > 1 and not self._blas_held:
                 blas.acquire(self._blas)
                 self._blas_held = True
 
     def _start_thread(self, s: int) -> None:
-        if len(self.threads) > 2 * len(self._cv) + 64:  # forget the threads that ended
+        if len(self.threads) > 2 * len(self._wake) + 64:  # forget the threads that ended
             self.threads = [t for t in self.threads if t.is_alive()]
         t = threading.Thread(target=self._work, args=(s, self._gen[s]), daemon=True, name=f"{self.name}-{s}")
         self._thread[s] = t
@@ -198,7 +198,7 @@ class Workers(WorkerThreads):
                 queues[worker].append(task)
                 wake.add(slot[worker])
             for s in wake:  # one wake-up per thread, however many of its workers got a task
-                self._cv[s].notify()
+                self._wake[s].put(None)
         self._emit(lost)
 
     def _cancelled(self, task: Task) -> None:
@@ -216,7 +216,7 @@ class Workers(WorkerThreads):
                 heapq.heapify(self._holds[s])
                 task.state = "dropped"
                 self._free(w)
-                self._cv[s].notify()
+                self._wake[s].put(None)
                 return
             if task.stop is not None:
                 task.stop.set()
@@ -328,8 +328,8 @@ class Workers(WorkerThreads):
                 for t in batch:
                     if t.stop is not None:
                         t.stop.set()
-            for cv in self._cv:
-                cv.notify_all()
+            for wake in self._wake:
+                wake.put(None)
             threads = list(self.threads)
         end = time.monotonic() + timeout
         for t in threads:
