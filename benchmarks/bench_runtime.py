@@ -10,7 +10,11 @@ once), each round with fresh executors.
   batched call (`max_threads=cores`), each with single-threaded (`blas_threads=1`) and default-threaded
   (`blas_threads=None`) BLAS. f is a small numpy MLP (`--f mlp`, default), a trivial batched f (`--f trivial`,
   X * 2: the latency is the runtime's own cost) or the digits CNN (`--f digits-cnn`). For GCC, the share of
-  the job that is `code.decode` alone, timed on the same job's results right after it.
+  the job that is `code.decode` alone, timed on the same job's results right after it. Beside the default
+  executor's figures, a minimal threaded job (`MinimalJob`: order, encode, one hand-off of the stacked coded
+  inputs to one thread that calls f and checks its rows finite, the first results in a random dispatch order,
+  decode; no per-worker queues, faults, cancellation or records): the floor of any runtime that runs f off
+  the caller's thread, which moves with the host's speed as gencc's job does.
 - one CPU (Linux): per-job latency on the default executor with the job's threads all on one CPU vs free to
   run on any, alternated in rounds (what moving the GIL between CPUs costs);
 - digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import threading
 import time
 from collections import defaultdict
@@ -95,22 +100,61 @@ def _job_schemes() -> list:
     return [("uncoded", gencc.Replication(K, K), None), (f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
 
 
+class MinimalJob:
+    """The least a threaded runtime does for one job (the floor of the per-job figures): the inputs ordered as
+    `gencc.run` orders them, encoded, handed to one long-lived thread as one stacked array, f called on it once
+    and its rows checked finite there, the first `wait_for` finite rows in a random dispatch order decoded. No
+    per-worker queues, injected latency, faults, cancellation, validation or records."""
+
+    def __init__(self, f) -> None:
+        self.f, self.rng = f, np.random.default_rng(0)
+        self._in: queue.SimpleQueue = queue.SimpleQueue()
+        self._out: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="minimal-job")
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (Z := self._in.get()) is not None:
+            Y = np.asarray(self.f(Z), dtype=float)
+            self._out.put((Y, np.isfinite(Y.reshape(len(Y), -1)).all(axis=1)))
+
+    def __call__(self, X: np.ndarray, code, wait_for: int | None) -> np.ndarray:
+        perm = np.arange(code.K) if isinstance(code, gencc.Replication) else gencc.order_inputs(X)
+        self._in.put(code.encode(X[perm]))
+        Y, ok = self._out.get()
+        order = self.rng.permutation(code.N)
+        used = np.sort(order[ok[order]][: wait_for or code.N])
+        out = np.empty((code.K, *Y.shape[1:]))
+        out[perm] = code.decode(Y[used], used)
+        return out
+
+    def close(self) -> None:
+        self._in.put(None)
+        self._thread.join(5)
+
+
+DEFAULT_EXECUTOR = "default executor (1 batched thread)"
+
+
 def _executors(blas: int | None) -> dict[str, LocalExecutor]:
     cores = os.cpu_count() or 1
-    exs = {"default executor (1 batched thread)": LocalExecutor(blas_threads=blas),
+    exs = {DEFAULT_EXECUTOR: LocalExecutor(blas_threads=blas),
            "a thread per worker": LocalExecutor(max_threads=64, blas_threads=blas)}
     if cores > 1:
         exs[f"{cores} threads, batched"] = LocalExecutor(max_threads=cores, blas_threads=blas)
     return exs
 
 
-def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[dict, dict, dict, dict]:
-    """Latency and CPU per job for every (scheme, executor, BLAS) and of the floor, alternated job by job."""
+def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[dict, ...]:
+    """Latency and CPU per job for every (scheme, executor, BLAS), of the floor and of the minimal threaded job,
+    alternated job by job."""
     lat, cpu, flat, fcpu = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     dec = defaultdict(list)  # code.decode alone on a job's own results, beside that job's latency
+    mini = defaultdict(list)  # the minimal threaded job (MinimalJob) on the same inputs
     for r in range(ROUNDS):
         for bname, blas in BLAS:
             exs = _executors(blas)
+            minimal = MinimalJob(f)
             try:
                 # warm-up: threads started, first model calls done, and (first round) D_F cached for every
                 # straggler pattern: a job takes the first wait_for results in its random dispatch order, so
@@ -120,6 +164,9 @@ def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[di
                     for _, code, wf in schemes:
                         for j in range(warm):
                             gencc.run(f, jobs[j % len(jobs)], code, ex, wait_for=wf)
+                for _, code, wf in schemes:
+                    for j in range(min(warm, 20)):
+                        minimal(jobs[j % len(jobs)], code, wf)
                 for X in jobs[r::ROUNDS]:
                     for sname, code, wf in schemes:
                         for ename, ex in exs.items():
@@ -137,10 +184,14 @@ def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[di
                         f(Z)
                         flat[sname, bname].append(time.perf_counter() - t)
                         fcpu[sname, bname].append(time.process_time() - c)
+                        t = time.perf_counter()
+                        minimal(X, code, wf)
+                        mini[sname, bname].append(time.perf_counter() - t)
             finally:
+                minimal.close()
                 for ex in exs.values():
                     ex.close()
-    return lat, cpu, flat, fcpu, dec
+    return lat, cpu, flat, fcpu, dec, mini
 
 
 def per_job(args: argparse.Namespace) -> list[Figure]:
@@ -148,11 +199,16 @@ def per_job(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(1)
     jobs = [sample(rng) for _ in range(args.jobs)]
     schemes = _job_schemes()
-    lat, cpu, flat, fcpu, dec = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
+    lat, cpu, flat, fcpu, dec, mini = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
     figs = []
     for (sname, ename, bname), v in lat.items():
         figs.append(Figure(SUITE, f"per-job latency, {sname} ({args.f}, K={K}), {ename}, {bname}", 1e3 * median(v),
                            1e3 * median(flat[sname, bname]), "f(X) called directly"))
+    for (sname, ename, bname), v in lat.items():
+        if ename == DEFAULT_EXECUTOR:
+            figs.append(Figure(SUITE, f"per-job latency, {sname} ({args.f}, K={K}), {ename}, {bname}, vs a minimal "
+                                      "threaded job", 1e3 * median(v), 1e3 * median(mini[sname, bname]),
+                               "a minimal threaded job (MinimalJob)"))
     for (sname, ename, bname), v in cpu.items():
         figs.append(Figure(SUITE, f"CPU per job, {sname} ({args.f}, K={K}), {ename}, {bname}", 1e3 * median(v),
                            1e3 * median(fcpu[sname, bname]), "f(X) called directly, CPU"))
@@ -170,7 +226,7 @@ def cnn_batching(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(2)
     jobs = [sample(rng) for _ in range(args.jobs)]
     schemes = [(f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
-    lat, _, flat, _, _ = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
+    lat, _, flat, _, _, _ = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
     return [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}", 1e3 * median(v),
                    1e3 * median(flat[sname, bname]), f"f on the {N} coded inputs, one batched call")
             for (sname, ename, bname), v in lat.items()]

@@ -1,0 +1,67 @@
+"""benchmarks/bench_runtime.py's MinimalJob, the floor of the per-job figures, computes what gencc.run does."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gencc
+from gencc.runtime import LocalExecutor
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(BENCH))  # bench_runtime imports its sibling `measure`
+        spec = importlib.util.spec_from_file_location("bench_runtime_under_test", BENCH / "bench_runtime.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        yield mod
+
+
+def _mlp():
+    W = np.random.default_rng(5).normal(size=(16, 3)) / 4
+
+    def f(X: np.ndarray) -> np.ndarray:  # a model of this test's own
+        return np.tanh(np.asarray(X).reshape(len(X), -1) @ W)
+
+    f.batched = True
+    return f
+
+
+@pytest.mark.parametrize("code", [gencc.Replication(6, 6), gencc.GCC(6, 12, beta="chebyshev2")], ids=["uncoded", "gcc"])
+def test_minimal_job_matches_gencc_run_on_every_result(bench, code):
+    f = _mlp()
+    X = np.random.default_rng(1).normal(size=(6, 4, 4))
+    job = bench.MinimalJob(f)
+    try:
+        got = job(X, code, None)  # every result: no dispatch order involved
+    finally:
+        job.close()
+    with LocalExecutor() as ex:
+        want = gencc.run(f, X, code, ex).outputs
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    if isinstance(code, gencc.Replication):
+        np.testing.assert_allclose(got, f(X), rtol=1e-12)
+
+
+def test_minimal_job_decodes_from_the_first_results_and_skips_nonfinite_rows(bench):
+    code = gencc.GCC(6, 9)
+
+    def f(X: np.ndarray) -> np.ndarray:
+        Y = np.asarray(X).reshape(len(X), -1)[:, :3].copy()
+        Y[0] = np.nan  # one worker's result is not finite: never decoded from
+        return Y
+
+    f.batched = True
+    job = bench.MinimalJob(f)
+    try:
+        out = job(np.random.default_rng(2).normal(size=(6, 2, 2)), code, 7)
+    finally:
+        job.close()
+    assert out.shape == (6, 3) and np.isfinite(out).all()
