@@ -184,6 +184,35 @@ def test_a_failing_batch_is_retried_task_by_task_so_only_the_bad_input_fails(mak
     assert (by[1].ok, by[1].reason, by[1].error) == (False, "raise", "ValueError: negative input")
 
 
+def test_a_block_task_shares_a_call_with_single_tasks_and_keeps_its_rows(make):
+    """A block (several inputs travelling as one task) is stacked with the call's other tasks and gets its rows
+    back; a non-finite row leaves the block ok (its owner judges rows); when the call raises, each row of the
+    block is called on its own and gets its output or its exception."""
+    f = Counting()
+    w = make(3, {"f": f}, threads=1)
+    done = []
+    xb = np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]])
+    w.send_many([(0, Task(x=xb, fn="f", on_done=done.append, block=True)),
+                 (1, Task(x=np.full(2, 7.0), fn="f", on_done=done.append))])
+    wait_for(lambda: len(done) == 2)
+    by = {t.worker: t for t in done}
+    assert f.sizes == [4] and by[0].ok and by[1].ok and w.counts["ok"] == 2
+    np.testing.assert_array_equal(by[0].output, 2 * xb)
+    np.testing.assert_array_equal(by[1].output, [14.0, 14.0])
+    done.clear()
+    f.sizes.clear()
+    xb = np.array([[1.0, 1.0], [-1.0, 2.0], [3.0, 4.0]])  # the middle row makes the call raise
+    w.send_many([(0, Task(x=xb, fn="f", on_done=done.append, block=True)),
+                 (1, Task(x=np.full(2, 7.0), fn="f", on_done=done.append))])
+    wait_for(lambda: len(done) == 2)
+    by = {t.worker: t for t in done}
+    assert f.sizes == [4, 1, 1, 1, 1] and by[0].ok and by[1].ok
+    rows = by[0].output
+    assert type(rows) is list and isinstance(rows[1], ValueError)
+    np.testing.assert_array_equal(rows[0], [2.0, 2.0])
+    np.testing.assert_array_equal(rows[2], [6.0, 8.0])
+
+
 def test_workers_sharing_a_thread_keep_their_own_delays(make):
     w = make(2, threads=1)
     done = []

@@ -49,11 +49,61 @@ def _stack(xs: Sequence[Any]) -> Any:
         return np.stack([np.asarray(x) for x in xs])
 
 
+def _stack_blocks(items: list[Item], xs: list[Any]) -> tuple[Any, list[int]]:
+    """The inputs of items some of which are blocks as one stack, and where each item's rows end in it."""
+    ends, n = [], 0
+    for it, x in zip(items, xs, strict=True):
+        n += len(x) if it.task.block else 1
+        ends.append(n)
+    if len(items) == 1:
+        return xs[0], ends
+    parts = [x if it.task.block else x[None] for it, x in zip(items, xs, strict=True)]
+    if is_torch(parts[0]):
+        import torch
+
+        return torch.cat(parts), ends
+    return np.concatenate([np.asarray(p) for p in parts]), ends
+
+
+def _call_blocks(fn: Callable, items: list[Item], xs: list[Any], batched: bool | None) -> bool:
+    """One call of a batched `fn` on items some of which are blocks: each block gets its rows (non-finite rows
+    are its owner's to judge), each single task its row; False when the call raised (the caller retries)."""
+    try:
+        stacked, ends = _stack_blocks(items, xs)
+        out = apply_batch(fn, stacked, True)
+    except Exception:  # noqa: BLE001 - retried item by item: one bad input fails only its own task (or row)
+        return False
+    start = 0
+    for it, end in zip(items, ends, strict=True):
+        if it.task.block:
+            it.outcome, it.finite = out[start:end], True
+        else:
+            it.outcome = out[start]
+            it.finite = bool(np.isfinite(it.outcome).all())
+        start = end
+    return True
+
+
+def _call_block_rows(fn: Callable, x: Any, batched: bool | None) -> list[Any]:
+    """A block's rows one at a time (its call raised): each row's output or the exception it raised."""
+    outs: list[Any] = []
+    for i in range(len(x)):
+        try:
+            outs.append(apply_one(fn, x[i], batched))
+        except Exception as e:  # noqa: BLE001 - that row fails, the block's other rows stand
+            outs.append(e)
+    return outs
+
+
 def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any) -> float:
     """Outcomes of `fn` on the items' inputs (one call when it takes batches); returns the seconds it took."""
     xs = [it.task.x for it in items] if cast is None else [np.asarray(it.task.x, dtype=cast) for it in items]
     t0 = time.perf_counter()
-    if len(items) > 1 and (batched or batched is None and getattr(fn, "batched", False)):
+    takes_batches = batched or batched is None and getattr(fn, "batched", False)
+    if any(it.task.block for it in items):
+        if takes_batches and _call_blocks(fn, items, xs, batched):
+            return time.perf_counter() - t0
+    elif len(items) > 1 and takes_batches:
         try:
             out = apply_batch(fn, _stack(xs), True)
         except Exception:  # noqa: BLE001 - one bad input must fail only its own task: retried one by one
@@ -64,6 +114,9 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
                 it.outcome, it.finite = row, ok
             return time.perf_counter() - t0
     for it, x in zip(items, xs, strict=True):
+        if it.task.block:
+            it.outcome, it.finite = _call_block_rows(fn, x, batched), True
+            continue
         t = time.perf_counter()
         try:
             it.outcome = apply_one(fn, x, batched)

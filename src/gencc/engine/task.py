@@ -19,6 +19,10 @@ class Task:
     delay: injected delivery latency in seconds after the worker finished (inf: never delivered); the worker
     is free during it, so the delays of many tasks overlap. The rest is filled in by the workers: timing, `ok`,
     `output`, `reason` (one of `gencc.faults.FAULTS` when failed) and `error` (the exception, as text).
+    block: `x` is a block of inputs, one per row, that travel together (a job's coded inputs on a batched pool
+    with nothing injected): its function is called on the rows with the other tasks of the call, `output` is
+    the block of their outputs (or, when the block's call raised, one outcome per row: an output or the
+    exception), and rows that are not finite are left for the owner to judge, row by row.
     """
 
     worker: int = -1
@@ -45,6 +49,7 @@ class Task:
     stop: threading.Event | None = field(default=None, repr=False)  # set when a running task is cancelled
     key: Any = field(default=None, repr=False)  # the backend's handle of the running task (Ray: a cancel key)
     state: str = ""  # the workers' view: "running" (in a call), "held" (waiting out injected time), "done"
+    block: bool = False
 
     def record(self) -> TaskRecord:
         """What the workers keep of this task once it is done: no input, no output (see `TaskRecord`)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..engine import Task
 from .errors import JobFailed, JobTimeout
-from .executor import Batch, Executor
+from .executor import Batch, BlockCompletion, Executor, JobTasks
 from .policy import Policy
 
 _F64 = np.dtype(np.float64)
@@ -41,6 +41,7 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
     ref = None
     hedges = type(policy).extra_tasks is not Policy.extra_tasks
     timed = type(policy).wakeup is not Policy.wakeup
+    min_valid = policy.min_valid  # no stop with fewer valid results while workers are outstanding
     clock, satisfied, decodable, ready = time.perf_counter, policy.satisfied, policy.decodable, batch.ready
     pending: deque = deque()  # completions taken from the batch, not yet looked at
     while True:
@@ -69,39 +70,59 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
             now = clock() - t_dispatch
             if first != first:  # nan: this is the first
                 first = now
-            w = c.worker
-            outstanding.discard(w)
-            arrivals[w] = now
-            if c.lost:
-                stragglers[w] = f"lost: {c.error}"
-            elif c.error is not None:
-                stragglers[w] = f"raised: {c.error}"
+            if type(c) is BlockCompletion:
+                taken = _take_block(c, min_valid, hedges, ref, valid)
+                if not taken:  # judged row by row, as separate completions
+                    pending.extendleft(reversed(c.rows()))
+                    continue
+                if taken < len(c.workers):  # the rest, looked at only if the policy does not stop first
+                    pending.appendleft(BlockCompletion(c.workers[taken:], c.values[taken:], c.compute_time))
+                # the first `taken` rows, all finite and of the reference's shape, are valid results taken
+                # before the policy could stop, so it is asked once, after them
+                ws = c.workers[:taken]
+                rows = dict(zip(ws, c.values[:taken], strict=True))
+                outstanding.difference_update(ws)
+                arrivals.update(dict.fromkeys(ws, now))
+                finite.update(rows)
+                valid.update(rows)
+                shape = c.values.shape[1:]
+                shapes[shape] += taken
+                lowest[shape] = min(lowest.get(shape, ws[0]), min(ws))
+                ref = shape
             else:
-                v, why = c.value, None
-                if not (c.finite is True and type(v) is np.ndarray and v.dtype is _F64):  # else: used as it is
-                    if type(v) is not np.ndarray or v.dtype != np.float64:
-                        try:
-                            v = np.asarray(v, dtype=float)
-                        except (TypeError, ValueError) as e:
-                            why = f"wrong shape: output is not a numeric array ({e})"
-                    if why is None and not (c.finite if c.finite is not None else np.isfinite(v).all()):
-                        why = "non-finite output (NaN or inf)"
-                if why is not None:
-                    stragglers[w] = why
+                w = c.worker
+                outstanding.discard(w)
+                arrivals[w] = now
+                if c.lost:
+                    stragglers[w] = f"lost: {c.error}"
+                elif c.error is not None:
+                    stragglers[w] = f"raised: {c.error}"
                 else:
-                    finite[w] = v
-                    shape = v.shape
-                    shapes[shape] += 1
-                    if shape == ref:  # one more for the most common shape: it stays the reference
-                        if w < lowest[shape]:
-                            lowest[shape] = w
-                        valid[w] = v
+                    v, why = c.value, None
+                    if not (c.finite is True and type(v) is np.ndarray and v.dtype is _F64):  # else: used as it is
+                        if type(v) is not np.ndarray or v.dtype != np.float64:
+                            try:
+                                v = np.asarray(v, dtype=float)
+                            except (TypeError, ValueError) as e:
+                                why = f"wrong shape: output is not a numeric array ({e})"
+                        if why is None and not (c.finite if c.finite is not None else np.isfinite(v).all()):
+                            why = "non-finite output (NaN or inf)"
+                    if why is not None:
+                        stragglers[w] = why
                     else:
-                        lowest[shape] = min(lowest.get(shape, w), w)
-                        new = max(shapes, key=lambda s: (shapes[s], -lowest[s]))
-                        if new != ref:  # the reference changed: the valid results are rebuilt
-                            ref = new
-                            valid = {u: x for u, x in finite.items() if x.shape == new}
+                        finite[w] = v
+                        shape = v.shape
+                        shapes[shape] += 1
+                        if shape == ref:  # one more for the most common shape: it stays the reference
+                            if w < lowest[shape]:
+                                lowest[shape] = w
+                            valid[w] = v
+                        else:
+                            lowest[shape] = min(lowest.get(shape, w), w)
+                            new = max(shapes, key=lambda s: (shapes[s], -lowest[s]))
+                            if new != ref:  # the reference changed: the valid results are rebuilt
+                                ref = new
+                                valid = {u: x for u, x in finite.items() if x.shape == new}
             if hedges:  # the policy may add tasks after each completion (its wake-up only matters before a wait)
                 break
             if (not outstanding or satisfied(valid, now)) and decodable(valid):
@@ -109,6 +130,22 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
             if not pending and ready():
                 pending.extend(batch.take(0.0))
     return valid, _reasons(stragglers, finite, valid), arrivals, first
+
+
+def _take_block(c: BlockCompletion, min_valid: int, hedges: bool, ref: tuple | None,
+                valid: dict[int, np.ndarray]) -> int:
+    """How many leading rows of a block the collector takes at once: up to the valid results below which the
+    policy cannot stop (`Policy.min_valid`), when they are all finite float64 outputs of the reference shape
+    (or the first shape); 0 when the block is judged row by row (hedges, a non-finite row among them, another
+    shape)."""
+    v = c.values
+    if hedges or type(v) is not np.ndarray or v.dtype != np.float64 or v.ndim < 1 \
+            or (ref is not None and v.shape[1:] != ref) or (ref is None and valid):
+        return 0
+    taken = min(len(v), min_valid - len(valid))
+    if taken <= 0 or not np.isfinite(v[:taken]).all():
+        return 0
+    return taken
 
 
 def _reasons(stragglers: dict[int, str], finite: dict[int, np.ndarray], valid: dict[int, np.ndarray]) -> dict:
@@ -140,7 +177,7 @@ def execute(executor: Executor, f: Callable | None, tasks: list[Task], policy: P
     batch = executor.submit(f, tasks)
     t_dispatch = time.perf_counter() - t0
     try:
-        outstanding = {t.worker for t in tasks}
+        outstanding = set(tasks.workers) if type(tasks) is JobTasks else {t.worker for t in tasks}
         valid, stragglers, arrivals, first = collect(batch, policy, timeout, t0, outstanding)
         if outstanding:
             batch.cancel(sorted(outstanding))

@@ -17,7 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from .._arrays import is_torch
 from ..engine import Task, Workers
+from ..engine.task import describe_error
 
 
 @dataclass(slots=True)
@@ -31,6 +35,73 @@ class Completion:
     compute_time: float = float("nan")
     lost: bool = False
     finite: bool | None = None  # whether `value` is finite, when the executor checked it already (None: unknown)
+
+
+class JobTasks(Sequence[Task]):
+    """A coded job's tasks in dispatch order: worker `workers[i]` computes f on row `workers[i]` of X, its
+    result delivered `delays[workers[i]]` seconds late. The `Task`s are built on first access; an executor that
+    sends them as one block takes `block()` instead and builds none."""
+
+    def __init__(self, X: Any, workers: list[int], delays: list[float]):
+        self.X, self.workers, self._delays = X, workers, delays
+        self._tasks: list[Task] | None = None
+
+    def _built(self) -> list[Task]:
+        if self._tasks is None:
+            X, delays = self.X, self._delays
+            self._tasks = [Task(n, X[n], delays[n]) for n in self.workers]
+        return self._tasks
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._built()[i]
+
+    def __iter__(self):
+        return iter(self._built())
+
+    def block(self) -> Any | None:
+        """The inputs in dispatch order as one array (one copy), or None when the tasks carry delays or were
+        built already (then they travel one by one)."""
+        if self._tasks is not None or any(self._delays):
+            return None
+        if is_torch(self.X):
+            import torch
+
+            return self.X[torch.as_tensor(self.workers, device=self.X.device)]
+        return self.X[self.workers]
+
+
+@dataclass(slots=True)
+class BlockCompletion:
+    """Several workers' results that came back together as one block (a job's tasks sent as one block task):
+    `values[i]` is worker `workers[i]`'s output, rows in the job's dispatch order. A collector takes the rows
+    in that order, as it would take `rows()`; nothing about them is checked yet."""
+
+    workers: list[int]
+    values: np.ndarray  # float64, (len(workers), *out_shape)
+    compute_time: float = float("nan")
+
+    def rows(self, start: int = 0) -> list[Completion]:
+        """The block's rows from `start` on as one completion per worker, in order."""
+        ct = self.compute_time
+        return [Completion(w, v, None, ct) for w, v in zip(self.workers[start:], self.values[start:], strict=True)]
+
+
+def _block_completions(task: Task, rows: list[int]) -> list[Completion | BlockCompletion]:
+    """A finished block task as its rows' completions (none when it was cancelled)."""
+    if task.ok:
+        out = task.output
+        if type(out) is list:  # the block's call raised: each row was called on its own
+            return [Completion(w, v, None, task.compute_time) if not isinstance(v, BaseException)
+                    else Completion(w, error=describe_error(v), compute_time=task.compute_time)
+                    for w, v in zip(rows, out, strict=True)]
+        return [BlockCompletion(rows, out, task.compute_time)]
+    if task.reason == "cancelled":
+        return []
+    lost = task.reason == "crash"
+    return [Completion(w, error=task.error, compute_time=task.compute_time, lost=lost) for w in rows]
 
 
 def completion(task: Task) -> Completion | None:
@@ -88,16 +159,51 @@ class Batch(ABC):
 class EngineBatch(Batch):
     """A job's tasks on the engine's `Workers`: logical worker n runs on engine worker n, a task without a
     function of its own runs `fn`; completions are queued by whichever thread delivers them (the engine's
-    control thread, or a worker thread when the workers deliver inline)."""
+    control thread, or a worker thread when the workers deliver inline).
 
-    def __init__(self, workers: Workers, fn: Callable | str | None = None):
-        self.workers, self._fn = workers, fn
-        self._q: queue.SimpleQueue[list[Completion]] = queue.SimpleQueue()
-        self._ready: deque[Completion] = deque()  # completions taken from the queue, not yet handed out
+    blocks: the workers run a batched `fn` with nothing injected, so a job's first tasks would run as one call
+    and finish together anyway: when they share `fn`, carry no delay and have inputs of one shape, they go as
+    one block task (`Task.block`) on the engine worker of the first of them, and come back as one
+    `BlockCompletion` (rows in dispatch order). Tasks added later (hedges) go one by one."""
+
+    def __init__(self, workers: Workers, fn: Callable | str | None = None, *, blocks: bool = False):
+        self.workers, self._fn, self._blocks = workers, fn, blocks
+        self._q: queue.SimpleQueue[list[Completion | BlockCompletion]] = queue.SimpleQueue()
+        self._ready: deque[Completion | BlockCompletion] = deque()  # taken from the queue, not yet handed out
         self._tasks: list[Task] = []  # every task dispatched in this job (a hedge adds to it)
         self._rank: dict[int, int] = {}  # worker -> when its first task was dispatched (0, 1, ...)
+        self._block_rows: list[int] = []  # the logical workers of the block task, in dispatch order
         self._lock = threading.Lock()
         self.closed = False
+
+    def _as_block(self, tasks: Sequence[Task]) -> Task | None:
+        """The tasks as one block task, when they can travel as one (see the class docstring)."""
+        if not self._blocks or self._tasks or len(tasks) < 2:
+            return None
+        if type(tasks) is JobTasks:
+            x = tasks.block()
+            if x is None:
+                return None
+            block = Task(tasks.workers[0], x, 0.0, self._fn, block=True)
+            block.slot = tasks.workers[0]
+            return block
+        x0 = tasks[0].x
+        kind, shape = type(x0), getattr(x0, "shape", None)
+        if shape is None or not (kind is np.ndarray or is_torch(x0)):
+            return None
+        for t in tasks:
+            if t.fn is not None or t.delay != 0 or type(t.x) is not kind or t.x.shape != shape:
+                return None
+        if kind is np.ndarray:
+            x = np.array([t.x for t in tasks])  # one copy
+        else:
+            import torch
+
+            x = torch.stack([t.x for t in tasks])
+        rows = [int(t.worker) for t in tasks]
+        block = Task(rows[0], x, 0.0, self._fn, block=True)
+        block.slot = rows[0]
+        return block
 
     def _done(self, task: Task) -> None:
         self.on_done_many((task,))
@@ -112,7 +218,14 @@ class EngineBatch(Batch):
         if len(tasks) > 1:
             rank = self._rank
             tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
-        cs = [c for t in tasks if not t.cancelled and (c := completion(t)) is not None]
+        cs: list[Completion | BlockCompletion] = []
+        for t in tasks:
+            if t.cancelled:
+                continue
+            if t.block:
+                cs += _block_completions(t, self._block_rows)
+            elif (c := completion(t)) is not None:
+                cs.append(c)
         if cs:
             self._q.put(cs)
 
@@ -146,6 +259,20 @@ class EngineBatch(Batch):
             return
         fn, done, rank = self._fn, self._done, self._rank
         top = 0
+        block = self._as_block(tasks)
+        if block is not None:
+            rows = list(tasks.workers) if type(tasks) is JobTasks else [int(t.worker) for t in tasks]
+            with self._lock:
+                self._block_rows = rows
+                for w in rows:
+                    rank.setdefault(w, len(rank))
+                block.on_done = done
+                self._tasks.append(block)
+            top = max(rows) + 1
+            if top > self.workers.n_workers:
+                self.workers.grow(top)
+            self.workers.send_many(((block.slot, block),))
+            return
         with self._lock:
             for t in tasks:
                 t.slot = w = int(t.worker)
@@ -164,7 +291,8 @@ class EngineBatch(Batch):
     def cancel(self, workers: Sequence[int]) -> None:
         stop = {int(w) for w in workers}
         with self._lock:
-            tasks = [t for t in self._tasks if t.slot in stop]
+            # a block task stops only when none of its rows is wanted any more
+            tasks = [t for t in self._tasks if (t.slot in stop if not t.block else stop.issuperset(self._block_rows))]
         for t in tasks:
             t.cancel()
 

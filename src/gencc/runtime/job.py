@@ -22,7 +22,7 @@ from ..models import resolve
 from ..ordering import METHODS, order_checked
 from .baselines import Baseline
 from .collect import execute
-from .executor import Executor
+from .executor import Executor, JobTasks
 from .inputs import as_rng, check_deadline, check_inputs, check_timeout, restore_kind
 from .local import LocalExecutor
 from .policy import CodedPolicy
@@ -184,11 +184,11 @@ def run(
             raise ValueError("robust_threshold is the threshold of a robust decode: pass adversaries=A as well")
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
-        dl, rows, order_n = delays.tolist(), list(Xt), rng.permutation(code.N).tolist()
+        dl, order_n = delays.tolist(), rng.permutation(code.N).tolist()
         if code.uniform_workers:
-            tasks = [Task(n, rows[n], dl[n]) for n in order_n]
+            tasks = JobTasks(Xt, order_n, dl)
         else:
-            tasks = [Task(n, rows[n], dl[n], _own_function(code, f, n)) for n in order_n]
+            tasks = [Task(n, Xt[n], dl[n], _own_function(code, f, n)) for n in order_n]
     out, used, missing, stragglers, arrivals, timings = execute(executor, f, tasks, policy, timeout, t_start,
                                                                  t_encode)
     res = np.empty_like(out)

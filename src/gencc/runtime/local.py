@@ -134,7 +134,9 @@ class LocalExecutor(Executor):
                 if self._workers is None:
                     self._start(ThreadBackend())
                 workers = self._workers
-        batch = EngineBatch(workers, fn)  # type: ignore[arg-type]
+        # the batched pool runs a job's tasks as one call: with nothing injected, they can travel as one block
+        blocks = workers is self._batching and self.faults is None
+        batch = EngineBatch(workers, fn, blocks=blocks)  # type: ignore[arg-type]
         batch.add(tasks)  # grows the workers to the job's
         return batch
 

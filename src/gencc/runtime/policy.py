@@ -14,6 +14,9 @@ class Policy(ABC):
     """Decides when a job stops and assembles the outputs from the valid results."""
 
     N: int
+    #: the job never stops with fewer valid results while a worker is still outstanding, so a collector may take
+    #: up to that many results that arrived together at once and ask the policy once, after them
+    min_valid: int = 0
 
     @abstractmethod
     def decodable(self, valid: dict[int, np.ndarray]) -> bool: ...
@@ -44,6 +47,11 @@ class CodedPolicy(Policy):
         # a code that keeps Code's rule (enough distinct workers, every input estimated) is asked by count
         self._count = code.min_results if (type(code).can_decode is Code.can_decode
                                            and type(code).missing is Code.missing) else None
+        if type(self).satisfied is CodedPolicy.satisfied and type(self).decodable is CodedPolicy.decodable:
+            # satisfied needs wait_for results (with neither rule: never, so every worker must answer first);
+            # a deadline may be met at any count; decodable needs at least the code's fewest results
+            waits = 0 if deadline is not None else wait_for if wait_for is not None else self.N
+            self.min_valid = max(waits, self._count if self._count is not None else code.min_results)
 
     def decodable(self, valid: dict[int, np.ndarray]) -> bool:
         if self._count is not None:  # valid's keys are distinct workers

@@ -1,0 +1,106 @@
+"""A job's tasks as one block on the default executor's batched pool (`gencc.runtime.executor.EngineBatch`
+with blocks): the same job, result for result, as the tasks sent one by one; a bad row fails only its worker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from runtime_helpers import Faulty, reference, smooth
+
+import gencc
+from gencc.faults import Faults
+from gencc.runtime import LocalExecutor, run, stream
+
+
+@pytest.fixture(scope="module")
+def pools():
+    """(blocks, tasks one by one): the same single-thread batched pool; faults that never fire keep the second
+    on the per-task path (an executor with faults never sends blocks)."""
+    a, b = LocalExecutor(), LocalExecutor(faults=Faults())
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _same(r1, r2) -> None:
+    assert r1.returned.tolist() == r2.returned.tolist()
+    assert r1.stragglers == r2.stragglers
+    assert sorted(r1.arrivals) == sorted(r2.arrivals)
+    np.testing.assert_array_equal(np.asarray(r1.outputs), np.asarray(r2.outputs))
+
+
+@pytest.mark.parametrize("wait_for", [None, 7, 10])
+def test_a_block_gives_the_job_its_tasks_one_by_one_give(pools, X, wait_for):
+    blocks, one_by_one = pools
+    code = gencc.GCC(K=6, N=12)
+    ok = blocks._batching.counts["ok"] if blocks._batching is not None else 0
+    for seed in range(4):
+        r1 = run(smooth, X, code, blocks, wait_for=wait_for, seed=seed)
+        r2 = run(smooth, X, code, one_by_one, wait_for=wait_for, seed=seed)
+        _same(r1, r2)
+        np.testing.assert_allclose(r1.outputs, reference(code, X, r1.returned, perm=gencc.order_inputs(X)),
+                                   atol=1e-12)
+    assert blocks._batching.counts["ok"] - ok == 4  # one block task per job, not twelve
+    assert one_by_one._batching.counts["ok"] >= 4 * 12
+
+
+def test_a_block_of_torch_inputs_gives_torch_out(pools, X):
+    torch = pytest.importorskip("torch")
+    blocks, one_by_one = pools
+    code = gencc.GCC(K=6, N=9)
+    Xt = torch.as_tensor(X)
+    r1, r2 = run(smooth, Xt, code, blocks, seed=1), run(smooth, Xt, code, one_by_one, seed=1)
+    assert isinstance(r1.outputs, torch.Tensor)
+    _same(r1, r2)
+
+
+@pytest.mark.parametrize("wait_for", [None, 6, 8])
+def test_a_code_whose_decodability_is_a_set_takes_the_rest_of_a_block_row_by_row(pools, X, wait_for):
+    """Replication decodes once every input has a copy back: the block's first wait_for rows are taken at once,
+    the rest one by one until the copies cover every input."""
+    blocks, one_by_one = pools
+    code = gencc.Replication(6, 12)
+    for seed in range(6):
+        r = run(smooth, X, code, blocks, wait_for=wait_for, seed=seed)
+        _same(r, run(smooth, X, code, one_by_one, wait_for=wait_for, seed=seed))
+        assert not r.missing.size
+
+
+def test_baselines_take_a_block_row_by_row(pools, X):
+    blocks, one_by_one = pools
+    for code in (gencc.Uncoded(6), gencc.Replicated(6, 12)):
+        _same(run(smooth, X, code, blocks, seed=2), run(smooth, X, code, one_by_one, seed=2))
+
+
+def test_a_raising_input_fails_only_its_own_worker_in_a_block(pools, X):
+    blocks, _ = pools
+    code = gencc.GCC(K=6, N=12)
+    f = Faulty([(code.encode(X)[4], "raise")])
+    r = run(f, X, code, blocks, order=False)
+    assert r.stragglers == {4: "raised: RuntimeError: injected fault"}
+    np.testing.assert_allclose(r.outputs, reference(code, X, [w for w in range(12) if w != 4]), atol=1e-12)
+
+
+@pytest.mark.parametrize("wait_for", [None, 10])
+def test_a_non_finite_row_of_a_block_is_a_straggler_and_the_rest_decode(pools, X, wait_for):
+    blocks, one_by_one = pools
+    code = gencc.GCC(K=6, N=12)
+    f = Faulty([(code.encode(X)[4], "nan")])
+    for seed in range(6):
+        r = run(f, X, code, blocks, wait_for=wait_for, order=False, seed=seed)
+        _same(r, run(f, X, code, one_by_one, wait_for=wait_for, order=False, seed=seed))
+        if 4 in r.arrivals:  # looked at: judged as a straggler, never decoded from
+            assert r.stragglers[4] == "non-finite output (NaN or inf)"
+        assert 4 not in r.returned
+        np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
+
+
+def test_jobs_in_flight_share_calls_and_keep_their_own_results(X):
+    rng = np.random.default_rng(3)
+    batches = [X + 0.1 * rng.normal(size=X.shape) for _ in range(12)]
+    code = gencc.GCC(K=6, N=10)
+    with LocalExecutor() as e:
+        got = list(stream(smooth, batches, code, e, max_in_flight=4, seed=5, wait_for=8))
+        for j, (Xj, r) in enumerate(zip(batches, got, strict=True)):
+            one = run(smooth, Xj, code, e, seed=np.random.default_rng([5, j]), wait_for=8)
+            _same(r, one)
