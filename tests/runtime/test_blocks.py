@@ -104,3 +104,34 @@ def test_jobs_in_flight_share_calls_and_keep_their_own_results(X):
         for j, (Xj, r) in enumerate(zip(batches, got, strict=True)):
             one = run(smooth, Xj, code, e, seed=np.random.default_rng([5, j]), wait_for=8)
             _same(r, one)
+
+
+def test_a_list_of_tasks_travels_as_a_block_only_when_it_can(X):
+    """EngineBatch with blocks: tasks that share f, carry no delay and have one input shape, one per worker, go
+    as one block; a delay or two tasks for one worker keep them apart."""
+    from gencc.engine import Task, ThreadBackend, Workers
+    from gencc.runtime.executor import BlockCompletion, EngineBatch
+
+    w = Workers(1, ThreadBackend(), threads=1, inline=True, preempt=True)
+    try:
+        def collect_all(batch, n):
+            got = []
+            while sum(len(c.workers) if type(c) is BlockCompletion else 1 for c in got) < n:
+                got += batch.take(10.0)
+            return got
+
+        cases = [([Task(k, X[k]) for k in (3, 0, 5)], True),
+                 ([Task(k, X[k], 0.01 * (k == 0)) for k in (3, 0, 5)], False),
+                 ([Task(k, X[k % 2]) for k in (1, 1, 2)], False)]
+        for tasks, as_block in cases:
+            batch = EngineBatch(w, smooth, blocks=True)
+            batch.add(tasks)
+            got = collect_all(batch, 3)
+            batch.close()
+            if as_block:
+                assert len(got) == 1 and type(got[0]) is BlockCompletion and got[0].workers == [3, 0, 5]
+                np.testing.assert_array_equal(got[0].values, smooth(X[[3, 0, 5]]))
+            else:
+                assert all(type(c) is not BlockCompletion for c in got) and len(got) == 3
+    finally:
+        w.close(timeout=2)

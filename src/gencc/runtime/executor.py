@@ -176,34 +176,35 @@ class EngineBatch(Batch):
         self._lock = threading.Lock()
         self.closed = False
 
-    def _as_block(self, tasks: Sequence[Task]) -> Task | None:
-        """The tasks as one block task, when they can travel as one (see the class docstring)."""
+    def _as_block(self, tasks: Sequence[Task]) -> tuple[Task, list[int]] | None:
+        """(the tasks as one block task, its rows' workers in order), when they can travel as one: see the class
+        docstring (and one task per worker)."""
         if not self._blocks or self._tasks or len(tasks) < 2:
             return None
-        if type(tasks) is JobTasks:
-            x = tasks.block()
+        if type(tasks) is JobTasks:  # one task per worker, inputs of one array
+            x, rows = tasks.block(), list(tasks.workers)
             if x is None:
                 return None
-            block = Task(tasks.workers[0], x, 0.0, self._fn, block=True)
-            block.slot = tasks.workers[0]
-            return block
-        x0 = tasks[0].x
-        kind, shape = type(x0), getattr(x0, "shape", None)
-        if shape is None or not (kind is np.ndarray or is_torch(x0)):
-            return None
-        for t in tasks:
-            if t.fn is not None or t.delay != 0 or type(t.x) is not kind or t.x.shape != shape:
-                return None
-        if kind is np.ndarray:
-            x = np.array([t.x for t in tasks])  # one copy
         else:
-            import torch
+            x0 = tasks[0].x
+            kind, shape = type(x0), getattr(x0, "shape", None)
+            if shape is None or not (kind is np.ndarray or is_torch(x0)):
+                return None
+            for t in tasks:
+                if t.fn is not None or t.delay != 0 or type(t.x) is not kind or t.x.shape != shape:
+                    return None
+            rows = [int(t.worker) for t in tasks]
+            if len(set(rows)) < len(rows):
+                return None
+            if kind is np.ndarray:
+                x = np.array([t.x for t in tasks])  # one copy
+            else:
+                import torch
 
-            x = torch.stack([t.x for t in tasks])
-        rows = [int(t.worker) for t in tasks]
+                x = torch.stack([t.x for t in tasks])
         block = Task(rows[0], x, 0.0, self._fn, block=True)
         block.slot = rows[0]
-        return block
+        return block, rows
 
     def _done(self, task: Task) -> None:
         self.on_done_many((task,))
@@ -259,13 +260,11 @@ class EngineBatch(Batch):
             return
         fn, done, rank = self._fn, self._done, self._rank
         top = 0
-        block = self._as_block(tasks)
-        if block is not None:
-            rows = list(tasks.workers) if type(tasks) is JobTasks else [int(t.worker) for t in tasks]
-            with self._lock:
-                self._block_rows = rows
-                for w in rows:
-                    rank.setdefault(w, len(rank))
+        as_block = self._as_block(tasks)
+        if as_block is not None:
+            block, rows = as_block
+            with self._lock:  # a block is a job's first dispatch: its rows rank first, in order
+                self._block_rows, self._rank = rows, dict(zip(rows, range(len(rows)), strict=True))
                 block.on_done = done
                 self._tasks.append(block)
             top = max(rows) + 1
