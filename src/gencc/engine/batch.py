@@ -2,8 +2,10 @@
 
 A worker thread that serves several workers (or one worker) takes the task at the head of each idle worker's
 queue; the tasks that share a function are stacked into one call of that function, and its rows are split
-back. When the batched call raises (or the inputs cannot be stacked), each task is called on its own, so one
-bad input fails only its task. Per task, as in `gencc.faults.run_injected`: the injected busy time
+back. A block task (`Task.block`) brings several inputs, stacked as rows with the others, and gets its rows'
+outputs back as one block, non-finite rows included (its owner judges them). When the batched call raises (or
+the inputs cannot be stacked), each task is called on its own (a block row by row), so one bad input fails only
+its task (or its row). Per task, as in `gencc.faults.run_injected`: the injected busy time
 (`extra_s` x `slow`, plus the compute slowed by `slow`), the fault drawn for it (raise, NaN, hang: a hang is
 a failure `hang_s` later, with no call), a non-finite output being a failure; the busy time and the task's
 delay are then a hold that the thread waits out for all its workers at once (see `Workers`).

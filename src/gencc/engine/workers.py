@@ -6,11 +6,13 @@ thread-safe).
 Each worker runs one task at a time from its own queue and drops a task cancelled before it starts. A thread
 serves one worker (default) or, with `threads=T`, workers w with w % T equal: it takes the head task of each
 of its idle workers and runs those that share a function as one batched call (`gencc.engine.batch`; a failing
-batch is retried task by task). A task costs its backend's real compute plus injected time (`gencc.faults`):
-`ServiceTimes` x the worker's persistent-straggler multiplier (compute is slowed by the same factor); `Faults`
-make it fail, `WrongResults` corrupt its output; its `delay` (a job's injected latency) then passes before the
-outcome is delivered. The injected time is a hold the thread waits out for all its workers at once, the
-worker busy meanwhile (with the thread backend; other backends hold it inside their `run`, Ray on the actor).
+batch is retried task by task; a block task, `Task.block`, brings several inputs that join the call's stack as
+rows and gets their outputs back as one block). A task costs its backend's real compute plus injected time
+(`gencc.faults`): `ServiceTimes` x the worker's persistent-straggler multiplier (compute is slowed by the same
+factor); `Faults` make it fail, `WrongResults` corrupt its output; its `delay` (a job's injected latency) then
+passes before the outcome is delivered. The injected time is a hold the thread waits out for all its workers
+at once, the worker busy meanwhile (with the thread backend; other backends hold it inside their `run`, Ray on
+the actor).
 
 With `preempt`, cancelling a running task frees its worker: a held task is dropped at once; a thread still in
 a call whose tasks were all cancelled `CANCEL_GRACE_S` ago is abandoned (it ends after its current call; its

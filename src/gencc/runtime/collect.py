@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,7 +29,9 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
     judged against the most common shape among the finite results, so one worker with a wrong shape can
     never set the reference. Completions are taken one at a time, the stop rule asked after each, so "the
     first wait_for" is exact even when several arrive together; the ones already delivered are taken without
-    waiting, in one go (a job whose tasks ran as one batched call gets them all at once).
+    waiting, in one go (a job whose tasks ran as one batched call gets them all at once). A block of results
+    (`BlockCompletion`) is taken in its order: its leading rows at once, up to `Policy.min_valid` (the policy
+    cannot stop before that), when they are finite and of the reference shape; any other row one at a time.
     """
     finite: dict[int, np.ndarray] = {}
     stragglers: dict[int, str] = {}
@@ -167,7 +169,7 @@ def _too_few(policy: Policy, valid: dict, finite: dict, stragglers: dict, why: s
             "or fix the failing workers.")
 
 
-def execute(executor: Executor, f: Callable | None, tasks: list[Task], policy: Policy, timeout: float,
+def execute(executor: Executor, f: Callable | None, tasks: Sequence[Task], policy: Policy, timeout: float,
             t_start: float, t_encode: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict, dict, dict]:
     """Dispatch `tasks`, collect by `policy`, cancel the rest, assemble.
 
