@@ -70,6 +70,10 @@ def test_baselines_take_a_block_row_by_row(pools, X):
     blocks, one_by_one = pools
     for code in (gencc.Uncoded(6), gencc.Replicated(6, 12)):
         _same(run(smooth, X, code, blocks, seed=2), run(smooth, X, code, one_by_one, seed=2))
+    hedged = gencc.Hedged(6, 12, hedge_delay=0.0)  # spare copies sent at once: which copy wins is timing
+    r = run(smooth, X, hedged, blocks, seed=2)
+    np.testing.assert_array_equal(r.outputs, run(smooth, X, hedged, one_by_one, seed=2).outputs)
+    np.testing.assert_allclose(r.outputs, smooth(X), rtol=1e-12)
 
 
 def test_a_raising_input_fails_only_its_own_worker_in_a_block(pools, X):
