@@ -1,0 +1,102 @@
+"""Instructions per job, counted by valgrind's callgrind: a figure that does not move with the host's speed.
+
+    python benchmarks/instructions.py                  # gencc.run (GCC and uncoded) beside MinimalJob
+    python benchmarks/instructions.py --schemes gcc    # one scheme
+
+Wall-clock figures on a shared VM move by 2x between runs minutes apart (docs/guides/runtime.md), so a change
+to the runtime's Python work is judged here: each scheme runs `--jobs` and then 2 x `--jobs` jobs (K = 8, a
+trivial batched f, the default executor, after a warm-up in which every straggler pattern's decoder is cached)
+in two processes under callgrind, and the difference of their instruction counts over `--jobs` is the cost of
+one job, start-up and warm-up cancelled out. The floor is bench_runtime's MinimalJob on the same inputs (the same
+ordering, encode and decode around one hand-off to one thread). Needs valgrind; takes a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+K, N, WAIT_FOR = 8, 12, 10
+SCHEMES = ("gcc", "uncoded")
+WARM = 300
+
+
+def child(scheme: str, jobs: int, minimal: bool) -> None:
+    """Run `jobs` jobs of `scheme` after the warm-up (under callgrind, started by `count`)."""
+    sys.path.insert(0, str(HERE))
+    import numpy as np
+
+    import gencc
+    from gencc.runtime import LocalExecutor
+
+    def double(X):
+        return np.asarray(X) * 2.0
+
+    double.batched = True
+    rng = np.random.default_rng(1)
+    inputs = [rng.normal(size=(K, 64)) for _ in range(100)]
+    code, wait_for = (gencc.GCC(K, N), WAIT_FOR) if scheme == "gcc" else (gencc.Replication(K, K), None)
+    if scheme == "gcc":  # every straggler pattern's decoder cached, so no job in the count builds one
+        Y = rng.normal(size=(N, 3))
+        for r in itertools.combinations(range(N), WAIT_FOR):
+            code.decode(Y[list(r)], np.array(r))
+    if minimal:
+        from bench_runtime import MinimalJob
+
+        job = MinimalJob(double)
+        for j in range(WARM + jobs):
+            job(inputs[j % len(inputs)], code, wait_for)
+        job.close()
+        return
+    with LocalExecutor(blas_threads=1) as ex:
+        for j in range(WARM + jobs):
+            gencc.run(double, inputs[j % len(inputs)], code, ex, wait_for=wait_for)
+
+
+def count(scheme: str, jobs: int, minimal: bool) -> int:
+    """Instructions of a child process running `jobs` jobs (callgrind's total)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable, __file__,
+               "--child", scheme, str(jobs), "1" if minimal else "0"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    m = re.search(r"Collected : (\d+)", out.stderr)
+    if out.returncode != 0 or m is None:
+        raise SystemExit(f"callgrind run failed ({' '.join(cmd)}):\n{out.stderr[-2000:]}")
+    return int(m.group(1))
+
+
+def per_job(scheme: str, jobs: int, minimal: bool) -> float:
+    return (count(scheme, 2 * jobs, minimal) - count(scheme, jobs, minimal)) / jobs
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        child(argv[1], int(argv[2]), argv[3] == "1")
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), help="default: both")
+    ap.add_argument("--jobs", type=int, default=200, help="jobs in the shorter run (default 200)")
+    args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be a positive integer, got {args.jobs}")
+    if shutil.which("valgrind") is None:
+        ap.error("valgrind is not installed (Debian: apt-get install valgrind)")
+    print("| scheme (K=8, trivial f, default executor) | gencc.run, instructions per job | MinimalJob | ratio |")
+    print("|---|---|---|---|")
+    for scheme in args.schemes:
+        got, floor = per_job(scheme, args.jobs, False), per_job(scheme, args.jobs, True)
+        what = f"GCC, N={N}, first {WAIT_FOR}" if scheme == "gcc" else f"uncoded (Replication({K}, {K}))"
+        print(f"| {what} | {got / 1e3:,.0f} k | {floor / 1e3:,.0f} k | {got / floor:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
