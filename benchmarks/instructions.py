@@ -3,18 +3,21 @@
     python benchmarks/instructions.py                  # gencc.run (GCC and uncoded) beside MinimalJob
     python benchmarks/instructions.py --schemes gcc    # one scheme
 
-Wall-clock figures on a shared VM move by 2x between runs minutes apart (docs/guides/runtime.md), so a change
-to the runtime's Python work is judged here: each scheme runs `--jobs` and then 2 x `--jobs` jobs (K = 8, a
-trivial batched f, the default executor, after a warm-up in which every straggler pattern's decoder is cached)
-in two processes under callgrind, and the difference of their instruction counts over `--jobs` is the cost of
-one job, start-up and warm-up cancelled out. The floor is bench_runtime's MinimalJob on the same inputs (the same
-ordering, encode and decode around one hand-off to one thread). Needs valgrind; takes a few minutes.
-"""
+Wall-clock figures on a shared VM move by 2x between runs minutes apart (docs/guides/runtime.md), so a change to
+the runtime's Python work is judged here: each scheme runs `--jobs` and then 2 x `--jobs` jobs (K = 8, a trivial
+batched f, the default executor, after a warm-up in which every straggler pattern's decoder is cached) in two
+processes under callgrind (this checkout's src/, one BLAS thread: idle BLAS threads spin), and the difference of
+their instruction counts over `--jobs` is the cost of one job, start-up and warm-up cancelled out. The floor is
+bench_runtime's MinimalJob on the same inputs (the same ordering, encode and decode around one hand-off to one
+thread). Needs valgrind; takes a few minutes. The counts still move with how the threads were scheduled (the GIL's
+timed waits, the engine's polling control thread): by a few per cent for the GCC job, by more for the small uncoded
+job and MinimalJob. """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
 import shutil
 import subprocess
@@ -65,7 +68,10 @@ def count(scheme: str, jobs: int, minimal: bool) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable, __file__,
                "--child", scheme, str(jobs), "1" if minimal else "0"]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        # one BLAS thread: OpenBLAS's idle threads spin, and what they burn would be counted with the job
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     m = re.search(r"Collected : (\d+)", out.stderr)
     if out.returncode != 0 or m is None:
         raise SystemExit(f"callgrind run failed ({' '.join(cmd)}):\n{out.stderr[-2000:]}")

@@ -44,4 +44,4 @@ class Replication(Code):
         """Inputs with no returned replica (their estimates are zero)."""
         got = np.zeros(self.K, dtype=bool)
         got[self.assignment[np.asarray(returned, dtype=int)]] = True
-        return np.flatnonzero(~got)
+        return (~got).nonzero()[0]

@@ -44,9 +44,10 @@ class CodedPolicy(Policy):
 
     def __init__(self, code: Code, wait_for: int | None, deadline: float | None):
         self.code, self.N, self.wait_for, self.deadline = code, code.N, wait_for, deadline
-        # a code that keeps Code's rule (enough distinct workers, every input estimated) is asked by count
-        self._count = code.min_results if (type(code).can_decode is Code.can_decode
-                                           and type(code).missing is Code.missing) else None
+        # a code that keeps Code's rule (enough distinct workers, every input estimated) is asked by count; one
+        # that keeps only its count (replication: which inputs have a copy back) by count, then `missing`
+        self._least = code.min_results if type(code).can_decode is Code.can_decode else None
+        self._count = self._least if type(code).missing is Code.missing else None
         if type(self).satisfied is CodedPolicy.satisfied and type(self).decodable is CodedPolicy.decodable:
             # satisfied needs wait_for results (with neither rule: never, so every worker must answer first);
             # a deadline may be met at any count; decodable needs at least the code's fewest results
@@ -56,6 +57,8 @@ class CodedPolicy(Policy):
     def decodable(self, valid: dict[int, np.ndarray]) -> bool:
         if self._count is not None:  # valid's keys are distinct workers
             return len(valid) >= self._count
+        if self._least is not None:
+            return len(valid) >= self._least and self.code.missing(list(valid)).size == 0
         r = sorted(valid)
         return self.code.can_decode(r) and self.code.missing(r).size == 0
 
