@@ -40,7 +40,8 @@ class Item:
     finite: bool = False  # whether the output is finite (checked once for the whole batch)
 
 
-def _stack(xs: Sequence[Any]) -> Any:
+def stack_inputs(xs: Sequence[Any]) -> Any:
+    """Inputs of one shape as one array along a new first axis (torch stays torch): one copy."""
     if is_torch(xs[0]):
         import torch
 
@@ -51,8 +52,11 @@ def _stack(xs: Sequence[Any]) -> Any:
         return np.stack([np.asarray(x) for x in xs])
 
 
-def _stack_blocks(items: list[Item], xs: list[Any]) -> tuple[Any, list[int]]:
-    """The inputs of items some of which are blocks as one stack, and where each item's rows end in it."""
+def _stack_rows(items: list[Item], xs: list[Any]) -> tuple[Any, list[int]]:
+    """The items' inputs as one stack (a block brings its rows, a task one row), and where each item's rows
+    end in it."""
+    if not any(it.task.block for it in items):
+        return stack_inputs(xs), list(range(1, len(items) + 1))
     ends, n = [], 0
     for it, x in zip(items, xs, strict=True):
         n += len(x) if it.task.block else 1
@@ -67,34 +71,33 @@ def _stack_blocks(items: list[Item], xs: list[Any]) -> tuple[Any, list[int]]:
     return np.concatenate([np.asarray(p) for p in parts]), ends
 
 
-def _call_blocks(fn: Callable, items: list[Item], xs: list[Any], batched: bool | None) -> bool:
-    """One call of a batched `fn` on items some of which are blocks: each block gets its rows (non-finite rows
-    are its owner's to judge), each single task its row; False when the call raised (the caller retries)."""
+def _call_batched(fn: Callable, items: list[Item], xs: list[Any]) -> bool:
+    """One call of a batched `fn` on every item's rows: a block gets its rows back (non-finite ones are its
+    owner's to judge), a task its row; False when the call raised (the caller retries item by item)."""
     try:
-        stacked, ends = _stack_blocks(items, xs)
+        stacked, ends = _stack_rows(items, xs)
         out = apply_batch(fn, stacked, True)
-    except Exception:  # noqa: BLE001 - retried item by item: one bad input fails only its own task (or row)
+    except Exception:  # noqa: BLE001 - one bad input must fail only its own task (or row): retried one by one
         return False
+    finite = None  # per row, scanned once when a task (not a block) needs it
     start = 0
     for it, end in zip(items, ends, strict=True):
         if it.task.block:
             it.outcome, it.finite = out[start:end], True
         else:
-            it.outcome = out[start]
-            it.finite = bool(np.isfinite(it.outcome).all())
+            if finite is None:
+                finite = np.isfinite(out.reshape(len(out), -1)).all(axis=1).tolist()
+            it.outcome, it.finite = out[start], finite[start]
         start = end
     return True
 
 
-def _call_block_rows(fn: Callable, x: Any, batched: bool | None) -> list[Any]:
-    """A block's rows one at a time (its call raised): each row's output or the exception it raised."""
-    outs: list[Any] = []
-    for i in range(len(x)):
-        try:
-            outs.append(apply_one(fn, x[i], batched))
-        except Exception as e:  # noqa: BLE001 - that row fails, the block's other rows stand
-            outs.append(e)
-    return outs
+def _call_one(fn: Callable, x: Any, batched: bool | None) -> Any:
+    """`fn` on one input: its output, or the exception it raised."""
+    try:
+        return apply_one(fn, x, batched)
+    except Exception as e:  # noqa: BLE001 - f raised: that task (or row) fails
+        return e
 
 
 def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any) -> float:
@@ -102,29 +105,15 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
     xs = [it.task.x for it in items] if cast is None else [np.asarray(it.task.x, dtype=cast) for it in items]
     t0 = time.perf_counter()
     takes_batches = batched or batched is None and getattr(fn, "batched", False)
-    if any(it.task.block for it in items):
-        if takes_batches and _call_blocks(fn, items, xs, batched):
-            return time.perf_counter() - t0
-    elif len(items) > 1 and takes_batches:
-        try:
-            out = apply_batch(fn, _stack(xs), True)
-        except Exception:  # noqa: BLE001 - one bad input must fail only its own task: retried one by one
-            pass
-        else:
-            finite = np.isfinite(out.reshape(len(items), -1)).all(axis=1).tolist()
-            for it, row, ok in zip(items, out, finite, strict=True):
-                it.outcome, it.finite = row, ok
-            return time.perf_counter() - t0
+    if takes_batches and (len(items) > 1 or items[0].task.block) and _call_batched(fn, items, xs):
+        return time.perf_counter() - t0
     for it, x in zip(items, xs, strict=True):
-        if it.task.block:
-            it.outcome, it.finite = _call_block_rows(fn, x, batched), True
-            continue
         t = time.perf_counter()
-        try:
-            it.outcome = apply_one(fn, x, batched)
-            it.finite = bool(np.all(np.isfinite(it.outcome)))
-        except Exception as e:  # noqa: BLE001 - f raised: that task fails
-            it.outcome = e
+        if it.task.block:  # each row on its own: one bad row fails only its worker
+            it.outcome, it.finite = [_call_one(fn, x[i], batched) for i in range(len(x))], True
+        else:
+            it.outcome = _call_one(fn, x, batched)
+            it.finite = not isinstance(it.outcome, BaseException) and bool(np.all(np.isfinite(it.outcome)))
         if len(items) == 1:
             return time.perf_counter() - t
     return time.perf_counter() - t0

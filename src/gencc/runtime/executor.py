@@ -21,7 +21,9 @@ import numpy as np
 
 from .._arrays import is_torch
 from ..engine import Task, Workers
+from ..engine.batch import stack_inputs
 from ..engine.task import describe_error
+from .inputs import take_rows
 
 
 @dataclass(slots=True)
@@ -66,11 +68,7 @@ class JobTasks(Sequence[Task]):
         built already (then they travel one by one)."""
         if self._tasks is not None or any(self._delays):
             return None
-        if is_torch(self.X):
-            import torch
-
-            return self.X[torch.as_tensor(self.workers, device=self.X.device)]
-        return self.X[self.workers]
+        return take_rows(self.X, self.X, self.workers)
 
 
 @dataclass(slots=True)
@@ -196,12 +194,7 @@ class EngineBatch(Batch):
             rows = [int(t.worker) for t in tasks]
             if len(set(rows)) < len(rows):
                 return None
-            if kind is np.ndarray:
-                x = np.array([t.x for t in tasks])  # one copy
-            else:
-                import torch
-
-                x = torch.stack([t.x for t in tasks])
+            x = stack_inputs([t.x for t in tasks])
         block = Task(rows[0], x, 0.0, self._fn, block=True)
         block.slot = rows[0]
         return block, rows

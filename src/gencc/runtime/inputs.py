@@ -58,3 +58,12 @@ def restore_kind(out: np.ndarray, X: Any) -> Any:
         dtype = X.dtype if X.is_floating_point() else torch.get_default_dtype()
         return torch.as_tensor(out, device=X.device).to(dtype)
     return out
+
+
+def take_rows(X: Any, Xn: np.ndarray, idx: Any) -> Any:
+    """Rows idx of X in X's own kind (torch stays torch, on its device); lists become numpy (Xn: X as numpy)."""
+    if is_torch(X):
+        import torch
+
+        return X[torch.as_tensor(np.ascontiguousarray(idx), device=X.device)]
+    return Xn[idx]

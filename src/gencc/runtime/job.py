@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch
 from .._validate import check_int
 from ..codes.base import Code
 from ..codes.replication import Replication
@@ -23,7 +22,7 @@ from ..ordering import METHODS, order_checked
 from .baselines import Baseline
 from .collect import execute
 from .executor import Executor, JobTasks
-from .inputs import as_rng, check_deadline, check_inputs, check_timeout, restore_kind
+from .inputs import as_rng, check_deadline, check_inputs, check_timeout, restore_kind, take_rows
 from .local import LocalExecutor
 from .policy import CodedPolicy
 from .results import RunResult
@@ -64,15 +63,6 @@ def _hedge_default(latency: Any) -> float | None:
     d = np.asarray(latency, dtype=float)
     d = d[np.isfinite(d)]
     return float(np.quantile(d, 0.95)) if d.size else None
-
-
-def _take(X: Any, Xn: np.ndarray, idx: np.ndarray) -> Any:
-    """Rows idx of X in X's own kind (torch stays torch); lists become numpy."""
-    if is_torch(X):
-        import torch
-
-        return X[torch.as_tensor(np.ascontiguousarray(idx), device=X.device)]
-    return Xn[idx]
 
 
 def robust_policy(code: Code, wait_for: int | None, deadline: float | None, adversaries: int,
@@ -161,7 +151,7 @@ def run(
                              "wait_for and deadline apply to codes only")
         if adversaries or robust_threshold is not None:
             raise ValueError(f"{code.name} has no robust decode; adversaries= applies to codes (GCC, BACC, LCC)")
-        policy, tasks = code.policy(_take(X, Xn, np.arange(code.K)), delays, _hedge_default(latency))
+        policy, tasks = code.policy(take_rows(X, Xn, np.arange(code.K)), delays, _hedge_default(latency))
         perm = np.arange(code.K)
         t_encode = 0.0
     else:
@@ -174,7 +164,7 @@ def run(
             order = False  # copies of each input: which worker holds which copy changes no output
         perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order) \
             if order else np.arange(code.K)
-        Xp = _take(X, Xn, perm)
+        Xp = take_rows(X, Xn, perm)
         Xt = code.encode(Xp)
         t_encode = time.perf_counter() - t0
         policy = CodedPolicy(code, wait_for, deadline)

@@ -52,7 +52,7 @@ class CodedPolicy(Policy):
             # satisfied needs wait_for results (with neither rule: never, so every worker must answer first);
             # a deadline may be met at any count; decodable needs at least the code's fewest results
             waits = 0 if deadline is not None else wait_for if wait_for is not None else self.N
-            self.min_valid = max(waits, self._count if self._count is not None else code.min_results)
+            self.min_valid = max(waits, code.min_results)
 
     def decodable(self, valid: dict[int, np.ndarray]) -> bool:
         if self._count is not None:  # valid's keys are distinct workers
