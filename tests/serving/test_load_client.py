@@ -28,8 +28,11 @@ def test_rows_keep_the_schedule_and_reuse_connections():
         assert srv.requests == len(rows)
     assert [r["id"] for r in rows] == list(range(len(rows))) and {r["status"] for r in rows} == {200}
     assert {r["scheme"] for r in rows} == {"fixed"}
-    send = np.array([r["send_s"] for r in rows])
-    assert np.all(np.diff(send) >= 0) and send[-1] < 1.0 + 0.1  # open loop: Poisson times inside the duration
+    # open loop: Poisson times inside the duration; a request leaves at its time plus its lag (on a loaded machine
+    # the last ones may leave after the duration), so the schedule is the send time less the lag (both rounded
+    # to the microsecond)
+    due = np.array([r["send_s"] - r["lag_ms"] / 1e3 for r in rows])
+    assert np.all(np.diff(due) >= -2e-6) and due[-1] < 1.0
     assert all(r["lag_ms"] >= 0 for r in rows) and rep["requests"] == len(rows)
     assert rep["lag_p50_ms"] <= rep["lag_p99_ms"] <= rep["lag_max_ms"]
 
