@@ -64,6 +64,7 @@ class WorkerThreads:
                 self._loads[w] -= 1
                 out.append(t)
         q.clear()
+        self._queued[self._slot[w]].discard(w)
 
     def _abandon(self, s: int, why: str | None) -> list[Task]:
         """Leave slot s's thread in its call: its tasks fail with `why` (None: they were cancelled), a fresh
@@ -122,22 +123,28 @@ class WorkerThreads:
         log.info("%s: worker %d re-created after a crash", self.name, w)
 
     def _pick(self, s: int) -> list[Task]:
-        """The head task of each idle live worker of slot s (cancelled ones dropped)."""
+        """The head task of each idle live worker of slot s (cancelled ones dropped), in worker order."""
         picked: list[Task] = []
+        queued = self._queued[s]
+        if not queued:
+            return picked
         now = self.now()
         queues, current, dead, free_since = self._queues, self._current, self.dead, self._free_since
         pickup, batching, preempt = self.lags["pickup"].append, self._batching, self.preempt
-        for w in self._members[s]:
-            q = queues[w]
-            if not q or current[w] is not None or dead[w]:
+        for w in sorted(queued) if len(queued) > 1 else tuple(queued):
+            if current[w] is not None or dead[w]:
                 continue
+            q = queues[w]
             while q:
                 task = q.popleft()
                 if not task.cancelled:
                     break
                 self.dropped += 1
             else:
+                queued.discard(w)
                 continue
+            if not q:
+                queued.discard(w)
             self.running += 1
             task.busy, task.state, task.t_start = self.running, "running", now
             if not batching:

@@ -109,6 +109,7 @@ class Workers(WorkerThreads):
         self._wake: list[queue.SimpleQueue[None]] = []  # a slot's wake-up tokens (a C queue, not a Condition)
         self._gen: list[int] = []  # the slot's thread generation (an abandoned thread sees it change and exits)
         self._members: list[list[int]] = []
+        self._queued: list[set[int]] = []  # the slot's workers whose queue holds a task (_pick looks at those only)
         self._holds: list[list[tuple[float, int, Task]]] = []
         self._batch: list[list[Task]] = []  # the tasks in the slot's current call
         self._t_call: list[float] = []  # when that call started (nan: none)
@@ -143,6 +144,7 @@ class Workers(WorkerThreads):
                     self._wake.append(queue.SimpleQueue())
                     self._gen.append(0)
                     self._members.append([])
+                    self._queued.append(set())
                     self._holds.append([])
                     self._batch.append([])
                     self._t_call.append(math.nan)
@@ -189,6 +191,7 @@ class Workers(WorkerThreads):
                 raise RuntimeError("these workers are closed")
             wake = set()
             dead, loads, queues, slot, cancelled = self.dead, self._loads, self._queues, self._slot, self._cancelled
+            queued = self._queued
             for worker, task in pairs:
                 task.worker = worker
                 if dead[worker]:
@@ -198,7 +201,9 @@ class Workers(WorkerThreads):
                 loads[worker] += 1
                 task.on_cancel = cancelled
                 queues[worker].append(task)
-                wake.add(slot[worker])
+                s = slot[worker]
+                queued[s].add(worker)
+                wake.add(s)
             for s in wake:  # one wake-up per thread, however many of its workers got a task
                 self._wake[s].put(None)
         self._emit(lost)

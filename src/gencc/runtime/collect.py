@@ -152,7 +152,7 @@ def _take_block(c: BlockCompletion, min_valid: int, hedges: bool, ref: tuple | N
 
 def _reasons(stragglers: dict[int, str], finite: dict[int, np.ndarray], valid: dict[int, np.ndarray]) -> dict:
     out = dict(stragglers)
-    if valid:
+    if valid and len(valid) < len(finite):  # valid is the finite results of the reference shape
         ref = next(iter(valid.values())).shape
         for w, v in finite.items():
             if w not in valid:
@@ -191,9 +191,8 @@ def execute(executor: Executor, f: Callable | None, tasks: Sequence[Task], polic
     out, used, missing = policy.assemble(valid)
     t_dec = time.perf_counter() - t1
     stragglers.update(getattr(policy, "excluded", {}))  # results a robust decode flagged and left out
-    used_set = set(used.tolist())
-    for w in valid:
-        if w not in used_set:
+    if len(valid) > len(used):
+        for w in valid.keys() - set(used.tolist()):
             stragglers.setdefault(w, "unused: another replica answered first")
     timings = {"encode": t_encode, "dispatch": t_dispatch, "first_result": first, "decode": t_dec,
                "total": time.perf_counter() - t_start}
