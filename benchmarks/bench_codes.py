@@ -11,7 +11,8 @@
   N = 1,000 and at `--large-N` workers), one dense solve of the same size for the dense Matern 3/2 path; at
   `--large-N` workers with K = 100 also its peak memory (tracemalloc) against the result's size;
 - the encoding matrix at `--large-N` workers vs evaluating the kernel matrix it is built from;
-- robust decode of honest results, new pattern, vs the plain decode of the same results, new pattern.
+- robust decode of honest results, new pattern, vs the plain decode of the same results, new pattern;
+- the chain ordering a job runs on its K inputs (`order_inputs`) vs the K x K distances it starts from.
 
 Timings are medians of alternated pairs (figure, floor) on one BLAS thread (threadpoolctl; the machine may be
 shared) unless a row says "default threads"; the large builds and the robust decode are CPU time on one thread
@@ -35,6 +36,8 @@ SUITE = "codes"
 #: the columns of the warm-decode and encode grids (the last one is --columns)
 DECODE_COLUMNS = (10, 100, 1_000)
 ENCODE_COLUMNS = (64, 1_000)
+#: the inputs of the ordering figures
+ORDER_K = (8, 100, 400)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -197,6 +200,20 @@ def robust(repeat: int) -> Figure:
                   1e3 * f, "plain decode, new pattern")
 
 
+def ordering(repeat: int, K: int, d: int = 64) -> Figure:
+    """The chain ordering a job runs on its K inputs (points along a noisy walk, shuffled) vs the K x K
+    distances it starts from."""
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(K)
+    X = np.cumsum(rng.normal(size=(K, d)), axis=0)[rng.permutation(K)]
+    with threadpool_limits(1):
+        t, f = pairs(lambda: gencc.order_inputs(X), lambda: cdist(X, X), repeat if K > 100 else 10 * repeat + 1,
+                     time.thread_time)
+    return Figure(SUITE, f"chain ordering (order_inputs), K={K}, {d} columns (CPU)", 1e3 * t, 1e3 * f,
+                  "the K x K distances (cdist)")
+
+
 def run(args: argparse.Namespace) -> list[Figure]:
     r, top = args.repeat, args.columns
     figs = [encode(r, d) for d in (*ENCODE_COLUMNS, top)]
@@ -211,4 +228,5 @@ def run(args: argparse.Namespace) -> list[Figure]:
         figs += [cold(r, 10, N), cold(r, 100, N, S=10), cold(r, 100, N, S=1_000),
                  cold_memory(100, N, 10), cold_memory(100, N, 1_000), encoding_matrix(r, 100, N)]
     figs.append(robust(r))
+    figs += [ordering(r, K) for K in ORDER_K]
     return figs
