@@ -40,7 +40,8 @@ def order_checked(A: np.ndarray, method: str = "chain") -> np.ndarray:
     K = A.shape[0]
     if K <= 2 or method == "identity":
         return np.arange(K)
-    from scipy.spatial.distance import cdist  # here, not at import: scipy.spatial costs `import gencc` ~0.2 s
+    # here, not at import: scipy.spatial costs `import gencc` ~0.2 s
+    from scipy.spatial.distance import cdist, pdist, squareform
 
     if method == "pca":
         C = A - A.mean(axis=0)
@@ -54,7 +55,8 @@ def order_checked(A: np.ndarray, method: str = "chain") -> np.ndarray:
         _, vecs = np.linalg.eigh(L)
         perm = np.argsort(vecs[:, 1], kind="stable")
     else:
-        perm = _chain(cdist(A, A))
+        # pdist's pairs once each, the same numbers as cdist's (half the work; below WIDE_K, squareform costs more)
+        perm = _chain(cdist(A, A) if K < WIDE_K else squareform(pdist(A)))
     if perm[0] > perm[-1]:
         perm = perm[::-1]
     return np.asarray(perm, dtype=np.int64)

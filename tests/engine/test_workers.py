@@ -173,6 +173,32 @@ def test_a_thread_serving_several_workers_runs_their_ready_tasks_as_one_call(mak
     assert w.counts["ok"] == 4 and w.running == 0 and w.loads().tolist() == [0.0] * 4
 
 
+def test_a_thread_takes_its_workers_heads_in_worker_order_whatever_the_order_they_were_queued(make):
+    """A thread serving 70 workers gets tasks for a few of them, out of order (a set of 64, 1, 9 and 33 iterates
+    in that order): its call stacks the head task of each in worker order; a worker's second task waits for the
+    next call."""
+    calls = []
+    gate = threading.Event()
+
+    def f(X):
+        gate.wait(10)
+        calls.append(np.asarray(X)[:, 0].tolist())
+        return 2 * np.asarray(X, dtype=float)
+
+    f.batched = True
+    w = make(70, {"f": f}, threads=1)
+    done = []
+    w.send(0, Task(x=np.full(2, -1.0), fn="f", on_done=done.append))  # holds the thread while the rest queue up
+    wait_for(lambda: w.running == 1)
+    order = [64, 1, 9, 33, 64]
+    w.send_many([(k, Task(x=np.full(2, float(k) + 0.5 * (i == 4)), fn="f", on_done=done.append))
+                 for i, k in enumerate(order)])
+    gate.set()
+    wait_for(lambda: len(done) == 6)
+    assert calls == [[-1.0], [1.0, 9.0, 33.0, 64.0], [64.5]]
+    assert all(t.ok for t in done) and w.running == 0 and sum(w.loads()) == 0
+
+
 def test_a_failing_batch_is_retried_task_by_task_so_only_the_bad_input_fails(make):
     f = Counting()
     w = make(3, {"f": f}, threads=1)
