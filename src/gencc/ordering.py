@@ -126,9 +126,10 @@ def _chain(D: np.ndarray) -> np.ndarray:
 def _chain_wide(D: np.ndarray) -> np.ndarray:
     """`_chain`'s path, the same moves in the same order, with numpy: the nearest neighbour by a masked argmin
     per step; the 2-opt scan reads blocks of rows i at once (one comparison of every pair (i, j), j > i, of the
-    block on the current path), the block growing while no move is found, and only the row of the first move is
-    scanned step by step. The edges' lengths are kept in a vector e (e[k] = D[p[k], p[k+1]]) updated per move,
-    so the sums compared are the same floating-point numbers as `_chain`'s. Needs finite D (masking by inf)."""
+    block on the current path), the block growing while no move is found (up to about a million pairs), and only
+    the row of the first move is scanned step by step. The edges' lengths are kept in a vector e
+    (e[k] = D[p[k], p[k+1]]) updated per move, so the sums compared are the same floating-point numbers as
+    `_chain`'s. Needs finite D (masking by inf)."""
     K = D.shape[0]
     start = int(D.sum(axis=1).argmax())
     p = np.empty(K, dtype=np.int64)
@@ -141,7 +142,6 @@ def _chain_wide(D: np.ndarray) -> np.ndarray:
         p[k] = cur
     last = K - 1
     e = D[p[:-1], p[1:]]
-    upper = np.triu(np.ones((K, K), dtype=bool))  # [r - i0, j - i0 - 1]: pair (r, j) with j > r
 
     def row_move(i: int, j: int) -> int:
         """The first j' >= j whose reversal p[i..j'] shortens the path (-1: none)."""
@@ -163,7 +163,7 @@ def _chain_wide(D: np.ndarray) -> np.ndarray:
         R, J = np.arange(i0, i1), np.arange(i0 + 1, last)
         pa, pr, pJ = p[R - 1], p[R], p[J]
         imp = D[pa[:, None], pJ] + D[pr[:, None], p[J + 1]] < e[R - 1][:, None] + e[J] - TOL
-        imp &= upper[: i1 - i0, : len(J)]
+        imp &= J > R[:, None]
         hit = imp.any(axis=1) | (D[pa, p[last]] < e[R - 1] - TOL)
         k = int(hit.argmax())
         return i0 + k if hit[k] else -1
@@ -182,13 +182,14 @@ def _chain_wide(D: np.ndarray) -> np.ndarray:
         return moved
 
     block = max(4, 4096 // K)  # rows per first look: about 4,096 pairs
+    most = max(block, (1 << 20) // K)  # rows per look at most: about a million pairs (8 MB per temporary)
     for _ in range(50):
         improved = scan_row(0)
         i, rows = 1, block
         while i < last:
             r = first_row(i, min(i + rows, last))
             if r < 0:  # no move in these rows: the path is unchanged, look at twice as many next
-                i, rows = i + rows, 2 * rows
+                i, rows = i + rows, min(2 * rows, most)
                 continue
             improved |= scan_row(r)
             i, rows = r + 1, block
