@@ -18,7 +18,10 @@ once), each round with fresh executors.
 - one CPU (Linux): per-job latency on the default executor with the job's threads all on one CPU vs free to
   run on any, alternated in rounds (what moving the GIL between CPUs costs);
 - digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
-  coded inputs, on the same executors;
+  coded inputs, on the same executors; on the default executor also vs `MinimalJob` with the same f (the
+  ordering, encoding, hand-off and decoding any threaded runtime adds to f); and, in one thread with no
+  runtime, the job's decode timed right after f's call and again at once (what f's call leaves in the caches
+  costs the code work that follows it, inside a job or not);
 - BLAS under load: a cold dense D_F build (GCC K = 30, N = 150, Matern 3/2 kernel, 10 stragglers, a new pattern
   each) in the master thread while a thread-per-worker executor runs a matmul job every 50 ms (each input a
   16 x 256 matrix), default-threaded BLAS vs single-threaded: median and worst build;
@@ -29,6 +32,7 @@ once), each round with fresh executors.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import queue
 import threading
@@ -226,10 +230,40 @@ def cnn_batching(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(2)
     jobs = [sample(rng) for _ in range(args.jobs)]
     schemes = [(f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
-    lat, _, flat, _, _, _ = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
-    return [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}", 1e3 * median(v),
+    lat, _, flat, _, _, mini = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
+    figs = [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}", 1e3 * median(v),
                    1e3 * median(flat[sname, bname]), f"f on the {N} coded inputs, one batched call")
             for (sname, ename, bname), v in lat.items()]
+    # the same job against the least a threaded runtime does (order, encode, one hand-off, f, decode): what of the
+    # gap to f alone is gencc's runtime, and what the coding and the hand-off cost any runtime
+    figs += [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}, vs a minimal threaded job",
+                    1e3 * median(v), 1e3 * median(mini[sname, bname]), "a minimal threaded job (MinimalJob)")
+             for (sname, ename, bname), v in lat.items() if ename == DEFAULT_EXECUTOR]
+    return figs + [_decode_after_f(f, jobs, schemes[0][1])]
+
+
+def _decode_after_f(f, jobs: list[np.ndarray], code) -> Figure:
+    """One thread, no runtime: order, encode, f, then the job's decode timed twice at once. The first call runs
+    on caches that f's call just filled with its own code and data; the second finds them warm, as a decode
+    timed alone in a loop does."""
+    rng = np.random.default_rng(5)
+    Y0 = f(code.encode(jobs[0]))
+    for r in itertools.combinations(range(N), WAIT_FOR):  # every straggler pattern's decoder built beforehand
+        code.decode(Y0[list(r)], np.array(r))
+    first, again = [], []
+    for i in range(2 * len(jobs)):
+        X = jobs[i % len(jobs)]
+        Y = f(code.encode(X[gencc.order_inputs(X)]))
+        used = np.sort(rng.permutation(N)[:WAIT_FOR])
+        Yu = Y[used]
+        t = time.perf_counter()
+        code.decode(Yu, used)
+        t1 = time.perf_counter()
+        code.decode(Yu, used)
+        again.append(time.perf_counter() - t1)
+        first.append(t1 - t)
+    return Figure(SUITE, f"code.decode right after f (digits-cnn, GCC, N={N}, first {WAIT_FOR}), one thread",
+                  1e3 * median(first), 1e3 * median(again), "the same decode again at once")
 
 
 def blas_under_load(args: argparse.Namespace) -> list[Figure]:

@@ -65,3 +65,13 @@ def test_minimal_job_decodes_from_the_first_results_and_skips_nonfinite_rows(ben
     finally:
         job.close()
     assert out.shape == (6, 3) and np.isfinite(out).all()
+
+
+def test_decode_after_f_times_the_same_decode_twice_on_a_model_of_ours(bench):
+    """The digits-CNN part's one-thread figure, on this test's own model: the decode right after f, beside the same
+    decode at once again, both real timings of a decode that works (every pattern built beforehand)."""
+    f = _mlp()
+    jobs = [np.random.default_rng(i).normal(size=(bench.K, 16)) for i in range(6)]
+    fig = bench._decode_after_f(f, jobs, gencc.GCC(bench.K, bench.N))
+    assert "right after f" in fig.name and fig.floor_name == "the same decode again at once"
+    assert 0 < fig.value < 1_000 and 0 < fig.floor < 1_000  # ms
