@@ -12,7 +12,8 @@
   `--large-N` workers with K = 100 also its peak memory (tracemalloc) against the result's size;
 - the encoding matrix at `--large-N` workers vs evaluating the kernel matrix it is built from;
 - robust decode of honest results, new pattern, vs the plain decode of the same results, new pattern;
-- the chain ordering a job runs on its K inputs (`order_inputs`) vs the K x K distances it starts from.
+- the chain ordering a job runs on its K inputs (`order_inputs`) vs the K x K distances it starts from (cdist),
+  at 64 columns and at 3,072 (an image: the ordering's distances then come from one BLAS product).
 
 Timings are medians of alternated pairs (figure, floor) on one BLAS thread (threadpoolctl; the machine may be
 shared) unless a row says "default threads"; the large builds and the robust decode are CPU time on one thread
@@ -38,6 +39,8 @@ DECODE_COLUMNS = (10, 100, 1_000)
 ENCODE_COLUMNS = (64, 1_000)
 #: the inputs of the ordering figures
 ORDER_K = (8, 100, 400)
+#: image-sized inputs (3,072 columns, a 32 x 32 x 3 picture): the distances from a Gram product
+ORDER_WIDE = ((100, 3072), (400, 3072))
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -229,4 +232,5 @@ def run(args: argparse.Namespace) -> list[Figure]:
                  cold_memory(100, N, 10), cold_memory(100, N, 1_000), encoding_matrix(r, 100, N)]
     figs.append(robust(r))
     figs += [ordering(r, K) for K in ORDER_K]
+    figs += [ordering(r, K, d) for K, d in ORDER_WIDE]
     return figs

@@ -118,3 +118,47 @@ def test_chain_follows_its_definition_at_many_inputs(walk):
     rng = np.random.default_rng(7 if walk else 0)
     X = np.cumsum(rng.normal(size=(300, 4)), axis=0) if walk else rng.normal(size=(300, 8))
     np.testing.assert_array_equal(order_inputs(X), reference_chain(X))
+
+
+@pytest.mark.parametrize("K", [64, 100])
+def test_chain_on_integer_pixels_is_exact_from_the_gram_form(K):
+    """From 64 inputs of 256 columns the distances come from a Gram product; on integer-valued inputs (raw pixels, with
+    duplicates and many equal distances) every sum is exact, so the path is the reference's, ties included."""
+    from scipy.spatial.distance import cdist
+
+    from gencc.ordering import GRAM_D, WIDE_K, _gram_distances
+
+    rng = np.random.default_rng(K)
+    X = rng.integers(0, 256, size=(K, 1, 16, 20)).astype(float)  # 320 columns
+    X[1::7] = X[0]  # duplicates: distance 0 to row 0, equal distances to everyone else
+    X[:, :, :8] = rng.integers(0, 2, size=(K, 1, 8, 20)) * 255.0  # a binary half: many near-equal rows
+    A = X.reshape(K, -1)
+    assert A.shape[1] >= GRAM_D and K >= WIDE_K
+    np.testing.assert_array_equal(_gram_distances(A), cdist(A, A))
+    np.testing.assert_array_equal(order_inputs(X), reference_chain(X))
+
+
+def test_gram_distances_agree_with_scipy_on_offset_inputs():
+    """Rows far from the origin (a common offset of 1e4, and columns of very different scales): the mean shift
+    keeps the Gram form's error at rounding; the path on gaussian inputs is the reference's."""
+    from scipy.spatial.distance import cdist
+
+    from gencc.ordering import _gram_distances
+
+    rng = np.random.default_rng(3)
+    A = 1e4 + rng.normal(size=(90, 400)) * np.geomspace(1e-3, 10, 400)
+    D = _gram_distances(A)
+    E = cdist(A, A)
+    assert np.array_equal(D, D.T) and np.all(np.diag(D) == 0)
+    np.testing.assert_allclose(D, E, rtol=1e-10, atol=1e-10 * E.max())
+    X = rng.normal(size=(100, 512))
+    np.testing.assert_array_equal(order_inputs(X), reference_chain(X))
+
+
+def test_gram_form_overflow_falls_back_to_exact_distances():
+    """Squared norms past the float range: the Gram form gives up and the chain takes pdist's distances."""
+    from gencc.ordering import _gram_distances
+
+    X = np.random.default_rng(4).normal(size=(70, 300)) * 1e160
+    assert _gram_distances(X) is None
+    np.testing.assert_array_equal(order_inputs(X), reference_chain(X))
