@@ -22,6 +22,9 @@ once), each round with fresh executors.
   ordering, encoding, hand-off and decoding any threaded runtime adds to f); and, in one thread with no
   runtime, the job's decode timed right after f's call and again at once (what f's call leaves in the caches
   costs the code work that follows it, inside a job or not);
+- streams: time per job of `gencc.stream` with 1, 2 and 4 jobs in flight vs the same jobs through `gencc.run`
+  one after another (default executor; the MLP, and the digits CNN when torch is there, for which also vs f on
+  each job's N coded inputs);
 - BLAS under load: a cold dense D_F build (GCC K = 30, N = 150, Matern 3/2 kernel, 10 stragglers, a new pattern
   each) in the master thread while a thread-per-worker executor runs a matmul job every 50 ms (each input a
   16 x 256 matrix), default-threaded BLAS vs single-threaded: median and worst build;
@@ -377,7 +380,55 @@ def one_cpu(args: argparse.Namespace) -> list[Figure]:
     return figs
 
 
-PARTS = {"per-job": per_job, "one-cpu": one_cpu, "digits-cnn": cnn_batching, "blas": blas_under_load, "tails": tails}
+STREAM_JOBS = 150  # jobs per timed stretch of the stream figures
+STREAM_IN_FLIGHT = (1, 2, 4)
+
+
+def _stream_times(f, jobs: list[np.ndarray]) -> dict:
+    """Seconds per job, each a median over ROUNDS alternated stretches over `jobs`: "run" (gencc.run one after
+    another), "f" (f on each job's coded inputs) and each max_in_flight of gencc.stream (default executor)."""
+    code = gencc.GCC(K, N)
+    coded = [code.encode(X[gencc.order_inputs(X)]) for X in jobs]
+    variants = {"run": lambda: [gencc.run(f, X, code, ex, wait_for=WAIT_FOR) for X in jobs],
+                "f": lambda: [f(Z) for Z in coded]}
+    for m in STREAM_IN_FLIGHT:
+        variants[m] = lambda m=m: list(gencc.stream(f, jobs, code, ex, max_in_flight=m, wait_for=WAIT_FOR))
+    per = defaultdict(list)
+    with LocalExecutor() as ex:
+        for X in jobs * 3:  # threads started, every straggler pattern's decoder built
+            gencc.run(f, X, code, ex, wait_for=WAIT_FOR)
+        for _ in range(ROUNDS):
+            for name, go in variants.items():
+                t = time.perf_counter()
+                go()
+                per[name].append((time.perf_counter() - t) / len(jobs))
+    return {name: median(v) for name, v in per.items()}
+
+
+def streams(args: argparse.Namespace) -> list[Figure]:
+    """Time per job of `gencc.stream` at several jobs in flight vs the same jobs through `gencc.run` one after
+    another, on the default executor, for the MLP (a cheap f that holds the GIL) and the digits CNN (torch:
+    releases it); for the CNN also vs f on each job's N coded inputs, one call per job."""
+    figs = []
+    for fname, got in (("mlp", _mlp()), ("digits-cnn", _cnn())):
+        if got is None:
+            continue
+        f, sample = got
+        rng = np.random.default_rng(6)
+        per = _stream_times(f, [sample(rng) for _ in range(STREAM_JOBS)])
+        name = f"time per job, gencc.stream, {fname}, GCC, N={N}, first {WAIT_FOR}, default executor"
+        for m in STREAM_IN_FLIGHT:
+            figs.append(Figure(SUITE, f"{name}, max_in_flight={m}", 1e3 * per[m], 1e3 * per["run"],
+                               "gencc.run, one job after another"))
+        if fname == "digits-cnn":
+            m = STREAM_IN_FLIGHT[-1]
+            figs.append(Figure(SUITE, f"{name}, max_in_flight={m}, vs f", 1e3 * per[m], 1e3 * per["f"],
+                               f"f on each job's {N} coded inputs, one call per job"))
+    return figs
+
+
+PARTS = {"per-job": per_job, "one-cpu": one_cpu, "digits-cnn": cnn_batching, "stream": streams,
+         "blas": blas_under_load, "tails": tails}
 
 
 def run(args: argparse.Namespace) -> list[Figure]:

@@ -75,3 +75,13 @@ def test_decode_after_f_times_the_same_decode_twice_on_a_model_of_ours(bench):
     fig = bench._decode_after_f(f, jobs, gencc.GCC(bench.K, bench.N))
     assert "right after f" in fig.name and fig.floor_name == "the same decode again at once"
     assert 0 < fig.value < 1_000 and 0 < fig.floor < 1_000  # ms
+
+
+def test_stream_times_measure_every_variant_on_a_model_of_ours(bench):
+    """The stream part's stretches (gencc.run one by one, f alone, stream at each max_in_flight) all run and time
+    this test's own model."""
+    f = _mlp()
+    jobs = [np.random.default_rng(i).normal(size=(bench.K, 16)) for i in range(4)]
+    per = bench._stream_times(f, jobs)
+    assert set(per) == {"run", "f", *bench.STREAM_IN_FLIGHT}
+    assert all(0 < v < 1 for v in per.values())  # seconds per job

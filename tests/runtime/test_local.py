@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from runtime_helpers import Faulty, Flaky, TinyNet, reference, smooth, smooth_one
@@ -324,3 +326,25 @@ def test_injected_faults_are_stragglers_and_a_crashed_worker_is_replaced(X):
             np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
     with pytest.raises(ValueError, match="faults must be"):
         LocalExecutor(faults=0.1)
+
+
+def test_stream_with_one_job_in_flight_runs_each_job_in_the_callers_thread(ex):
+    """max_in_flight=1 overlaps nothing, so no pool thread runs the jobs: f sees no gencc-job thread alive, and each
+    result is the one `run` gives for its batch (every worker waited for: the decode is deterministic)."""
+    rng = np.random.default_rng(4)
+    batches = [rng.normal(size=(6, 4)) for _ in range(4)]
+    code = gencc.GCC(K=6, N=12)
+    job_threads = []
+
+    def f(x):
+        job_threads.extend(t.name for t in threading.enumerate() if t.name.startswith("gencc-job"))
+        return smooth(x)
+
+    f.batched = True
+    out = list(stream(f, iter(batches), code, ex, max_in_flight=1, seed=9))
+    assert job_threads == [] and len(out) == 4
+    for Xb, r in zip(batches, out, strict=True):
+        assert r.returned.tolist() == list(range(12))
+        np.testing.assert_array_equal(r.outputs, run(smooth, Xb, code, ex).outputs)
+    assert len(list(stream(f, batches, code, ex, max_in_flight=2))) == 4
+    assert job_threads  # with two in flight, the pool's threads run the jobs

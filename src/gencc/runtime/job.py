@@ -203,7 +203,10 @@ def stream(
 
     kwargs go to `run` (wait_for, deadline, latency, order, timeout, adversaries, robust_threshold). Job j draws
     its latencies from default_rng([seed, j]) so a seeded stream is reproducible. A job that fails raises when its
-    turn comes.
+    turn comes. Jobs in flight run on their own threads, so one job's coding overlaps another's call of f: that
+    pays when f releases the GIL for most of its time (a torch model: the worker also batches the jobs' tasks
+    into one call); around a cheap Python f the threads only contend for the GIL, and `max_in_flight=1`, which
+    runs each job in the caller's thread, costs least (`python benchmarks/run.py runtime` measures both).
     """
     f = resolve(f)  # once for every job
     max_in_flight = check_int("max_in_flight", max_in_flight, 1)
@@ -211,6 +214,11 @@ def stream(
     if "seed" in kwargs:
         raise ValueError("pass seed once")
     executor = executor if executor is not None else default_executor()
+    if max_in_flight == 1:  # nothing to overlap: each job in the caller's thread (no hand-off to a pool thread)
+        for j, X in enumerate(batches):
+            yield run(f, X, code, executor, seed=np.random.default_rng([seed, j]) if seed is not None else None,
+                      **kwargs)
+        return
     pending: deque[Future] = deque()
     with ThreadPoolExecutor(max_in_flight, thread_name_prefix="gencc-job") as pool:
         try:
