@@ -46,7 +46,11 @@ def test_http_2x_overload_answers_every_request_exactly_once(scheme):
     assert acc["sent"] == len(rows) > 0.8 * rate * 2.0
     assert acc["sent"] == acc["answered_200"] + acc["rejected_503"] + acc["other"] + acc["lost"]
     assert acc["lost"] == 0 and acc["other"] == 0 and acc["ids_once"], (acc, {r["error"] for r in rows})
-    assert acc["rejected_503"] > 0 and acc["answered_200"] > 0.2 * acc["sent"], acc  # overloaded, still serving
+    # overloaded, still serving: at least a quarter of what the scheme's capacity could answer in the run (W workers
+    # of service_ms each, a coded group of K requests on N tasks; model compute and a loaded CI machine left out);
+    # not a share of what was sent, which GCC's K/N of uncoded capacity and a late load generator both cut
+    share = svc.dispatcher.K / svc.dispatcher.N if hasattr(svc.dispatcher, "N") else 1.0
+    assert acc["rejected_503"] > 0 and acc["answered_200"] >= 0.25 * W / (service_ms / 1000) * share * 2.0, acc
     seen = server_counts(app)
     assert seen.get("200") == acc["answered_200"] and seen.get("503") == acc["rejected_503"], (seen, acc)
     assert svc.pending == 0
