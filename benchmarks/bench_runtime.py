@@ -245,14 +245,19 @@ def cnn_batching(args: argparse.Namespace) -> list[Figure]:
     return figs + [_decode_after_f(f, jobs, schemes[0][1])]
 
 
+def warm_decoders(code, Y: np.ndarray) -> None:
+    """Decode results Y (N rows) once from every first WAIT_FOR of N workers, so that every straggler pattern's
+    decoder is cached and no timed decode builds one."""
+    for r in itertools.combinations(range(N), WAIT_FOR):
+        code.decode(Y[list(r)], np.array(r))
+
+
 def _decode_after_f(f, jobs: list[np.ndarray], code) -> Figure:
     """One thread, no runtime: order, encode, f, then the job's decode timed twice at once. The first call runs
     on caches that f's call just filled with its own code and data; the second finds them warm, as a decode
     timed alone in a loop does."""
     rng = np.random.default_rng(5)
-    Y0 = f(code.encode(jobs[0]))
-    for r in itertools.combinations(range(N), WAIT_FOR):  # every straggler pattern's decoder built beforehand
-        code.decode(Y0[list(r)], np.array(r))
+    warm_decoders(code, f(code.encode(jobs[0])))
     first, again = [], []
     for i in range(2 * len(jobs)):
         X = jobs[i % len(jobs)]

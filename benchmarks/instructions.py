@@ -16,7 +16,6 @@ job and MinimalJob. """
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import re
 import shutil
@@ -46,13 +45,11 @@ def child(scheme: str, jobs: int, minimal: bool) -> None:
     rng = np.random.default_rng(1)
     inputs = [rng.normal(size=(K, 64)) for _ in range(100)]
     code, wait_for = (gencc.GCC(K, N), WAIT_FOR) if scheme == "gcc" else (gencc.Replication(K, K), None)
-    if scheme == "gcc":  # every straggler pattern's decoder cached, so no job in the count builds one
-        Y = rng.normal(size=(N, 3))
-        for r in itertools.combinations(range(N), WAIT_FOR):
-            code.decode(Y[list(r)], np.array(r))
-    if minimal:
-        from bench_runtime import MinimalJob
+    from bench_runtime import MinimalJob, warm_decoders
 
+    if scheme == "gcc":  # every straggler pattern's decoder cached, so no job in the count builds one
+        warm_decoders(code, rng.normal(size=(N, 3)))
+    if minimal:
         job = MinimalJob(double)
         for j in range(WARM + jobs):
             job(inputs[j % len(inputs)], code, wait_for)
