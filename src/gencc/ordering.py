@@ -89,7 +89,7 @@ def _gram_distances(A: np.ndarray) -> np.ndarray | None:
         return None
     np.maximum(D, 0.0, out=D)  # rounding can leave a tiny negative for near-duplicates
     np.sqrt(D, out=D)
-    D = np.minimum(D, D.T)  # exactly symmetric (the chain compares D[a, b] with D[b, a]'s sums)
+    D = np.minimum(D, D.T)  # exactly symmetric: a 2-opt move reverses edges, reading D[a, b] as D[b, a]
     np.fill_diagonal(D, 0.0)
     return D
 
