@@ -1,7 +1,8 @@
 """Runtime: what a job through `gencc.run` costs on top of calling f, what batching and BLAS threads buy, and the
-tail it buys under stragglers. Every figure is measured side by side with its floor, alternated job by job; the
-BLAS settings alternate in rounds (OpenBLAS's thread count is process-wide, so two settings cannot be live at
-once), each round with fresh executors.
+tail it buys under stragglers. Every figure is measured side by side with its floor: each configuration in a
+stretch of jobs of its own (the first few untimed, so no stretch times what the previous one left running), the
+stretches alternated; the BLAS settings alternate in rounds (OpenBLAS's thread count is process-wide, so two
+settings cannot be live at once), each round with fresh executors.
 
 - per-job latency and CPU per job (process time, every thread), no injected latency, K = 8: uncoded
   (Replication(K, K)) and GCC on N = 12 with the first 10, vs f(X) called directly; on three executors, the
@@ -19,9 +20,11 @@ once), each round with fresh executors.
   run on any, alternated in rounds (what moving the GIL between CPUs costs);
 - digits CNN (needs torch; skipped without): a GCC job on N = 12, first 10, vs one batched call of f on the N
   coded inputs, on the same executors; on the default executor also vs `MinimalJob` with the same f (the
-  ordering, encoding, hand-off and decoding any threaded runtime adds to f); and, in one thread with no
-  runtime, the job's decode timed right after f's call and again at once (what f's call leaves in the caches
-  costs the code work that follows it, inside a job or not);
+  ordering, encoding, hand-off and decoding any threaded runtime adds to f); f's own call inside those minimal
+  jobs vs the same calls made directly one after another (what the work around f, and the wait before it, cost
+  the model's call itself); and, in one thread with no runtime, the job's decode timed right after f's call
+  and again at once (what f's call leaves in the caches costs the code work that follows it, inside a job or
+  not);
 - streams: time per job of `gencc.stream` with 1, 2 and 4 jobs in flight vs the same jobs through `gencc.run`
   one after another (default executor; the MLP, and the digits CNN when torch is there, for which also vs f on
   each job's N coded inputs);
@@ -115,6 +118,7 @@ class MinimalJob:
 
     def __init__(self, f) -> None:
         self.f, self.rng = f, np.random.default_rng(0)
+        self.f_times: list[float] = []  # seconds of each call of f, timed in the thread
         self._in: queue.SimpleQueue = queue.SimpleQueue()
         self._out: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, daemon=True, name="minimal-job")
@@ -122,7 +126,9 @@ class MinimalJob:
 
     def _serve(self) -> None:
         while (Z := self._in.get()) is not None:
+            t = time.perf_counter()
             Y = np.asarray(self.f(Z), dtype=float)
+            self.f_times.append(time.perf_counter() - t)
             self._out.put((Y, np.isfinite(Y.reshape(len(Y), -1)).all(axis=1)))
 
     def __call__(self, X: np.ndarray, code, wait_for: int | None) -> np.ndarray:
@@ -152,12 +158,32 @@ def _executors(blas: int | None) -> dict[str, LocalExecutor]:
     return exs
 
 
+SETTLE_JOBS = 2  # untimed jobs at the start of each stretch: what the previous stretch left running ends first
+
+
+def _stretch(go, inputs: list, out: list, cpu: list | None = None) -> None:
+    """Time `go(x)` for each of `inputs` one after another (a stretch of one configuration), after SETTLE_JOBS
+    untimed calls: a thread-per-worker job's cancelled tasks may still be in f when it returns, so a stretch
+    starts only once what the previous configuration left running is over, and every timed job follows a job
+    of its own kind, as in a loop of jobs."""
+    for x in inputs[:SETTLE_JOBS]:
+        go(x)
+    for x in inputs:
+        c, t = time.process_time(), time.perf_counter()
+        go(x)
+        out.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(time.process_time() - c)
+
+
 def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[dict, ...]:
-    """Latency and CPU per job for every (scheme, executor, BLAS), of the floor and of the minimal threaded job,
-    alternated job by job."""
+    """Latency and CPU per job for every (scheme, executor, BLAS), of the floor and of the minimal threaded job:
+    each configuration timed in its own stretch of jobs (`_stretch`), the stretches alternated (every round
+    runs each one over its share of the jobs)."""
     lat, cpu, flat, fcpu = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     dec = defaultdict(list)  # code.decode alone on a job's own results, beside that job's latency
     mini = defaultdict(list)  # the minimal threaded job (MinimalJob) on the same inputs
+    f_in = defaultdict(list)  # f's own call inside those minimal jobs
     for r in range(ROUNDS):
         for bname, blas in BLAS:
             exs = _executors(blas)
@@ -174,31 +200,29 @@ def _jobs_side_by_side(f, jobs: list[np.ndarray], schemes, floor_of) -> tuple[di
                 for _, code, wf in schemes:
                     for j in range(min(warm, 20)):
                         minimal(jobs[j % len(jobs)], code, wf)
-                for X in jobs[r::ROUNDS]:
-                    for sname, code, wf in schemes:
-                        for ename, ex in exs.items():
-                            c, t = time.process_time(), time.perf_counter()
-                            res = gencc.run(f, X, code, ex, wait_for=wf)
-                            lat[sname, ename, bname].append(time.perf_counter() - t)
-                            cpu[sname, ename, bname].append(time.process_time() - c)
-                            if wf is not None:
-                                Y = f(code.encode(X[gencc.order_inputs(X)]))[res.returned]  # the job's results
-                                t = time.perf_counter()
-                                code.decode(Y, res.returned)
-                                dec[sname, ename, bname].append(time.perf_counter() - t)
-                        Z = floor_of(code, X)
-                        c, t = time.process_time(), time.perf_counter()
-                        f(Z)
-                        flat[sname, bname].append(time.perf_counter() - t)
-                        fcpu[sname, bname].append(time.process_time() - c)
-                        t = time.perf_counter()
-                        minimal(X, code, wf)
-                        mini[sname, bname].append(time.perf_counter() - t)
+                share = jobs[r::ROUNDS]
+                for sname, code, wf in schemes:
+                    for ename, ex in exs.items():
+                        returned: list[np.ndarray] = []
+
+                        def job(X, code=code, ex=ex, wf=wf, returned=returned):
+                            returned.append(gencc.run(f, X, code, ex, wait_for=wf).returned)
+
+                        _stretch(job, share, lat[sname, ename, bname], cpu[sname, ename, bname])
+                        if wf is not None:  # the same jobs' decodes alone, on their own results
+                            Ys = [(f(code.encode(X[gencc.order_inputs(X)]))[u], u)
+                                  for X, u in zip(share, returned[SETTLE_JOBS:], strict=True)]
+                            _stretch(lambda Yu, code=code: code.decode(*Yu), Ys, dec[sname, ename, bname])
+                    Zs = [floor_of(code, X) for X in share]
+                    _stretch(f, Zs, flat[sname, bname], fcpu[sname, bname])
+                    minimal.f_times.clear()
+                    _stretch(lambda X, m=minimal, code=code, wf=wf: m(X, code, wf), share, mini[sname, bname])
+                    f_in[sname, bname] += minimal.f_times[SETTLE_JOBS:]
             finally:
                 minimal.close()
                 for ex in exs.values():
                     ex.close()
-    return lat, cpu, flat, fcpu, dec, mini
+    return lat, cpu, flat, fcpu, dec, mini, f_in
 
 
 def per_job(args: argparse.Namespace) -> list[Figure]:
@@ -206,7 +230,7 @@ def per_job(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(1)
     jobs = [sample(rng) for _ in range(args.jobs)]
     schemes = _job_schemes()
-    lat, cpu, flat, fcpu, dec, mini = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
+    lat, cpu, flat, fcpu, dec, mini, _ = _jobs_side_by_side(f, jobs, schemes, lambda code, X: X)
     figs = []
     for (sname, ename, bname), v in lat.items():
         figs.append(Figure(SUITE, f"per-job latency, {sname} ({args.f}, K={K}), {ename}, {bname}", 1e3 * median(v),
@@ -233,7 +257,7 @@ def cnn_batching(args: argparse.Namespace) -> list[Figure]:
     rng = np.random.default_rng(2)
     jobs = [sample(rng) for _ in range(args.jobs)]
     schemes = [(f"GCC, N={N}, first {WAIT_FOR}", gencc.GCC(K, N), WAIT_FOR)]
-    lat, _, flat, _, _, mini = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
+    lat, _, flat, _, _, mini, f_in = _jobs_side_by_side(f, jobs, schemes, lambda code, X: code.encode(X))
     figs = [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}", 1e3 * median(v),
                    1e3 * median(flat[sname, bname]), f"f on the {N} coded inputs, one batched call")
             for (sname, ename, bname), v in lat.items()]
@@ -242,6 +266,11 @@ def cnn_batching(args: argparse.Namespace) -> list[Figure]:
     figs += [Figure(SUITE, f"coded job, digits-cnn, {sname}, {ename}, {bname}, vs a minimal threaded job",
                     1e3 * median(v), 1e3 * median(mini[sname, bname]), "a minimal threaded job (MinimalJob)")
              for (sname, ename, bname), v in lat.items() if ename == DEFAULT_EXECUTOR]
+    # f's own call inside the minimal jobs, against the same calls made directly one after another: what the work
+    # around f in a threaded job (and the wait before it) costs the model's call itself
+    figs += [Figure(SUITE, f"f's call inside a minimal threaded job, digits-cnn, {sname}, {bname}",
+                    1e3 * median(v), 1e3 * median(flat[sname, bname]), "f called directly, one call after another")
+             for (sname, bname), v in f_in.items()]
     return figs + [_decode_after_f(f, jobs, schemes[0][1])]
 
 

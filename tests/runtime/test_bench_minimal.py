@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 
 import numpy as np
@@ -85,3 +86,37 @@ def test_stream_times_measure_every_variant_on_a_model_of_ours(bench):
     per = bench._stream_times(f, jobs)
     assert set(per) == {"run", "f", *bench.STREAM_IN_FLIGHT}
     assert all(0 < v < 1 for v in per.values())  # seconds per job
+
+
+def test_stretch_times_each_input_after_untimed_settle_calls(bench):
+    """A stretch calls the configuration SETTLE_JOBS times untimed (what the previous stretch left running ends
+    first), then once per input, timing each of those calls (and its CPU when asked)."""
+    calls: list[int] = []
+
+    def go(x: int) -> None:
+        calls.append(x)
+        time.sleep(0.002 if x >= 100 else 0.0)
+
+    out, cpu = [], []
+    inputs = [100, 101, 102, 103, 104]
+    bench._stretch(go, inputs, out, cpu)
+    assert calls == inputs[: bench.SETTLE_JOBS] + inputs
+    assert len(out) == len(inputs) == len(cpu)
+    assert all(t >= 0.0019 for t in out)  # each timed call slept 2 ms
+
+
+def test_minimal_job_times_its_own_call_of_f(bench):
+    """MinimalJob records each call of f, timed in its thread: the CNN part's "f's call inside a minimal
+    threaded job" figure."""
+    def f(X: np.ndarray) -> np.ndarray:
+        time.sleep(0.003)
+        return np.asarray(X).reshape(len(X), -1)[:, :2]
+
+    f.batched = True
+    job = bench.MinimalJob(f)
+    try:
+        for i in range(3):
+            job(np.random.default_rng(i).normal(size=(6, 4)), gencc.GCC(6, 9), 8)
+    finally:
+        job.close()
+    assert len(job.f_times) == 3 and all(0.0029 <= t < 1.0 for t in job.f_times)
