@@ -1,6 +1,6 @@
 """Runtime: what a job through `gencc.run` costs on top of calling f, what batching and BLAS threads buy, and the
 tail it buys under stragglers. Every figure is measured side by side with its floor: each configuration in a
-stretch of jobs of its own (the first few untimed, so no stretch times what the previous one left running), the
+stretch of jobs of its own (the first two untimed, so no stretch times what the previous one left running), the
 stretches alternated; the BLAS settings alternate in rounds (OpenBLAS's thread count is process-wide, so two
 settings cannot be live at once), each round with fresh executors.
 
@@ -163,9 +163,9 @@ SETTLE_JOBS = 2  # untimed jobs at the start of each stretch: what the previous 
 
 def _stretch(go, inputs: list, out: list, cpu: list | None = None) -> None:
     """Time `go(x)` for each of `inputs` one after another (a stretch of one configuration), after SETTLE_JOBS
-    untimed calls: a thread-per-worker job's cancelled tasks may still be in f when it returns, so a stretch
-    starts only once what the previous configuration left running is over, and every timed job follows a job
-    of its own kind, as in a loop of jobs."""
+    untimed calls: a thread-per-worker job returns while some of its threads are still delivering, so a stretch
+    starts once what the previous configuration left running is over, and every timed job follows a job of its
+    own kind (its code and data in the caches), as in a loop of jobs."""
     for x in inputs[:SETTLE_JOBS]:
         go(x)
     for x in inputs:
