@@ -5,6 +5,7 @@ an in-memory torch module or callable, and the sha256 that names its weights. Us
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -20,7 +21,12 @@ EXPORT_SUFFIXES = (".pt2",)
 
 def is_torch_module(obj: Any) -> bool:
     """True for a torch.nn.Module (TorchScript and exported modules included), checked without importing torch."""
-    return any(c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module" for c in type(obj).__mro__)
+    return _is_module_type(type(obj))
+
+
+@functools.lru_cache(maxsize=256)  # asked once per job of its f's type
+def _is_module_type(t: type) -> bool:
+    return any(c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module" for c in t.__mro__)
 
 
 def weights_sha256(module: Any) -> str:

@@ -348,3 +348,57 @@ def test_stream_with_one_job_in_flight_runs_each_job_in_the_callers_thread(ex):
         np.testing.assert_array_equal(r.outputs, run(smooth, Xb, code, ex).outputs)
     assert len(list(stream(f, batches, code, ex, max_in_flight=2))) == 4
     assert job_threads  # with two in flight, the pool's threads run the jobs
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_inputs_in_their_own_order_are_not_aliased_by_the_outputs(ex, kind):
+    """Replication (never ordered) and order=False take the inputs in the caller's order without a copy in and
+    out of a permutation: the outputs are still a new array of X's kind, equal to f on each input."""
+    Xn = np.random.default_rng(4).normal(size=(4, 3))
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        X = torch.as_tensor(Xn)
+
+        def f(Z):
+            return torch.as_tensor(np.asarray(Z)) * 3.0
+    else:
+        X = Xn
+
+        def f(Z):
+            return np.asarray(Z) * 3.0
+
+    f.batched = True
+    for code, order in ((gencc.Replication(4, 8), True), (gencc.Replication(4, 4), False), (gencc.Uncoded(4), True)):
+        r = run(f, X, code, ex, order=order)
+        out = np.asarray(r.outputs)
+        assert type(r.outputs) is type(X)
+        np.testing.assert_allclose(out, Xn * 3.0, rtol=1e-12)
+        assert not np.shares_memory(out, Xn) and not r.missing.size
+        out[:] = 0.0  # the caller's X is its own
+        assert np.all(np.asarray(X) == Xn)
+
+
+def test_replication_decodes_when_a_replica_of_each_input_is_back(ex):
+    """Replication(4, 8): worker 1 never answers, its replica (worker 5) does, so the job decodes input 1 from it;
+    with both replicas of input 1 failing the job cannot decode, and says which workers failed."""
+    X = np.random.default_rng(5).normal(size=(4, 3))
+
+    def f(Z):
+        return np.asarray(Z) * 2.0
+
+    f.batched = True
+    code = gencc.Replication(4, 8)
+    lat = np.zeros(8)
+    lat[1] = INF
+    r = run(f, X, code, ex, wait_for=7, latency=lat)
+    np.testing.assert_allclose(r.outputs, X * 2.0, rtol=1e-12)
+    assert 1 in r.stragglers and 5 in r.returned.tolist() and not r.missing.size
+
+    def bad(Z):
+        Z = np.asarray(Z)
+        if np.any(Z == X[1]):
+            raise ValueError("input 1 fails")
+        return Z * 2.0
+
+    with pytest.raises(JobFailed, match="worker 1: raised.*worker 5: raised"):
+        run(bad, X, code, ex)

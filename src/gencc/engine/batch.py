@@ -55,14 +55,14 @@ def stack_inputs(xs: Sequence[Any]) -> Any:
 def _stack_rows(items: list[Item], xs: list[Any]) -> tuple[Any, list[int]]:
     """The items' inputs as one stack (a block brings its rows, a task one row), and where each item's rows
     end in it."""
+    if len(items) == 1 and items[0].task.block:  # a job's block alone: its rows are the call's stack
+        return xs[0], [len(xs[0])]
     if not any(it.task.block for it in items):
         return stack_inputs(xs), list(range(1, len(items) + 1))
     ends, n = [], 0
     for it, x in zip(items, xs, strict=True):
         n += len(x) if it.task.block else 1
         ends.append(n)
-    if len(items) == 1:
-        return xs[0], ends
     parts = [x if it.task.block else x[None] for it, x in zip(items, xs, strict=True)]
     if is_torch(parts[0]):
         import torch

@@ -122,13 +122,13 @@ class WorkerThreads:
                 self._start_thread(s)
         log.info("%s: worker %d re-created after a crash", self.name, w)
 
-    def _pick(self, s: int) -> list[Task]:
-        """The head task of each idle live worker of slot s (cancelled ones dropped), in worker order."""
+    def _pick(self, s: int, now: float) -> list[Task]:
+        """The head task of each idle live worker of slot s (cancelled ones dropped), in worker order, started at
+        `now`."""
         picked: list[Task] = []
         queued = self._queued[s]
         if not queued:
             return picked
-        now = self.now()
         queues, current, dead, free_since = self._queues, self._current, self.dead, self._free_since
         pickup, batching, preempt = self.lags["pickup"].append, self._batching, self.preempt
         for w in sorted(queued) if len(queued) > 1 else tuple(queued):
@@ -160,11 +160,11 @@ class WorkerThreads:
             picked.append(task)
         return picked
 
-    def _due(self, s: int, out: list[Task]) -> float:
-        """Finish slot s's held tasks whose time has come; returns the next one's due time (inf: none)."""
-        holds, now = self._holds[s], self.now()
+    def _due(self, s: int, out: list[Task], now: float) -> float:
+        """Finish slot s's held tasks whose time has come by `now`; returns the next one's due time (inf: none)."""
+        holds = self._holds[s]
         while holds and holds[0][0] <= now:
-            self._finish(heapq.heappop(holds)[2], out)
+            self._finish(heapq.heappop(holds)[2], out, now)
         return holds[0][0] if holds else math.inf
 
     # ----- worker threads ----------------------------------------------------------------------------
@@ -174,15 +174,16 @@ class WorkerThreads:
             done: list[Task] = []
             while True:
                 with lock:
-                    if self._stop.is_set() or self._gen[s] != gen:
+                    if self._stopped or self._gen[s] != gen:
                         return
-                    nxt = self._due(s, done)
-                    tasks = self._pick(s)
+                    now = self.now()
+                    nxt = self._due(s, done, now)
+                    tasks = self._pick(s, now)
                     if done or tasks:
                         if tasks:
-                            self._batch[s], self._t_call[s], self._t_cancel[s] = tasks, self.now(), math.inf
+                            self._batch[s], self._t_call[s], self._t_cancel[s] = tasks, now, math.inf
                         break
-                    wait = min(nxt - self.now(), 0.5)
+                    wait = min(nxt - now, 0.5)
                 # a token put after the look above wakes this wait; one put before it only costs another look
                 if wait > 0:
                     try:

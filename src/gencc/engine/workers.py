@@ -90,6 +90,7 @@ class Workers(WorkerThreads):
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._stop = threading.Event()
+        self._stopped = False  # _stop as a plain flag, read under the lock by the worker threads and send_many
         self.dropped = 0
         self.running = 0  # workers running a task right now
         self.executed: deque[TaskRecord] = deque(maxlen=keep)  # the latest tasks run (calibration, tests)
@@ -187,7 +188,7 @@ class Workers(WorkerThreads):
         """Append each task to its worker's queue, under one lock (thread-safe)."""
         lost = []
         with self._lock:
-            if self._stop.is_set():
+            if self._stopped:
                 raise RuntimeError("these workers are closed")
             wake = set()
             dead, loads, queues, slot, cancelled = self.dead, self._loads, self._queues, self._slot, self._cancelled
@@ -331,6 +332,7 @@ class Workers(WorkerThreads):
             if self._stop.is_set():
                 return
             self._stop.set()
+            self._stopped = True
             for batch in self._batch:
                 for t in batch:
                     if t.stop is not None:

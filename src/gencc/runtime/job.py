@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import is_torch
 from .._validate import check_int
 from ..codes.base import Code
 from ..codes.replication import Replication
@@ -151,20 +152,23 @@ def run(
                              "wait_for and deadline apply to codes only")
         if adversaries or robust_threshold is not None:
             raise ValueError(f"{code.name} has no robust decode; adversaries= applies to codes (GCC, BACC, LCC)")
-        policy, tasks = code.policy(take_rows(X, Xn, np.arange(code.K)), delays, _hedge_default(latency))
-        perm = np.arange(code.K)
+        policy, tasks = code.policy(X if is_torch(X) else Xn, delays, _hedge_default(latency))
+        perm = None  # inputs in the caller's order
         t_encode = 0.0
     else:
         if wait_for is not None:
             lo = max(code.min_results, 1)
-            wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
-                                 hint=f"{code.name} decodes from at least {code.min_results} results")
+            if not (type(wait_for) is int and lo <= wait_for <= code.N):  # the message is built for a refusal only
+                wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
+                                     hint=f"{code.name} decodes from at least {lo} results")
         t0 = time.perf_counter()
         if order is True and isinstance(code, Replication):
             order = False  # copies of each input: which worker holds which copy changes no output
-        perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order) \
-            if order else np.arange(code.K)
-        Xp = take_rows(X, Xn, perm)
+        if order:
+            perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order)
+            Xp = take_rows(X, Xn, perm)
+        else:  # inputs in the caller's order: no copy into it, and none back out of it
+            perm, Xp = None, X if is_torch(X) else Xn
         Xt = code.encode(Xp)
         t_encode = time.perf_counter() - t0
         policy = CodedPolicy(code, wait_for, deadline)
@@ -181,12 +185,15 @@ def run(
             tasks = [Task(n, Xt[n], dl[n], _own_function(code, f, n)) for n in order_n]
     out, used, missing, stragglers, arrivals, timings = execute(executor, f, tasks, policy, timeout, t_start,
                                                                  t_encode)
-    res = np.empty_like(out)
-    res[perm] = out
+    if perm is not None:  # back to the caller's order (out is the decode's own new array otherwise)
+        res = np.empty_like(out)
+        res[perm] = out
+        out = res
+        if missing.size:
+            missing = np.sort(perm[missing])
     timings["total"] = time.perf_counter() - t_start
-    return RunResult(outputs=restore_kind(res, X), returned=used, stragglers=dict(sorted(stragglers.items())),
-                     timings=timings, scheme=code.name, K=code.K, N=code.N, arrivals=arrivals,
-                     missing=np.sort(perm[missing]) if missing.size else missing)
+    return RunResult(outputs=restore_kind(out, X), returned=used, stragglers=dict(sorted(stragglers.items())),
+                     timings=timings, scheme=code.name, K=code.K, N=code.N, arrivals=arrivals, missing=missing)
 
 
 def stream(

@@ -57,8 +57,9 @@ class CodedPolicy(Policy):
     def decodable(self, valid: dict[int, np.ndarray]) -> bool:
         if self._count is not None:  # valid's keys are distinct workers
             return len(valid) >= self._count
-        if self._least is not None:
-            return len(valid) >= self._least and self.code.missing(list(valid)).size == 0
+        if self._least is not None:  # with every worker back, every input has its estimate
+            n = len(valid)
+            return n >= self._least and (n == self.N or self.code.missing(list(valid)).size == 0)
         r = sorted(valid)
         return self.code.can_decode(r) and self.code.missing(r).size == 0
 
@@ -76,4 +77,5 @@ class CodedPolicy(Policy):
         ws = sorted(valid)
         r = np.array(ws, dtype=np.int64)
         Y = np.array([valid[w] for w in ws], dtype=float)  # one copy (np.stack costs three times as much here)
-        return np.asarray(self.code.decode(Y, r)), r, np.asarray(self.code.missing(r), dtype=np.int64)
+        missing = np.zeros(0, dtype=np.int64) if len(ws) == self.N else np.asarray(self.code.missing(r), dtype=np.int64)
+        return np.asarray(self.code.decode(Y, r)), r, missing
