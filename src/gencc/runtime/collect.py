@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -37,7 +37,7 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
     stragglers: dict[int, str] = {}
     arrivals: dict[int, float] = {}
     first = math.nan
-    shapes: Counter = Counter()
+    shapes: dict[tuple, int] = {}  # finite results per shape (a plain dict: Counter's Python methods cost more)
     lowest: dict[tuple, int] = {}  # per shape, the lowest worker with it (the tie-break)
     valid: dict[int, np.ndarray] = {}
     ref = None
@@ -88,7 +88,7 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
                 finite.update(rows)
                 valid.update(rows)
                 shape = c.values.shape[1:]
-                shapes[shape] += taken
+                shapes[shape] = shapes.get(shape, 0) + taken
                 lowest[shape] = min(lowest.get(shape, ws[0]), min(ws))
                 ref = shape
             else:
@@ -114,7 +114,7 @@ def collect(batch: Batch, policy: Policy, timeout: float, t_dispatch: float,
                     else:
                         finite[w] = v
                         shape = v.shape
-                        shapes[shape] += 1
+                        shapes[shape] = shapes.get(shape, 0) + 1
                         if shape == ref:  # one more for the most common shape: it stays the reference
                             if w < lowest[shape]:
                                 lowest[shape] = w
