@@ -113,7 +113,7 @@ class WorkerThreads:
 
     def _revive(self, w: int) -> None:
         with self._lock:
-            if self._stop.is_set() or not self.dead[w]:
+            if self._stopped or not self.dead[w]:
                 return
             self.dead[w] = False
             self.restarts[w] += 1

@@ -90,7 +90,7 @@ class Workers(WorkerThreads):
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._stop = threading.Event()
-        self._stopped = False  # _stop as a plain flag, read under the lock by the worker threads and send_many
+        self._stopped = False  # set with _stop, under the lock; read there (the control thread waits on _stop)
         self.dropped = 0
         self.running = 0  # workers running a task right now
         self.executed: deque[TaskRecord] = deque(maxlen=keep)  # the latest tasks run (calibration, tests)
@@ -126,7 +126,7 @@ class Workers(WorkerThreads):
     def grow(self, n_workers: int) -> None:
         """Have at least `n_workers` workers (thread-safe; new ones start idle)."""
         with self._lock:
-            if self._stop.is_set():
+            if self._stopped:
                 raise RuntimeError("these workers are closed")
             if n_workers <= self.n_workers:
                 return
@@ -329,7 +329,7 @@ class Workers(WorkerThreads):
         Threads still in a task get up to `timeout` seconds in all to finish it; one still busy after that (a
         hung f) is abandoned: threads are daemons."""
         with self._lock:
-            if self._stop.is_set():
+            if self._stopped:
                 return
             self._stop.set()
             self._stopped = True
