@@ -4,6 +4,7 @@ On a model gencc does not ship (a linear map defined here)."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import numpy as np
@@ -229,3 +230,20 @@ def test_checked_serving_reroutes_unchecked_or_with_strict_fails_the_broken_grou
         assert [r.status for r in mid] == [200] * 8 and d.unchecked >= 8
         assert all(np.allclose(r.output, lin(r.x[None])[0], atol=1e-4) for r in mid)
     assert all(r.status == 200 and r.latency < 0.2 for r in reqs[:8] + reqs[16:])
+
+
+def test_an_error_is_placed_in_gencc_by_module_name_whatever_folder_the_callers_code_lives_in(tmp_path):
+    """A user's function (or a test) under a folder named `gencc`, as `git clone` names the repository, is not
+    gencc's own code: the error's place is still the dispatcher's function that called it."""
+    folder = tmp_path / "gencc" / "gencc"
+    folder.mkdir(parents=True)
+    (folder / "users_code.py").write_text("def broken(*a, **k):\n    raise RuntimeError('encode broke')\n")
+    spec = importlib.util.spec_from_file_location("users_code", folder / "users_code.py")
+    users_code = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(users_code)
+    assert "gencc" in users_code.broken.__code__.co_filename
+    env, d = sim(W=12)
+    d.code.encode = users_code.broken
+    reqs = submit_at(env, d, [X[i] for i in range(8)])
+    assert d.errors == {"_place: RuntimeError": 1}
+    assert [r.status for r in reqs] == [200] * 8

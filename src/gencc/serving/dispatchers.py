@@ -34,10 +34,14 @@ NOISE_BATCH = 4096
 
 
 def _place(err: BaseException) -> str:
-    """The innermost gencc function an exception passed through (its place in `Dispatcher.errors`)."""
+    """The innermost gencc function an exception passed through (its place in `Dispatcher.errors`).
+
+    gencc's own frames are told by their module's name, never by file path: a user's code or a clone of the
+    repository may sit under any folder, one named `gencc` included."""
     place, tb = "callback", err.__traceback__
     while tb is not None:
-        if "gencc" in tb.tb_frame.f_code.co_filename:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module == "gencc" or module.startswith("gencc."):
             place = tb.tb_frame.f_code.co_name
         tb = tb.tb_next
     return place
