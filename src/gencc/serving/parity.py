@@ -107,8 +107,7 @@ def service_model(workload: Any, parity_k: int | None = None, packed: bool = Fal
     model `gencc.as_model` takes, with `data` (an array or .npy / .npz file of training inputs: calibration,
     checks) and `parity` (a file saved by `gencc parity train`, checked against the model and `parity_k`, or a
     parity model)."""
-    from ..model_adapter import as_model
-    from ..model_data import load_inputs
+    from ..model import as_model, load_inputs
     from ..workloads import WORKLOADS, Workload, load, load_parity
 
     if isinstance(workload, str) and workload in WORKLOADS:
