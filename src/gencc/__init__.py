@@ -16,7 +16,7 @@ from typing import Any
 from . import adversaries, errors, kernels, metrics, points, smoothing  # noqa: F401  (subpackages, as attributes)
 from ._arrays import take_rows  # noqa: F401  (kept as an attribute for existing callers; not in __all__)
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
-from .errors import GenccError, JobFailed, JobTimeout, ModelError
+from .errors import GenccError, JobFailed, JobTimeout
 from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
 from .model import Model, as_model
 from .ordering import order_inputs
@@ -58,7 +58,7 @@ __all__ = [
     # training (torch, loaded on first use)
     "train",
     # results and errors (every gencc exception subclasses GenccError; the others are in gencc.errors)
-    "RunResult", "GenccError", "JobFailed", "JobTimeout", "ModelError",
+    "RunResult", "GenccError", "JobFailed", "JobTimeout",
     # metrics
     "metrics",
 ]
