@@ -11,7 +11,7 @@ shapes), `call` (the batch calling convention every front end uses: `apply_batch
 """
 
 from ..errors import ModelError
-from .adapt import ObjectFactory, SpecFactory, as_model, from_spec, resolve
+from .adapt import ObjectFactory, SpecFactory, as_model, from_spec, resolve, wrap_batched
 from .call import apply_batch, apply_one
 from .core import Model
 from .data import load_inputs, parse_shape
@@ -19,5 +19,5 @@ from .load import load_model
 
 __all__ = [
     "Model", "ModelError", "ObjectFactory", "SpecFactory", "apply_batch", "apply_one", "as_model", "from_spec",
-    "load_inputs", "load_model", "parse_shape", "resolve",
+    "load_inputs", "load_model", "parse_shape", "resolve", "wrap_batched",
 ]

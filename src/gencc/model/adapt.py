@@ -90,22 +90,23 @@ def as_model(obj: Any, *, input_shape: Any = None, output_shape: Any = None, nam
         label = name or f"{type(obj).__module__}.{type(obj).__qualname__}"
         factory = ObjectFactory(obj, in_shape, out_shape, name)
         return _torch_model(obj, label, weights_sha256(obj), factory, in_shape, out_shape)
-    if hasattr(obj, "f") and hasattr(obj, "X_train") and hasattr(obj, "factory"):  # a gencc workload
-        return _wrap_builtin(obj.f, obj.factory, name or obj.name, obj.in_shape, obj.out_shape,
-                             getattr(obj, "weights_path", None))
+    if isinstance(getattr(obj, "model", None), Model):  # a gencc workload (or anything holding its Model)
+        return as_model(obj.model, input_shape=in_shape, output_shape=out_shape)
     if not callable(obj):
         raise ValueError(f"cannot make a model of a {type(obj).__name__}: give a torch.nn.Module, a batch callable, "
                          "an import path 'package.module:attr' or a .pt2 / TorchScript file")
     if hasattr(obj, "factory") and hasattr(obj, "in_shape") and getattr(obj, "batched", False):
-        return _wrap_builtin(obj, obj.factory, name or getattr(obj, "name", type(obj).__name__),
-                             in_shape or obj.in_shape, out_shape or obj.out_shape, getattr(obj, "weights_path", None))
+        return wrap_batched(obj, obj.factory, name or getattr(obj, "name", type(obj).__name__),
+                            in_shape or obj.in_shape, out_shape or obj.out_shape, getattr(obj, "weights_path", None))
     label = name or f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
     return Model(obj, name=label, sha256=code_sha256(obj), factory=ObjectFactory(obj, in_shape, out_shape, name),
                  in_shape=in_shape, out_shape=out_shape, per_row=getattr(obj, "batched", True) is False)
 
 
-def _wrap_builtin(fn: Callable, factory: Callable, name: str, in_shape: Any, out_shape: Any, weights: Any) -> Model:
-    """A Model around a gencc workload's batched callable (its own factory travels)."""
+def wrap_batched(fn: Callable, factory: Callable, name: str, in_shape: Any, out_shape: Any,
+                 weights: Any = None) -> Model:
+    """A Model around a batched callable with known shapes and its own picklable factory (a gencc workload's
+    function): the factory travels, and the sha256 is the weights file's (`weights`) or the callable's code's."""
     sha = file_sha256(weights) if weights is not None and os.path.exists(weights) else code_sha256(fn)
     return Model(fn, name=name, sha256=sha, factory=_BuiltinFactory(factory, name, sha), in_shape=tuple(in_shape),
                  out_shape=tuple(out_shape))
