@@ -93,7 +93,7 @@ def import_attr(spec: str, root: str | None = None) -> Any:
                          f"directory and PYTHONPATH, sys.path was {sys.path[:6]}"
                          f"{' ...' if len(sys.path) > 6 else ''}") from None
     except Exception as err:  # noqa: BLE001 (a user's module may raise anything while it is imported)
-        raise ModelError(f"model spec {spec!r}: importing {module_name!r} raised {_first_line(err)}") from None
+        raise ModelError(f"model spec {spec!r}: importing {module_name!r} raised {one_line(err)}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -102,7 +102,7 @@ def import_attr(spec: str, root: str | None = None) -> Any:
     return obj
 
 
-def _first_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
     """An exception as one short line: its type and the first line of its message."""
     lines = str(err).strip().splitlines() or [""]
     text = lines[0] if len(lines[0]) <= 300 else lines[0][:300] + " ..."
@@ -134,7 +134,7 @@ def resolve_import(spec: str, root: str | None = None) -> Any:
         try:
             built = obj()
         except Exception as err:  # noqa: BLE001 (a user's factory may raise anything: old weights, a missing file)
-            raise ModelError(f"model {spec!r}: the factory raised {_first_line(err)}") from None
+            raise ModelError(f"model {spec!r}: the factory raised {one_line(err)}") from None
         if not (is_torch_module(built) or callable(built)):
             raise ModelError(f"model spec {spec!r}: the factory returned a {type(built).__name__}, not a torch "
                              "module or a callable")
