@@ -1,5 +1,6 @@
-"""The package's shape (issue 16's rules): no import cycle (imports inside functions count), no public class name
-defined twice, no module over 400 lines, a small top level, and the math layer importing nothing above it."""
+"""The package's shape (issue 16's rules, and the layers of docs/design.md): no import cycle (imports inside
+functions count), no public class name defined twice, no module over 400 lines, a small top level, and every
+module, found by walking the package, in one layer that imports only what its layer may."""
 
 from __future__ import annotations
 
@@ -7,13 +8,44 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 import gencc
 
 SRC = Path(gencc.__file__).resolve().parent.parent
-MATH = ("gencc.points", "gencc.kernels", "gencc.smoothing", "gencc.ordering", "gencc.metrics", "gencc.stragglers",
-        "gencc.codes")
-ABOVE = ("gencc.engine", "gencc.runtime", "gencc.serving", "gencc.training", "gencc.workloads", "gencc.experiments",
-         "gencc.cli", "gencc.simulate")
+
+#: every module of gencc belongs to one layer (a module or package name and everything under it); a new module
+#: that fits none fails `test_every_module_is_in_one_layer` until it is placed
+LAYERS: dict[str, tuple[str, ...]] = {
+    "base": ("gencc._arrays", "gencc._validate", "gencc._lru", "gencc.errors"),
+    "math": ("gencc.points", "gencc.kernels", "gencc.smoothing", "gencc.ordering", "gencc.metrics", "gencc.codes",
+             "gencc.stragglers", "gencc.adversaries"),
+    "model": ("gencc.model",),
+    "faults": ("gencc.faults",),
+    "engine": ("gencc.engine",),
+    "front": ("gencc.runtime", "gencc.serving", "gencc.training", "gencc.simulate", "gencc.demo"),
+    "workloads": ("gencc.workloads",),
+    "experiments": ("gencc.experiments",),
+    "cli": ("gencc.cli", "gencc._cli_options"),
+    "testing": ("gencc.testing",),
+    "package": ("gencc",),  # the top level: re-exports of the layers below
+}
+#: what the math layer (and everything it may import) must never import: docs/design.md section 6
+ABOVE = ("engine", "front", "workloads", "experiments", "cli", "testing")
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def layer(module: str) -> str | None:
+    """The layer of `module` (the most specific prefix wins: gencc.codes.gcc is math, gencc itself is package)."""
+    best, length = None, -1
+    for name, prefixes in LAYERS.items():
+        for p in prefixes:
+            if _under(module, (p,)) and len(p) > length:
+                best, length = name, len(p)
+    return best
 
 
 def _modules() -> dict[str, Path]:
@@ -120,10 +152,62 @@ def test_no_import_cycle_counting_imports_inside_functions() -> None:
     assert not cycles, f"import cycles: {cycles}"
 
 
-def test_the_math_layer_imports_nothing_above_it() -> None:
+def test_the_walk_finds_every_module_file() -> None:
+    files = {p for p in (SRC / "gencc").rglob("*.py")}
+    assert set(MODULES.values()) == files and len(MODULES) > 100
+    for name in ("gencc.stragglers", "gencc.faults", "gencc.adversaries.base", "gencc.model.core",
+                 "gencc.testing.isolation", "gencc.errors"):
+        assert name in MODULES
+
+
+def test_every_module_is_in_one_layer() -> None:
+    loose = [m for m in MODULES if layer(m) is None]
+    assert not loose, f"modules in no layer of LAYERS (place them): {loose}"
+    assert layer("gencc.codes.gcc") == "math" and layer("gencc") == "package" and layer("gencc.cli") == "cli"
+
+
+def _imports_of(layers: tuple[str, ...]) -> dict[str, set[str]]:
     graph = _graph()
-    bad = [(m, t) for m in MODULES if m.startswith(MATH) for t in graph[m] if t.startswith(ABOVE)]
-    assert not bad, f"math modules importing higher layers: {bad}"
+    return {m: {t for t in graph[m] if layer(t) in ABOVE} for m in MODULES if layer(m) in layers}
+
+
+def test_the_math_layer_imports_nothing_above_it() -> None:
+    """points, kernels, smoothing, ordering, metrics, codes, stragglers (and adversaries) import nothing from the
+    engine, runtime, serving, training, workloads, experiments, cli or testing; nor do the modules they may import
+    (base, model, faults)."""
+    bad = {m: sorted(ts) for m, ts in _imports_of(("base", "math", "model", "faults")).items() if ts}
+    assert not bad, f"math-side modules importing higher layers: {bad}"
+
+
+def test_base_and_model_stand_on_base_alone() -> None:
+    graph = _graph()
+    allowed = {"base": {"base"}, "model": {"base", "model"}}
+    bad = {m: sorted(t for t in graph[m] if layer(t) not in allowed[layer(m)])
+           for m in MODULES if layer(m) in allowed}
+    bad = {m: ts for m, ts in bad.items() if ts}
+    assert not bad, f"base / model modules importing other layers: {bad}"
+
+
+def test_the_engine_knows_nothing_of_codes_or_front_ends() -> None:
+    graph = _graph()
+    bad = {m: sorted(t for t in graph[m] if layer(t) in ("math", *ABOVE) and not _under(t, ("gencc.engine",)))
+           for m in MODULES if layer(m) == "engine"}
+    bad = {m: ts for m, ts in bad.items() if ts}
+    assert not bad, f"engine modules importing codes or front ends: {bad}"
+
+
+def _testing_importers() -> dict[str, list[str]]:
+    graph = _graph()
+    return {m: sorted(t for t in graph[m] if layer(t) == "testing") for m in MODULES
+            if layer(m) != "testing" and any(layer(t) == "testing" for t in graph[m])}
+
+
+@pytest.mark.xfail(bool(_testing_importers()), strict=False,
+                   reason="the cli helper moves the namespace re-run wrapper out of gencc.testing (issue 31, item 6); "
+                          "the lead makes this strict after that merge")
+def test_no_production_module_imports_gencc_testing() -> None:
+    bad = _testing_importers()
+    assert not bad, f"production modules importing gencc.testing (test tooling): {bad}"
 
 
 def test_no_public_class_name_is_defined_twice() -> None:
@@ -142,7 +226,8 @@ def test_no_module_over_400_lines() -> None:
 
 
 def test_the_top_level_is_small_and_complete() -> None:
-    assert len(gencc.__all__) <= 32  # 30, plus as_model and Model: the user's own model is the front door (issue 17)
+    # 30, plus as_model and Model (the user's own model is the front door, issue 17), plus GenccError (issue 31)
+    assert len(gencc.__all__) <= 33
     assert all(hasattr(gencc, name) for name in gencc.__all__)
     assert len(set(gencc.__all__)) == len(gencc.__all__)
 

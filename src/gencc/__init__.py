@@ -5,23 +5,23 @@ a smooth (RKHS) curve, let workers compute f, decode from whichever workers answ
 
 The names a user needs, by category (`__all__`); everything else lives in its subpackage: `gencc.codes`
 (codes, registry, robust decoding), `gencc.stragglers` and `gencc.faults` (straggler sets; latency and fault
-injection), `gencc.runtime` (jobs), `gencc.engine` (workers), `gencc.serving` (request streams),
-`gencc.adversaries`, `gencc.kernels`, `gencc.points`, `gencc.smoothing`, and, imported on demand so that
-`import gencc` needs only numpy and scipy, `gencc.workloads` (torch) and `gencc.experiments`.
+injection), `gencc.model` (your model), `gencc.errors` (every exception, under `GenccError`), `gencc.runtime`
+(jobs), `gencc.engine` (workers), `gencc.serving` (request streams), `gencc.adversaries`, `gencc.kernels`,
+`gencc.points`, `gencc.smoothing`, and, imported on demand so that `import gencc` needs only numpy and scipy,
+`gencc.workloads` (torch) and `gencc.experiments`.
 """
 
 from typing import Any
 
-from . import adversaries, kernels, metrics, points, smoothing  # noqa: F401  (subpackages, as attributes)
+from . import adversaries, errors, kernels, metrics, points, smoothing  # noqa: F401  (subpackages, as attributes)
 from ._arrays import take_rows  # noqa: F401  (kept as an attribute for existing callers; not in __all__)
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
+from .errors import GenccError, JobFailed, JobTimeout
 from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
-from .models import Model, as_model
+from .model import Model, as_model
 from .ordering import order_inputs
 from .runtime import (
     Hedged,
-    JobFailed,
-    JobTimeout,
     LocalExecutor,
     RayExecutor,
     Replicated,
@@ -57,8 +57,8 @@ __all__ = [
     "LocalExecutor", "RayExecutor",
     # training (torch, loaded on first use)
     "train",
-    # results and errors
-    "RunResult", "JobFailed", "JobTimeout",
+    # results and errors (every gencc exception subclasses GenccError; the others are in gencc.errors)
+    "RunResult", "GenccError", "JobFailed", "JobTimeout",
     # metrics
     "metrics",
 ]

@@ -22,7 +22,8 @@ import numpy as np
 
 from ._validate import check_nonneg, check_positive, check_probability, check_real
 from .adversaries import Adversary, Noise, Offset, RandomValues, SignFlip
-from .models import apply_one
+from .errors import Cancelled, InjectedFault
+from .model import apply_one
 
 #: failure reasons a worker reports (a failed task is a straggler, never a crash)
 FAULTS = ("raise", "nan", "hang", "crash")
@@ -290,23 +291,10 @@ def draw_delays(latency: LatencyModel | Sequence[float] | np.ndarray | None, n: 
     return d
 
 
-class InjectedFault(RuntimeError):
-    """A task failed by injection or returned non-finite values; its message is the reason (one of FAULTS).
-    `output`: the non-finite output, when there was one."""
-
-    def __init__(self, reason: str, output: np.ndarray | None = None):
-        super().__init__(reason)
-        self.output = output
-
-
-class Cancelled(Exception):
-    """A running task was cancelled (its result is never delivered)."""
-
-
 def run_injected(fn: Callable, x: Any, extra_s: float = 0.0, slow: float = 1.0, fault: str = "",
                  hang_s: float = 0.0, stop: threading.Event | None = None, batched: bool | None = None,
                  delay: float = 0.0) -> np.ndarray:
-    """fn on one input (`gencc.models.apply_one`) with injected busy time (`extra_s` x `slow`, compute slowed by
+    """fn on one input (`gencc.model.apply_one`) with injected busy time (`extra_s` x `slow`, compute slowed by
     `slow` too) and a fault ('' none, or one of FAULTS but crash, which the backend enacts); `batched` as in
     `apply_one`. Then, failed or not, `delay` more seconds pass before the outcome is given (a job's injected
     latency; inf: never). Raises InjectedFault for an injected failure and a non-finite output, what fn raised,

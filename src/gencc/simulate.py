@@ -17,7 +17,7 @@ from ._arrays import take_rows, to_numpy
 from ._validate import check_int
 from .adversaries import Adversary
 from .codes.base import Code
-from .models import apply_batch, resolve
+from .model import apply_batch, resolve
 from .ordering import order_inputs
 from .stragglers import Bernoulli, Collected, FixedCount, worst_case_returned
 

@@ -159,33 +159,41 @@ def test_cover_needs_coding_groups():
         CodedDispatcher(VirtualWorkers(6, ServiceTimes(0.01)), gencc.GCC(4, 6), cover=True)
 
 
-class Stub:
-    """A workload whose test inputs are NaN: calibration must read training inputs only."""
+class Counted:
+    """A batched f that counts its calls."""
 
-    name = "stub"
+    batched = True
 
     def __init__(self):
-        rng = np.random.default_rng(1)
-        self.X_train = rng.normal(size=(200, 5))
-        self.X_test = np.full((10, 5), np.nan)
         self.calls = 0
 
-    def f(self, X):
+    def __call__(self, X):
         self.calls += 1
         X = np.asarray(X, dtype=float)
         return np.tanh(X @ np.arange(10.0).reshape(5, 2) / 10)
 
 
+def stub_workload():
+    """A workload whose test inputs are NaN: calibration must read training inputs only."""
+    from gencc.workloads import Workload
+
+    rng = np.random.default_rng(1)
+    f = Counted()
+    return Workload(name="stub", f=f, factory=Counted, X_train=rng.normal(size=(200, 5)), y_train=None,
+                    X_test=np.full((10, 5), np.nan), y_test=None, classifier=False, test_accuracy=None,
+                    in_shape=(5,), out_shape=(2,))
+
+
 def test_calibration_reads_training_inputs_once():
-    w = Stub()
+    w = stub_workload()
 
     def parity(Z):
         return w.f(np.asarray(Z) / 2) * 2  # a parity model that is only approximately additive
 
     cal = calibrate_sgcc(w, 4, 6, parity, n_sets=30)
     assert set(cal) == {"length_scale", "rho"} and np.isfinite(cal["rho"]) and cal["rho"] > 0
-    calls = w.calls
-    assert calibrate_sgcc(w, 4, 6, parity, n_sets=30) == cal and w.calls == calls  # cached
+    calls = w.f.calls
+    assert calibrate_sgcc(w, 4, 6, parity, n_sets=30) == cal and w.f.calls == calls  # cached
     code = sgcc_parity_code(4, 6, parity, cal)
     assert code.rho == pytest.approx(cal["rho"]) and code.kernel.length_scale == cal["length_scale"]
 

@@ -32,7 +32,7 @@ from scipy import linalg
 from .._arrays import take_rows, to_numpy
 from .._lru import LRU
 from ..kernels import Kernel, Matern32, get_kernel
-from ..models import apply_batch
+from ..model import apply_batch
 from .base import Code
 
 #: straggler patterns whose uncertainty pieces (posterior variances, REML forms) a code keeps

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..faults import Cancelled, run_injected
-from ..models import apply_one
+from ..model import apply_one
 from .batch import Item, run_items
 from .task import Task, describe_error
 
@@ -65,7 +65,7 @@ class FunctionTable:
 
 class ThreadBackend:
     """Runs tasks in the worker thread itself: `functions` maps names ("f", "parity") to models held in this
-    process, called on batches; a task may carry its own callable instead, called as `gencc.models.apply_batch`
+    process, called on batches; a task may carry its own callable instead, called as `gencc.model.apply_batch`
     does (batches when `fn.batched`, else one input at a time). The tasks a worker thread takes together are one
     call per function (`run_items`). `dtype`: inputs are cast to it first."""
 

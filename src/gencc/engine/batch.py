@@ -22,7 +22,7 @@ import numpy as np
 
 from .._arrays import is_torch
 from ..faults import InjectedFault
-from ..models import apply_batch, apply_one
+from ..model import apply_batch, apply_one
 from .task import Task
 
 

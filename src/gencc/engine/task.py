@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..errors import WorkerError
+
 
 @dataclass(eq=False, slots=True)
 class Task:
@@ -90,10 +92,6 @@ class TaskRecord(NamedTuple):
 
 
 _new = tuple.__new__
-
-
-class WorkerError(Exception):
-    """f raised on another process (an actor); the message is already `describe_error` of what it raised."""
 
 
 def describe_error(e: BaseException) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..faults import Faults, PersistentStragglers, ServiceTimes, WrongResults
-from ..models import apply_one
+from ..model import apply_one
 from .task import Task
 from .workers import LAGS
 

@@ -5,8 +5,8 @@ backends; `Uncoded`, `Replicated` and `Hedged` are the baselines engineers use t
 Nothing here imports ray or torch at import time.
 """
 
+from ..errors import JobFailed, JobTimeout
 from .baselines import Baseline, Hedged, Replicated, Uncoded
-from .errors import JobFailed, JobTimeout
 from .executor import Completion, Executor
 from .job import default_executor, run, stream
 from .local import LocalExecutor

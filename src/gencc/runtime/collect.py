@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..engine import Task
-from .errors import JobFailed, JobTimeout
+from ..errors import JobFailed, JobTimeout
 from .executor import Batch, BlockCompletion, Executor, JobTasks
 from .policy import Policy
 

@@ -169,16 +169,12 @@ def run_command(
 def _user_model(spec: str, input_shape: str | None, data: Path | None, parity: Path | None, scheme: str, K: int,
                 jobs: int, seed: int) -> tuple[Any, list, Any]:  # noqa: N803
     """(the model, `jobs` batches of K inputs with no labels, the parity model or None) of --model."""
-    from ..workloads.parity_commands import load_cli_data, load_cli_model
+    from ..workloads.parity_commands import load_cli_model
 
-    m = load_cli_model(spec, input_shape)
-    X = None if data is None else load_cli_data(data, m)
-    if m.in_shape is None:
-        raise refuse("--input-shape", f"the input shape of {spec} is unknown: give --input-shape C,H,W or --data")
+    m, X = load_cli_model(spec, input_shape, data)
     rng = np.random.default_rng(seed)
     if X is None:
         X = rng.standard_normal((max(K, 256), *m.in_shape))
-        m(X[:2])
     if K > len(X):
         raise refuse("--K", f"a job takes K distinct inputs of --data, which holds {len(X)}; got K={K}")
     parity_fn = None

@@ -18,7 +18,7 @@ from ..codes.base import Code
 from ..codes.replication import Replication
 from ..engine import Task
 from ..faults import LatencyModel, draw_delays
-from ..models import resolve
+from ..model import resolve
 from ..ordering import METHODS, order_checked
 from .baselines import Baseline
 from .collect import execute

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..codes.base import Code
 from ..codes.robust import DEFAULT_THRESHOLD, min_results
-from .errors import JobFailed
+from ..errors import JobFailed
 from .policy import CodedPolicy
 
 REASON = "inconsistent result: flagged by the robust decode and excluded"

@@ -22,12 +22,9 @@ def check_model_options(workload: str | None, model: str | None, input_shape: st
 def load_model(spec: str, input_shape: str | None, data: Path | None, parity: Path | None, scheme: str,
                 K: int, workers: int, parm_k: int, check_results: str, packed: bool) -> tuple:  # noqa: N803
     """(Model, training inputs or None, parity model or None) of --model, each refused with the option's name."""
-    from ..workloads.parity_commands import load_cli_data, load_cli_model
+    from ..workloads.parity_commands import load_cli_model
 
-    m = load_cli_model(spec, input_shape)
-    X = None if data is None else load_cli_data(data, m)
-    if m.in_shape is None:
-        raise refuse("--input-shape", f"the input shape of {spec} is unknown: give --input-shape C,H,W or --data")
+    m, X = load_cli_model(spec, input_shape, data)
     if X is None and (scheme.startswith("sgcc-parity") or check_results != "off"):
         what = "sgcc-parity calibrates" if scheme.startswith("sgcc-parity") else "--check-results calibrates"
         raise refuse("--data", f"{what} on your model's training inputs: give --data FILE.npy")

@@ -133,7 +133,7 @@ def serve_command(
         typer.echo("calibrating the gate on the model's training inputs (virtual time)...")
         svc.gate.ready.wait()
     freeze_heap()
-    workload = workload if model is None else svc.workload.f.identity
+    workload = workload if model is None else svc.model.identity
     url = f"http://{host}:{port}"
     typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at {url}")
     log.info("serving %s at %s: scheme %s, %d %s workers, K=%d, at most %d requests in flight", workload, url,

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..codes import Code
 from ..engine import Task, VirtualWorkers
-from ..models import apply_batch
+from ..errors import CalibrationStopped
+from ..model import apply_batch
 from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's side of the gate)
     BOOTSTRAP_DRAWS,
     BOOTSTRAP_QUANTILE,
@@ -225,10 +226,6 @@ class Gate:
         if self._wanting and not self._refill_due:
             self._refill_due = True
             next(iter(self._wanting.values())).env.call_later(0.0, self._refill)
-
-
-class CalibrationStopped(Exception):
-    """A calibration abandoned (its service closed)."""
 
 
 class Memo:

@@ -20,14 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-
-class ClientError(Exception):
-    """A request that got no HTTP answer; `kind` names how (ConnectError, ReadError, RemoteProtocolError,
-    ReadTimeout), as the CSV's error column shows it."""
-
-    def __init__(self, kind: str, detail: str):
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
+from ..errors import ClientError
 
 
 class Pending:

@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import GenccError
+
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -214,11 +216,11 @@ class DoorGuard:
                 return b"".join(parts)
 
 
-class _TooLarge(Exception):
+class _TooLarge(GenccError):
     pass
 
 
-class _Disconnected(Exception):
+class _Disconnected(GenccError):
     pass
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 import os
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..codes import SystematicGCC
 from ..kernels import Matern32
+from ..model import Model, as_model, load_inputs
 from ..ordering import order_inputs
 
 #: the schemes that run a parity model (each also as a coded hedge, "<scheme>-hedge")
@@ -61,30 +62,30 @@ def calibrate_sgcc(workload: Any, K: int, N: int, parity: Any, n_sets: int = CAL
                    ordered: bool = False, *, data: Any = None) -> dict[str, float]:
     """{"length_scale", "rho"} of `SystematicGCC.calibrated(K, N, f, sets, parity=parity)` on `n_sets` random
     sets of K *training* inputs of `workload`, in the order the dispatcher serves them: arrival order (random)
-    for sgcc-parity, or ordered by `order_inputs` (`ordered`). `workload`: a gencc workload, or any model
-    `gencc.as_model` takes with its training inputs in `data` (an array or .npy / .npz file); `parity`: a
+    for sgcc-parity, or ordered by `order_inputs` (`ordered`). `workload`: a gencc workload (or its name), or
+    any model `gencc.as_model` takes with its training inputs in `data` (an array or .npy / .npz file); `parity`: a
     parity model, or the path of one saved by `gencc parity train`. Cached per (model, K, N, parity model's
     weights, n_sets, seed, ordered) in this process."""
-    if data is not None or not hasattr(workload, "X_train"):
-        workload = service_model(workload, data=data)[0]
+    served = service_model(workload, data=data)
+    f = served.workload.f if served.workload is not None else served.model  # a workload's own call, unchecked
     if isinstance(parity, (str, os.PathLike)):
         from ..workloads.parity_training import load_parity_file
 
-        parity = load_parity_file(parity, workload.f)
-    key = (getattr(workload.f, "identity", workload.name), int(K), int(N),
-           str(getattr(parity, "weights_path", id(parity))), int(n_sets), int(seed), bool(ordered))
+        parity = load_parity_file(parity, served.model)
+    key = (served.model.identity, int(K), int(N), str(getattr(parity, "weights_path", id(parity))), int(n_sets),
+           int(seed), bool(ordered))
     with _lock:
         if key in _cache:
             return dict(_cache[key])
-    if workload.X_train is None:
+    if served.data is None:
         raise ValueError("the SystematicGCC calibration fits its prior on training inputs: pass data=")
     rng = np.random.default_rng([seed, 11])
-    X = np.asarray(workload.X_train)
+    X = np.asarray(served.data)
     sets = []
     for _ in range(n_sets):
         S = X[rng.choice(len(X), size=K, replace=False)]
         sets.append(S[order_inputs(S)] if ordered else S)
-    cal = dict(SystematicGCC.calibrated(K, N, workload.f, sets, parity=parity).calibration)
+    cal = dict(SystematicGCC.calibrated(K, N, f, sets, parity=parity).calibration)
     with _lock:
         _cache[key] = cal
     return dict(cal)
@@ -101,39 +102,41 @@ def sgcc_parity_code(K: int, N: int, parity: Any, calibration: dict[str, float] 
                          kernel=Matern32(float(calibration["length_scale"]), null_degree=0))
 
 
+class Served(NamedTuple):
+    """What a service runs: the `Model`, its training inputs (calibration, checks; None when not given), its
+    parity model (None for the schemes without one), and the built-in `Workload` when it is one (else None)."""
+
+    model: Model
+    data: np.ndarray | None
+    parity: Any = None
+    workload: Any = None
+
+
 def service_model(workload: Any, parity_k: int | None = None, packed: bool = False, *, data: Any = None,
-                  parity: Any = None, scheme: str = "") -> tuple[Any, Any]:
-    """What a service runs: (a gencc `Workload`, its parity model or None) for a built-in workload name or any
-    model `gencc.as_model` takes, with `data` (an array or .npy / .npz file of training inputs: calibration,
-    checks) and `parity` (a file saved by `gencc parity train`, checked against the model and `parity_k`, or a
-    parity model)."""
-    from ..model_adapter import as_model
-    from ..model_data import load_inputs
+                  parity: Any = None, scheme: str = "") -> Served:
+    """What a service runs (`Served`) for a built-in workload name or any model `gencc.as_model` takes, with
+    `data` (an array or .npy / .npz file of training inputs: calibration, checks) and `parity` (a file saved by
+    `gencc parity train`, checked against the model and `parity_k`, or a parity model)."""
     from ..workloads import WORKLOADS, Workload, load, load_parity
 
-    if isinstance(workload, str) and workload in WORKLOADS:
+    if isinstance(workload, str) and workload in WORKLOADS or isinstance(workload, Workload):
         if data is not None or parity is not None:
             raise ValueError(f"data= and parity= go with your own model, not the built-in workload {workload!r}")
-        w = load(workload, progress=False)
-        return w, (load_parity(workload, parity_k, progress=False, packed=packed) if parity_k else None)
+        w = load(workload, progress=False) if isinstance(workload, str) else workload
+        pm = load_parity(w.name, parity_k, progress=False, packed=packed) if parity_k else None
+        return Served(w.model, w.X_train, pm, w)
     if isinstance(workload, str) and ":" not in workload and not os.path.exists(workload):
         raise ValueError(f"unknown workload {workload!r}: a built-in one is {', '.join(WORKLOADS)}; your own model is "
                          "an import path 'package.module:attr' or a .pt2 / TorchScript file")
     model = as_model(workload)
     X = None if data is None else load_inputs(data, model.in_shape)
-    if X is None and hasattr(workload, "X_train"):
-        X = np.asarray(workload.X_train)
     if X is not None:
         model(X[:2])  # reads the input shape, or refuses inputs of the wrong shape, before any slow work
     if model.in_shape is None:
         raise ValueError(f"the input shape of {model.name} is unknown: give input_shape (--input-shape C,H,W) or "
                          "training inputs (data=, --data FILE.npy)")
-    out = model.out_shape
-    w = Workload(name=model.name, f=model, factory=model.factory, X_train=X, y_train=None, X_test=X, y_test=None,
-                 classifier=len(out) == 1 and out[0] > 1, test_accuracy=None, in_shape=model.in_shape,
-                 out_shape=out, description=model.identity)
     if parity_k is None and parity is None:
-        return w, None
+        return Served(model, X)
     if parity_k is None:
         raise ValueError(f"a parity model applies to the schemes that run one ({', '.join(PARITY_SCHEMES)}), not "
                          f"{scheme or 'this one'}")
@@ -147,4 +150,4 @@ def service_model(workload: Any, parity_k: int | None = None, packed: bool = Fal
         parity = load_parity_file(parity, model, k=parity_k, packed=True if packed else None)
     elif int(getattr(parity, "k", parity_k)) != parity_k:
         raise ValueError(f"the parity model was trained for k={parity.k}; this scheme needs k={parity_k}")
-    return w, parity
+    return Served(model, X, parity)

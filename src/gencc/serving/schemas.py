@@ -17,17 +17,11 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ..errors import BadRequest
+
 #: the largest finite float32; a number beyond it would reach the workers as inf
 F32_MAX = float(np.finfo(np.float32).max)
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-F32_MAX, le=F32_MAX)]
-
-
-class BadRequest(ValueError):
-    """A request refused at the door: `status` (4xx) and the message naming the problem."""
-
-    def __init__(self, status: int, detail: str):
-        super().__init__(detail)
-        self.status, self.detail = status, detail
 
 
 def _nested(shape: tuple[int, ...]) -> Any:

@@ -157,21 +157,25 @@ class Service:
         if c.packed_parity and pk is None:
             raise ValueError(f"packed parity applies to the schemes with a parity model ({', '.join(PARITY_SCHEMES)} "
                              f"and their -hedge forms), not {c.scheme!r}")
-        w, parity = service_model(workload, pk, bool(c.packed_parity), data=data, parity=parity, scheme=c.scheme)
-        if c.check != "off" and w.X_train is None:
+        served = service_model(workload, pk, bool(c.packed_parity), data=data, parity=parity, scheme=c.scheme)
+        model, X, parity, w = served
+        if c.check != "off" and X is None:
             raise ValueError("a wrong-result check calibrates on training inputs: pass data= (--data FILE.npy)")
-        fns: dict[str, Callable] = {"f": w.f}
+        # a built-in workload's workers run its own call (unchecked); your model runs as the checked Model
+        f, factory = (w.f, w.factory) if w is not None else (model, model.factory)
+        fns: dict[str, Callable] = {"f": f}
         calibration = None
         if parity is not None:
             fns["parity"] = parity
             if c.scheme.startswith("sgcc-parity"):
-                calibration = calibrate_sgcc(w, c.K, coded_workers(c.K, c.workers), parity)
+                calibration = calibrate_sgcc(w or model, c.K, coded_workers(c.K, c.workers), parity,
+                                             data=None if w is not None else X)
         if c.backend == "local":
             be: Any = ThreadBackend(fns, dtype=np.float32)
         else:
             from ..engine._ray import RayBackend
 
-            factories = {"f": w.factory}
+            factories = {"f": factory}
             if parity is not None:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(c.workers, factories, address=c.address)
@@ -184,17 +188,17 @@ class Service:
             return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
                                                calibration=calibration, max_wait=c.max_wait_ms / 1000,
                                                request_timeout=c.request_timeout, seed=c.seed, check=check,
-                                               check_data=(w.f, w.X_train), gate=gate)
+                                               check_data=(f, X), gate=gate)
 
-        ident = workload if isinstance(workload, str) else getattr(w.f, "identity", None) or id(w)  # weights sha256
+        ident = workload if isinstance(workload, str) else model.identity  # weights sha256
         # under a wrong-result check the gate's threshold is the unchecked scheme's: the same code's decodes
-        gate = service_gate(replace(c, check="off"), slowdown, lambda g: make(g, "off"), fns, w.X_train,
+        gate = service_gate(replace(c, check="off"), slowdown, lambda g: make(g, "off"), fns, X,
                             key=(ident, calibration))
         svc = cls(pool, make(gate), max_pending=c.max_pending, on_answer=on_answer,
                   env=LoopEnv(pool) if on_loop else None)
-        svc.workload = w
+        svc.model, svc.workload = model, w  # the Model served; the built-in Workload, or None for your own model
         svc.config = c
-        svc.in_shape = tuple(w.in_shape)
+        svc.in_shape = tuple(model.in_shape)
         svc.gate = gate
         return svc
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._validate import check_int
+from ..model import Model, wrap_batched
 from ._cache import ENV_VAR, cache_root, models_dir, recipe_hash
 
 if TYPE_CHECKING:
@@ -60,11 +61,12 @@ WORKLOADS: MappingProxyType[str, WorkloadSpec] = MappingProxyType({
 
 @dataclass(eq=False)
 class Workload:
-    """A loaded workload: the batched function, its held-out and training inputs, and facts about it.
+    """A loaded workload: its model, held-out and training inputs, and facts about it.
 
-    `f` maps (B, *in_shape) to (B, *out_shape): numpy in gives float64 numpy out, a torch tensor in gives a
-    tensor out; `f.batched` is True. `factory()` builds a fresh equivalent f; the factory is picklable and
-    small, so send it (not f) to a worker process or Ray actor.
+    `model` is the workload's `gencc.model.Model` (what `gencc.as_model(workload)` gives: shapes, identity,
+    picklable factory). `f` is the model's own call, unchecked: (B, *in_shape) to (B, *out_shape), numpy in gives
+    float64 numpy out, a torch tensor in gives a tensor out; `f.batched` is True. `factory()` builds a fresh
+    equivalent f; the factory is picklable and small, so send it (not f) to a worker process or Ray actor.
     """
 
     name: str
@@ -84,6 +86,10 @@ class Workload:
     from_cache: bool = False
     weights_path: Path | None = None
     info: dict[str, Any] = field(default_factory=dict, repr=False)
+    model: Model = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.model = wrap_batched(self.f, self.factory, self.name, self.in_shape, self.out_shape, self.weights_path)
 
     def sample(self, K: int, rng: np.random.Generator | int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """K distinct test inputs chosen with `rng` (a numpy Generator, or a seed), and their labels (or None)."""

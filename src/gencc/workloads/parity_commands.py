@@ -10,45 +10,30 @@ import typer
 
 from .._cli_options import out_file, refuse
 
+#: the command-line option of each `gencc.errors.ModelError.source`
+MODEL_OPTIONS = {"model": "--model", "input_shape": "--input-shape", "data": "--data"}
 
-def load_cli_model(spec: str, input_shape: str | None, option: str = "--model"):  # noqa: ANN201
-    """The Model of --model SPEC (with --input-shape C,H,W): a usage error naming the option when it fails."""
-    from ..model_adapter import as_model
-    from ..model_data import parse_shape
 
-    shape = None
-    if input_shape is not None:
-        try:
-            shape = parse_shape(input_shape)
-        except ValueError as e:
-            raise refuse("--input-shape", str(e)) from None
+def load_cli_model(spec: str, input_shape: str | None, data: Path | None = None) -> tuple:
+    """(Model, inputs of --data or None) of --model SPEC with --input-shape C,H,W: `gencc.model.load_model`, which
+    builds the model and tries it once; a usage error (exit 2) naming the option to fix when it fails."""
+    from ..model import ModelError, load_model
+
     try:
-        return as_model(spec, input_shape=shape)
-    except ValueError as e:
-        raise refuse(option, str(e)) from None
+        return load_model(spec, input_shape, data)
+    except ModelError as e:
+        raise refuse(MODEL_OPTIONS.get(e.source, "--model"), str(e)) from None
 
 
 def load_cli_inputs(path: Path, in_shape: tuple[int, ...] | None = None) -> np.ndarray:
     """The inputs of --data FILE (.npy / .npz) as float64, rows reshaped to `in_shape` when given; refused (exit 2)
     naming --data."""
-    from ..model_data import load_inputs
+    from ..model import load_inputs
 
     try:
         return load_inputs(path, in_shape)
     except ValueError as e:
         raise refuse("--data", str(e)) from None
-
-
-def load_cli_data(path: Path, model) -> object:  # noqa: ANN001
-    """The inputs of --data FILE, checked against the model (its input shape read from them when unknown)."""
-    X = load_cli_inputs(path, model.in_shape)
-    try:
-        model(X[:2])
-    except Exception as e:  # noqa: BLE001 (the user's model may raise anything on inputs it cannot take)
-        lines = str(e).strip().splitlines() or [""]
-        raise refuse("--data", f"{model.name} fails on inputs of shape {X.shape[1:]} from {path}: "
-                               f"{type(e).__name__}: {lines[0][:200]}") from None
-    return X
 
 
 def parity_train_command(
@@ -75,8 +60,7 @@ def parity_train_command(
     if out.suffix in (".json", ".ckpt"):
         raise refuse("--out", f"--out is the weights file (e.g. parity.pt); {out.suffix} is the metadata's or the "
                               "checkpoint's suffix")
-    m = load_cli_model(model, input_shape)
-    X = load_cli_data(data, m)
+    m, X = load_cli_model(model, input_shape, data)
     from .parity_training import MIN_INPUTS, meta_path, parity_module, train_parity_model
 
     if len(X) < max(MIN_INPUTS, 2 * k):

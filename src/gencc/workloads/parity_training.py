@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from .._validate import check_int
-from ..model_adapter import Model, as_model
-from ..model_spec import file_sha256
+from ..model import Model, as_model
+from ..model.spec import file_sha256
 from ._cache import atomic_write, read_json, write_json
 from ._parity import PARITY_TRAIN, PackedParity, check_k, held_out, train_loop
 from ._torch import training_threads

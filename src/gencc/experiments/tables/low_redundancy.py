@@ -24,7 +24,7 @@ import numpy as np
 
 import gencc
 from gencc.codes import calibrate_rho
-from gencc.models import apply_batch
+from gencc.model import apply_batch
 from gencc.ordering import order_inputs
 
 from .options import Option, parse_overrides

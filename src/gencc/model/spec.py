@@ -1,6 +1,6 @@
 """Where a model comes from: an import path "package.module:attr", a saved file (torch.export `.pt2`, TorchScript),
 an in-memory torch module or callable, and the sha256 that names its weights. Used by
-`gencc.model_adapter.as_model`; torch is imported only for torch models.
+`gencc.model.as_model`; torch is imported only for torch models.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import sys
 import warnings
 from pathlib import Path
 from typing import Any
+
+from ..errors import ModelError
 
 #: file suffixes read with torch.export.load; every other file is read as TorchScript (torch.jit.load)
 EXPORT_SUFFIXES = (".pt2",)
@@ -76,10 +78,10 @@ def looks_like_file(spec: str) -> bool:
 
 def import_attr(spec: str, root: str | None = None) -> Any:
     """The object named by "package.module:attr" (attr may be dotted), imported with `root` (default: the current
-    directory) first on sys.path; a ValueError saying what went wrong and what sys.path held."""
+    directory) first on sys.path; a ModelError (a ValueError) saying what went wrong and what sys.path held."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"model spec {spec!r}: expected an import path 'package.module:attr' or a model file "
+        raise ModelError(f"model spec {spec!r}: expected an import path 'package.module:attr' or a model file "
                          "(.pt2 from torch.export.save, or a TorchScript file from torch.jit.save)")
     root = os.path.abspath(root or os.getcwd())
     if root not in sys.path:
@@ -87,15 +89,24 @@ def import_attr(spec: str, root: str | None = None) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as err:
-        raise ValueError(f"model spec {spec!r}: cannot import {module_name!r} ({err}); searched the current "
+        raise ModelError(f"model spec {spec!r}: cannot import {module_name!r} ({err}); searched the current "
                          f"directory and PYTHONPATH, sys.path was {sys.path[:6]}"
                          f"{' ...' if len(sys.path) > 6 else ''}") from None
+    except Exception as err:  # noqa: BLE001 (a user's module may raise anything while it is imported)
+        raise ModelError(f"model spec {spec!r}: importing {module_name!r} raised {one_line(err)}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ValueError(f"model spec {spec!r}: {module_name} has no attribute {attr!r}") from None
+            raise ModelError(f"model spec {spec!r}: {module_name} has no attribute {attr!r}") from None
     return obj
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    lines = str(err).strip().splitlines() or [""]
+    text = lines[0] if len(lines[0]) <= 300 else lines[0][:300] + " ..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _zero_arg(obj: Any) -> bool:
@@ -117,12 +128,15 @@ def resolve_import(spec: str, root: str | None = None) -> Any:
     if is_torch_module(obj):
         return obj
     if not callable(obj):
-        raise ValueError(f"model spec {spec!r} names a {type(obj).__name__}, not a torch module, a zero-argument "
+        raise ModelError(f"model spec {spec!r} names a {type(obj).__name__}, not a torch module, a zero-argument "
                          "factory returning one, or a batch callable")
     if _zero_arg(obj):
-        built = obj()
+        try:
+            built = obj()
+        except Exception as err:  # noqa: BLE001 (a user's factory may raise anything: old weights, a missing file)
+            raise ModelError(f"model {spec!r}: the factory raised {one_line(err)}") from None
         if not (is_torch_module(built) or callable(built)):
-            raise ValueError(f"model spec {spec!r}: the factory returned a {type(built).__name__}, not a torch "
+            raise ModelError(f"model spec {spec!r}: the factory returned a {type(built).__name__}, not a torch "
                              "module or a callable")
         return built
     return obj
@@ -134,12 +148,12 @@ def load_file(path: str | os.PathLike) -> tuple[Any, Any]:
 
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"model file {str(path)!r} does not exist (or is a folder)")
+        raise ModelError(f"model file {str(path)!r} does not exist (or is a folder)")
     if path.suffix in EXPORT_SUFFIXES:
         try:
             ep = torch.export.load(str(path))
         except Exception as err:  # a corrupt or foreign file: torch raises many kinds
-            raise ValueError(f"{path} is not a program saved by torch.export.save ({type(err).__name__}: "
+            raise ModelError(f"{path} is not a program saved by torch.export.save ({type(err).__name__}: "
                              f"{str(err)[:200]})") from None
         return ep.module(), ep
     try:
@@ -147,7 +161,7 @@ def load_file(path: str | os.PathLike) -> tuple[Any, Any]:
             warnings.simplefilter("ignore", DeprecationWarning)
             return torch.jit.load(str(path), map_location="cpu"), None
     except Exception as err:
-        raise ValueError(f"{path} is not a TorchScript file ({type(err).__name__}: {str(err)[:160]}); save the "
+        raise ModelError(f"{path} is not a TorchScript file ({type(err).__name__}: {str(err)[:160]}); save the "
                          "model with torch.jit.save, or torch.export.save as .pt2, or give an import path "
                          "'package.module:attr'") from None
 

@@ -1,4 +1,4 @@
-"""`gencc.as_model`: what a user has, as one batched model gencc can run, serve and train a parity model for.
+"""`gencc.model.as_model`: what a user has, as one batched model gencc can run, serve and train a parity model for.
 
     model = gencc.as_model(my_module)                       # a torch.nn.Module: eval, no_grad, its device/dtype
     model = gencc.as_model("mypkg.models:net")              # an import path (instance, factory or batch callable)
@@ -19,10 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ._arrays import is_torch, to_numpy
-from .model_spec import (
+from .core import Model, check_shape
+from .spec import (
     code_sha256,
     export_input_shape,
     file_sha256,
@@ -33,151 +31,6 @@ from .model_spec import (
     weights_sha256,
 )
 
-#: rows per forward pass of a torch module (bounds memory for very large batches)
-CHUNK = 8192
-
-
-def _shape(value: Any, what: str) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    try:
-        shape = tuple(int(d) for d in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a sequence of positive integers, got {value!r}") from None
-    if not shape or min(shape) < 1:
-        raise ValueError(f"{what} must be a non-empty sequence of positive integers, got {value!r}")
-    return shape
-
-
-class Model:
-    """A batched model: (B, *in_shape) -> (B, *out_shape). numpy in gives float64 numpy out; a torch tensor in
-    gives a tensor out on the input's device and in its float dtype. A torch module runs in eval mode under
-    no_grad on its own device and dtype. Raises a ValueError for a batch of the wrong shape and for non-finite
-    outputs. Pickling sends the factory."""
-
-    batched = True
-
-    def __init__(self, fn: Callable, *, name: str, sha256: str, factory: Callable[[], Model],
-                 in_shape: tuple[int, ...] | None = None, out_shape: tuple[int, ...] | None = None,
-                 module: Any = None, fixed_batch: int | None = None, per_row: bool = False) -> None:
-        self.fn, self.name, self.sha256, self.factory = fn, name, sha256, factory
-        self.module, self.fixed_batch, self.per_row = module, fixed_batch, per_row
-        self._in, self._out = in_shape, out_shape
-        if module is not None:
-            import torch
-
-            try:
-                module.eval()
-            except Exception:  # noqa: BLE001 (an exported module may refuse eval(); it has no train mode then)
-                pass
-            ref = next(iter(module.parameters()), None)
-            if ref is None:
-                ref = next(iter(module.buffers()), None)
-            self.device = ref.device if ref is not None else torch.device("cpu")
-            self.dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
-
-    @property
-    def identity(self) -> str:
-        """The model's name and the sha256 of its weights (of the file, for a saved file)."""
-        return f"{self.name}@sha256:{self.sha256}"
-
-    @property
-    def in_shape(self) -> tuple[int, ...] | None:
-        """The shape of one input (None until declared or read from the first call)."""
-        return self._in
-
-    @property
-    def out_shape(self) -> tuple[int, ...] | None:
-        """The shape of one output: declared, seen, or found by one call on a zero input once in_shape is known."""
-        if self._out is None and self._in is not None:
-            self(np.zeros((1, *self._in)))
-        return self._out
-
-    def __reduce__(self) -> tuple:
-        return (_rebuild, (self.factory, self._in, self._out))
-
-    def __repr__(self) -> str:
-        return f"Model({self.identity[:len(self.name) + 20]}..., in_shape={self._in}, out_shape={self._out})"
-
-    def _check_input(self, shape: tuple[int, ...]) -> None:
-        if len(shape) < 1:
-            raise ValueError(f"{self.name}: expected a batch (B, *input shape), got a scalar")
-        if self._in is None:
-            if len(shape) < 2:
-                raise ValueError(f"{self.name}: expected a batch (B, *input shape), got shape {shape}; add a "
-                                 "leading batch axis for a single input")
-            self._in = tuple(int(d) for d in shape[1:])
-        elif tuple(shape[1:]) != self._in:
-            raise ValueError(f"{self.name}: expected a batch of shape (B, {', '.join(map(str, self._in))}), got "
-                             f"{tuple(shape)}; add a leading batch axis for a single input")
-
-    def _forward(self, x: Any) -> Any:
-        import torch
-
-        x = x.detach().to(device=self.device, dtype=self.dtype)
-        step = self.fixed_batch or CHUNK
-        parts = []
-        with torch.no_grad():
-            for i in range(0, len(x), step):
-                xi = x[i : i + step]
-                if self.fixed_batch and len(xi) < step:  # an export with a fixed batch size: pad the last chunk
-                    pad = torch.zeros((step - len(xi), *xi.shape[1:]), dtype=xi.dtype, device=xi.device)
-                    parts.append(self.fn(torch.cat([xi, pad]))[: len(xi)])
-                else:
-                    parts.append(self.fn(xi))
-        if not parts:
-            return torch.zeros((0, *(self._out or ())), dtype=self.dtype)
-        return torch.cat(parts).detach()
-
-    def __call__(self, X: Any) -> Any:
-        torch_in = is_torch(X)
-        if not torch_in:
-            X = np.asarray(X)
-            if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-                raise ValueError(f"{self.name}: input must be a numeric array, got dtype {X.dtype}")
-        self._check_input(tuple(X.shape))
-        if self.module is not None:
-            import torch
-
-            x = X if torch_in else torch.from_numpy(np.ascontiguousarray(X))
-            out: Any = self._forward(x)
-        elif self.per_row:
-            out = np.stack([np.asarray(to_numpy(self.fn(X[i])), dtype=float) for i in range(len(X))])
-        else:
-            out = self.fn(X)
-        shape = tuple(out.shape) if hasattr(out, "shape") else np.shape(out)
-        if len(shape) == 0 or shape[0] != len(X):
-            got = "a scalar" if len(shape) == 0 else f"{shape[0]} outputs"
-            raise ValueError(f"{self.name} returned {got} for {len(X)} inputs: a model must return one row per input")
-        if self._out is None:
-            self._out = tuple(int(d) for d in shape[1:])
-        elif tuple(shape[1:]) != self._out:
-            raise ValueError(f"{self.name} returned outputs of shape {tuple(shape[1:])}, expected {self._out}")
-        if torch_in:
-            return self._as_torch(out, X)
-        arr = np.asarray(to_numpy(out), dtype=np.float64)
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{self.name} returned non-finite outputs (NaN or inf) for "
-                             f"{int((~np.isfinite(arr.reshape(len(arr), -1))).any(axis=1).sum())} of {len(arr)} inputs")
-        return arr
-
-    def _as_torch(self, out: Any, X: Any) -> Any:
-        import torch
-
-        dtype = X.dtype if X.is_floating_point() else torch.get_default_dtype()
-        t = out.detach() if is_torch(out) else torch.as_tensor(np.asarray(out))
-        t = t.to(device=X.device, dtype=dtype)
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{self.name} returned non-finite outputs (NaN or inf)")
-        return t
-
-
-def _rebuild(factory: Callable[[], Model], in_shape: Any, out_shape: Any) -> Model:
-    model = factory()
-    model._in = model._in or in_shape
-    model._out = model._out or out_shape
-    return model
-
 
 def _torch_model(module: Any, name: str, sha: str, factory: Callable, in_shape: Any, out_shape: Any,
                  fixed_batch: int | None = None) -> Model:
@@ -187,7 +40,7 @@ def _torch_model(module: Any, name: str, sha: str, factory: Callable, in_shape: 
 
 def from_spec(spec: str, input_shape: Any = None, output_shape: Any = None, *, root: str | None = None) -> Model:
     """The Model named by an import path "package.module:attr" or a model file (see `as_model`)."""
-    in_shape, out_shape = _shape(input_shape, "input_shape"), _shape(output_shape, "output_shape")
+    in_shape, out_shape = check_shape(input_shape, "input_shape"), check_shape(output_shape, "output_shape")
     root = os.path.abspath(root or os.getcwd())
     if looks_like_file(spec):
         path = os.path.abspath(os.path.join(root, os.path.expanduser(spec)))
@@ -223,7 +76,7 @@ def as_model(obj: Any, *, input_shape: Any = None, output_shape: Any = None, nam
     module with its weights (its class must be importable where it is unpickled); an import path's or a file's
     factory carries only the spec.
     """
-    in_shape, out_shape = _shape(input_shape, "input_shape"), _shape(output_shape, "output_shape")
+    in_shape, out_shape = check_shape(input_shape, "input_shape"), check_shape(output_shape, "output_shape")
     if isinstance(obj, Model):
         if in_shape is not None and obj.in_shape is not None and in_shape != obj.in_shape:
             raise ValueError(f"input_shape {in_shape} differs from the model's {obj.in_shape}")
@@ -237,22 +90,23 @@ def as_model(obj: Any, *, input_shape: Any = None, output_shape: Any = None, nam
         label = name or f"{type(obj).__module__}.{type(obj).__qualname__}"
         factory = ObjectFactory(obj, in_shape, out_shape, name)
         return _torch_model(obj, label, weights_sha256(obj), factory, in_shape, out_shape)
-    if hasattr(obj, "f") and hasattr(obj, "X_train") and hasattr(obj, "factory"):  # a gencc workload
-        return _wrap_builtin(obj.f, obj.factory, name or obj.name, obj.in_shape, obj.out_shape,
-                             getattr(obj, "weights_path", None))
+    if isinstance(getattr(obj, "model", None), Model):  # a gencc workload (or anything holding its Model)
+        return as_model(obj.model, input_shape=in_shape, output_shape=out_shape)
     if not callable(obj):
         raise ValueError(f"cannot make a model of a {type(obj).__name__}: give a torch.nn.Module, a batch callable, "
                          "an import path 'package.module:attr' or a .pt2 / TorchScript file")
     if hasattr(obj, "factory") and hasattr(obj, "in_shape") and getattr(obj, "batched", False):
-        return _wrap_builtin(obj, obj.factory, name or getattr(obj, "name", type(obj).__name__),
-                             in_shape or obj.in_shape, out_shape or obj.out_shape, getattr(obj, "weights_path", None))
+        return wrap_batched(obj, obj.factory, name or getattr(obj, "name", type(obj).__name__),
+                            in_shape or obj.in_shape, out_shape or obj.out_shape, getattr(obj, "weights_path", None))
     label = name or f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
     return Model(obj, name=label, sha256=code_sha256(obj), factory=ObjectFactory(obj, in_shape, out_shape, name),
                  in_shape=in_shape, out_shape=out_shape, per_row=getattr(obj, "batched", True) is False)
 
 
-def _wrap_builtin(fn: Callable, factory: Callable, name: str, in_shape: Any, out_shape: Any, weights: Any) -> Model:
-    """A Model around a gencc workload's batched callable (its own factory travels)."""
+def wrap_batched(fn: Callable, factory: Callable, name: str, in_shape: Any, out_shape: Any,
+                 weights: Any = None) -> Model:
+    """A Model around a batched callable with known shapes and its own picklable factory (a gencc workload's
+    function): the factory travels, and the sha256 is the weights file's (`weights`) or the callable's code's."""
     sha = file_sha256(weights) if weights is not None and os.path.exists(weights) else code_sha256(fn)
     return Model(fn, name=name, sha256=sha, factory=_BuiltinFactory(factory, name, sha), in_shape=tuple(in_shape),
                  out_shape=tuple(out_shape))

@@ -1,10 +1,10 @@
-"""Applying a user's function to inputs: the one place gencc calls f on a batch.
+"""The batch calling convention: the one place gencc calls f on inputs.
 
 Every front end (simulate, jobs, serving, calibration) goes through `apply_batch`, so a function's calling
 convention is decided once: a function marked `f.batched = True` (or called with `batched=True`) gets the
 whole stack at once, any other gets one input at a time; the result is a float64 numpy array, one row per input.
-What a user brings (a torch module, an import path, a saved file) becomes such a function through `as_model`
-(`gencc.model_adapter`); the entry points call `resolve(f)` first.
+What a user brings (a torch module, an import path, a saved file) becomes such a function through
+`gencc.model.as_model`; the entry points call `gencc.model.resolve(f)` first.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import is_torch, to_numpy
-from .model_adapter import Model, as_model, resolve
+from .._arrays import is_torch, to_numpy
 
-__all__ = ["Model", "apply_batch", "apply_one", "as_model", "resolve"]
+__all__ = ["apply_batch", "apply_one"]
 
 
 def apply_batch(f: Callable, X: Any, batched: bool | None = None) -> np.ndarray:

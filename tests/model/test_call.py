@@ -1,9 +1,9 @@
-"""gencc.models: the one function that applies f to inputs."""
+"""gencc.model.call: the one function that applies f to inputs (the batch calling convention)."""
 
 import numpy as np
 import pytest
 
-from gencc.models import apply_batch, apply_one
+from gencc.model import apply_batch, apply_one
 
 K = 6
 

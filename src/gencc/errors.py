@@ -1,0 +1,80 @@
+"""Every exception gencc raises on purpose, under one root: `except gencc.GenccError` catches them all.
+
+Each class keeps the built-in base its callers already catch (a `JobTimeout` is also a `TimeoutError`, a
+`BadRequest` and a `ModelError` are also `ValueError`s), so the root adds a handle without taking one away.
+This module imports nothing: any layer, the math included, may raise these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BadRequest", "CalibrationStopped", "Cancelled", "ClientError", "GenccError", "InjectedFault", "JobFailed",
+    "JobTimeout", "ModelError", "WorkerError",
+]
+
+
+class GenccError(Exception):
+    """The root of every exception class gencc defines."""
+
+
+class JobFailed(GenccError, RuntimeError):
+    """Every task has finished or failed and the valid results are too few to decode."""
+
+    def __init__(self, message: str, stragglers: dict[int, str] | None = None):
+        super().__init__(message)
+        self.stragglers = dict(stragglers or {})
+
+
+class JobTimeout(JobFailed, TimeoutError):
+    """The hard timeout passed before enough valid results arrived to decode."""
+
+
+class WorkerError(GenccError):
+    """f raised on another process (an actor); the message is already `describe_error` of what it raised."""
+
+
+class InjectedFault(GenccError, RuntimeError):
+    """A task failed by injection or returned non-finite values; its message is the reason (one of
+    `gencc.faults.FAULTS`). `output`: the non-finite output, when there was one."""
+
+    def __init__(self, reason: str, output: Any = None):
+        super().__init__(reason)
+        self.output = output
+
+
+class Cancelled(GenccError):
+    """A running task was cancelled (its result is never delivered)."""
+
+
+class ModelError(GenccError, ValueError):
+    """A user's model that cannot be loaded or fails its first call: the message names the model's spec and what
+    failed (the factory raised, or its output for the given input shape failed). `source`: which of the user's
+    inputs to fix, "model", "input_shape" or "data" (a command line names its option). The CLI reports it as a
+    usage error (exit 2, one line)."""
+
+    def __init__(self, message: str, source: str = "model"):
+        super().__init__(message)
+        self.source = source
+
+
+class BadRequest(GenccError, ValueError):
+    """A request refused at the door: `status` (4xx) and the message naming the problem."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+class CalibrationStopped(GenccError):
+    """A calibration abandoned (its service closed)."""
+
+
+class ClientError(GenccError):
+    """A request that got no HTTP answer; `kind` names how (ConnectError, ReadError, RemoteProtocolError,
+    ReadTimeout), as the CSV's error column shows it."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind

@@ -1,0 +1,61 @@
+"""gencc.errors: every exception class gencc defines, found by walking the package, subclasses GenccError, and
+keeps the built-in base its callers catch."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import gencc
+from gencc import errors
+
+
+def _exception_classes() -> dict[str, type]:
+    found: dict[str, type] = {}
+    for info in pkgutil.walk_packages(gencc.__path__, "gencc."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError as e:  # an optional dependency (ray) missing here: its module cannot define one we use
+            if (e.name or "").startswith("gencc"):
+                raise
+            continue
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name:
+                found[f"{info.name}.{name}"] = obj
+    return found
+
+
+def test_every_gencc_exception_class_subclasses_gencc_error() -> None:
+    found = _exception_classes()
+    assert "gencc.errors.JobTimeout" in found and "gencc.serving.http_limits._TooLarge" in found  # the walk sees
+    outside = sorted(name for name, cls in found.items() if not issubclass(cls, errors.GenccError))
+    assert not outside, f"exception classes not under gencc.GenccError: {outside}"
+
+
+def test_the_public_classes_live_in_gencc_errors_and_keep_their_builtin_bases() -> None:
+    assert gencc.GenccError is errors.GenccError and gencc.JobTimeout is errors.JobTimeout
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert cls.__module__ == "gencc.errors" and issubclass(cls, errors.GenccError)
+    assert issubclass(errors.JobTimeout, TimeoutError) and issubclass(errors.JobTimeout, errors.JobFailed)
+    assert issubclass(errors.JobFailed, RuntimeError) and issubclass(errors.InjectedFault, RuntimeError)
+    assert issubclass(errors.BadRequest, ValueError) and issubclass(errors.ModelError, ValueError)
+    from gencc.engine.task import WorkerError
+    from gencc.faults import Cancelled, InjectedFault
+    from gencc.serving.schemas import BadRequest
+
+    assert (WorkerError, Cancelled, InjectedFault, BadRequest) == (errors.WorkerError, errors.Cancelled,
+                                                                   errors.InjectedFault, errors.BadRequest)
+
+
+def test_a_failed_job_is_caught_as_a_gencc_error() -> None:
+    import numpy as np
+
+    code = gencc.GCC(K=2, N=4)
+    with pytest.raises(gencc.GenccError) as info:
+        gencc.run(lambda x: np.asarray(x) * 2, np.ones((2, 3)), code, wait_for=4, latency=[0, 0, 0, np.inf],
+                  timeout=0.2)
+    assert isinstance(info.value, gencc.JobTimeout) and isinstance(info.value, TimeoutError)
