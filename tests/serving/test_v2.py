@@ -329,3 +329,58 @@ def test_api_key_refusal_on_v2_is_an_error_object():
     finally:
         server.should_exit = True
         thread.join(20)
+
+
+MODEL_FILE = '''
+import numpy as np
+
+W = np.linspace(-1, 1, 30).reshape(10, 3)
+
+
+def f(x):
+    x = np.asarray(x, dtype=np.float32).reshape(len(x), -1)
+    return np.tanh(x @ W.astype(np.float32)).astype(np.float64)
+'''
+
+
+def test_gencc_serve_model_and_name_speak_v2(tmp_path, monkeypatch):
+    """`gencc serve --model SPEC --name NAME`: tritonclient finds the model under NAME with the shapes read from
+    the model, and gets the model's own answer; a name that cannot be a path segment exits 2 first."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from gencc.cli import app as cli
+
+    (tmp_path / "v2_tiny.py").write_text(MODEL_FILE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(cli, ["serve", "--model", "v2_tiny:f", "--input-shape", "2,5", "--name", "a/b"])
+    assert r.exit_code == 2 and "--name" in r.output and "Traceback" not in r.output
+    seen = {}
+
+    def fake_run(app_, host, port, **kwargs):  # serve on a free port in a thread, as a client would see it
+        server, thread, p = start_server(app_)
+        try:
+            c = client(p)
+            seen["meta"] = c.get_model_metadata("my-net")
+            x = np.random.default_rng(9).uniform(-1, 1, size=(4, *SHAPE)).astype(np.float32)
+            seen["answer"] = (x, infer(c, x, True, True, model="my-net"))
+            c.close()
+        finally:
+            server.should_exit = True
+            thread.join(20)
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    r = CliRunner().invoke(cli, ["serve", "--model", "v2_tiny:f", "--input-shape", "2,5", "--name", "my-net",
+                                 "--scheme", "gcc", "--workers", "6", "--K", "3", "--port", str(port)])
+    assert r.exit_code == 0, r.output
+    assert "/v2/models/my-net" in r.output
+    assert seen["meta"]["inputs"][0]["shape"] == [-1, 2, 5] and seen["meta"]["outputs"][0]["shape"] == [-1, 3]
+    x, result = seen["answer"]
+    body = result.get_response()
+    assert body["model_name"] == "my-net" and body["parameters"]["scheme"] == "gcc"
+    for d, got, w in zip(body["parameters"]["degraded"], result.as_numpy("output"), tiny_model(x), strict=True):
+        assert d or np.allclose(got, w, atol=1e-6)
