@@ -91,6 +91,8 @@ def test_tritonclient_health_and_metadata(served):
     assert m["name"] == NAME and m["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 2, 5]}]
     assert m["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1, 3]}]
     assert c.get_model_metadata(NAME, model_version="1") == m
+    cfg = c.get_model_config(NAME)  # Triton's configuration extension: dims without the batch axis
+    assert cfg["max_batch_size"] == 16 and cfg["input"][0]["dims"] == [2, 5] and cfg["output"][0]["dims"] == [3]
     with pytest.raises(InferenceServerException, match="unknown model 'another'"):
         c.get_model_metadata("another")
     c.close()

@@ -7,6 +7,7 @@ service without change:
     GET  /v2/health/live, /v2/health/ready readiness is /healthz's: 503 unless the live workers serve the scheme
     GET  /v2/models/NAME[/versions/1]      model metadata: input `input` FP32 [-1, *input_shape], output `output`
     GET  /v2/models/NAME[/versions/1]/ready
+    GET  /v2/models/NAME[/versions/1]/config   Triton's model configuration (what perf_analyzer reads first)
     POST /v2/models/NAME[/versions/1]/infer
 
 An infer request carries one tensor `input` of shape [B, *input_shape], datatype FP32, 1 <= B <= max_batch,
@@ -142,6 +143,13 @@ class ModelSpec:
                 "inputs": [{"name": INPUT, "datatype": DATATYPE, "shape": [-1, *self.in_shape]}],
                 "outputs": [{"name": OUTPUT, "datatype": DATATYPE, "shape": out}]}
 
+    def config(self) -> dict[str, Any]:
+        """Triton's model configuration extension: the batch axis is `max_batch_size`, dims exclude it."""
+        out = list(self.out_shape) if self.out_shape is not None else [-1]
+        return {"name": self.name, "platform": "gencc", "backend": "gencc", "max_batch_size": self.max_batch,
+                "input": [{"name": INPUT, "data_type": "TYPE_FP32", "dims": list(self.in_shape)}],
+                "output": [{"name": OUTPUT, "data_type": "TYPE_FP32", "dims": out}]}
+
     def parse(self, body: bytes, header_length: int | None) -> Inference:
         """The inputs of an infer body (`header_length`: the Inference-Header-Content-Length header, binary
         tensors follow the JSON), or ProtocolError (400) naming the problem."""
@@ -249,7 +257,7 @@ def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
                  "outputs": [out]}, blob
 
 
-_MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer)?$")
+_MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/config)?$")
 
 
 class V2Routes:
@@ -320,6 +328,8 @@ class V2Routes:
         tail, _ = self._model(path)
         if tail == "":
             return 200, self.spec.metadata()
+        if tail == "/config":
+            return 200, self.spec.config()
         if tail == "/ready":
             status, obj = self._ready()
             return status, ({"name": self.spec.name, "ready": True} if status == 200 else obj)
