@@ -386,3 +386,58 @@ def test_gencc_serve_model_and_name_speak_v2(tmp_path, monkeypatch):
     assert body["model_name"] == "my-net" and body["parameters"]["scheme"] == "gcc"
     for d, got, w in zip(body["parameters"]["degraded"], result.as_numpy("output"), tiny_model(x), strict=True):
         assert d or np.allclose(got, w, atol=1e-6)
+
+
+@pytest.mark.parametrize("scheme", ["uncoded", "replication", "hedged", "bacc", "sgcc", "gcc-hedge"])
+def test_every_scheme_answers_v2(scheme):
+    """The protocol sits on the service, not on a scheme: each answers a batch, naming itself."""
+    svc = tiny_service(scheme)
+    app = create_app(svc, in_shape=SHAPE, out_shape=OUT, name=NAME)
+    server, thread, port = start_server(app)
+    try:
+        c = client(port)
+        x = np.random.default_rng(11).uniform(-1, 1, size=(4, *SHAPE)).astype(np.float32)
+        body = infer(c, x, True, False).get_response()
+        assert body["parameters"]["scheme"] == svc.scheme and len(body["parameters"]["degraded"]) == 4
+        y = np.asarray(body["outputs"][0]["data"], dtype=np.float32).reshape(4, *OUT)
+        for d, got, w in zip(body["parameters"]["degraded"], y, tiny_model(x), strict=True):
+            assert d or np.allclose(got, w, atol=1e-6)
+        c.close()
+    finally:
+        server.should_exit = True
+        thread.join(20)
+
+
+def test_the_parser_refuses_any_body_with_a_protocol_error():
+    """Arbitrary bytes, JSON values and near-valid requests, with or without a binary header length, end in a
+    parsed input or a ProtocolError (400), never another exception."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gencc.serving.v2 import ModelSpec, ProtocolError
+
+    spec = ModelSpec(NAME, SHAPE, OUT, max_batch=4)
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(), st.text(max_size=5))
+    values = st.recursive(scalars, lambda s: st.one_of(st.lists(s, max_size=12),
+                                                       st.dictionaries(st.text(max_size=8), s, max_size=4)),
+                          max_leaves=40)
+    tensor = st.fixed_dictionaries({"name": st.sampled_from(["input", "x", 3]),
+                                    "shape": st.one_of(st.just([1, 2, 5]), st.lists(st.integers(-2, 20), max_size=4)),
+                                    "datatype": st.sampled_from(["FP32", "FP64", "BYTES", None])},
+                                   optional={"data": values, "parameters": values})
+    near = st.fixed_dictionaries({"inputs": st.lists(tensor, max_size=2)}, optional={
+        "outputs": values, "parameters": values, "id": values})
+    bodies = st.one_of(st.binary(max_size=200), near.map(lambda d: json.dumps(d).encode()),
+                       values.map(lambda v: json.dumps(v).encode()))
+
+    @settings(max_examples=400, deadline=None)
+    @given(bodies, st.one_of(st.none(), st.integers(-5, 300)), st.binary(max_size=48))
+    def check(body, header_length, tail):
+        try:
+            inf = spec.parse(body + tail if header_length is not None else body, header_length)
+        except ProtocolError as e:
+            assert e.status == 400 and e.message
+        else:
+            assert inf.x.dtype == np.float32 and inf.x.shape[1:] == SHAPE and np.isfinite(inf.x).all()
+
+    check()
