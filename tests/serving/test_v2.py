@@ -441,3 +441,20 @@ def test_the_parser_refuses_any_body_with_a_protocol_error():
             assert inf.x.dtype == np.float32 and inf.x.shape[1:] == SHAPE and np.isfinite(inf.x).all()
 
     check()
+
+
+def test_an_output_beyond_float32_is_a_500_error_object():
+    from types import SimpleNamespace
+
+    from gencc.serving.v2 import Inference, ModelSpec, answer
+
+    spec = ModelSpec(NAME, SHAPE, OUT, max_batch=4)
+    inf = Inference(np.zeros((2, *SHAPE), np.float32), "a", False)
+    ok = SimpleNamespace(status=200, output=np.ones(3), degraded=False, id=1)
+    big = SimpleNamespace(status=200, output=np.array([1e39, 0, 0]), degraded=True, id=2)
+    status, body, blob = answer(spec, "gcc", inf, [ok, big])
+    assert status == 500 and "not finite" in body["error"] and blob == b""
+    late = SimpleNamespace(status=504, error="request timed out", degraded=False, id=3)
+    assert answer(spec, "gcc", inf, [ok, late])[:2] == (504, {"error": "input 1 of 2: request timed out"})
+    status, body, _ = answer(spec, "gcc", inf, [ok, ok])
+    assert status == 200 and body["id"] == "a" and body["parameters"]["degraded"] == [False, False]

@@ -242,7 +242,10 @@ def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
         i, r = failed[0]
         where = f"input {i} of {len(results)}: " if len(results) > 1 else ""
         return r.status, {"error": f"{where}{r.error}"}, b""
-    y = np.stack([np.asarray(r.output, dtype=np.float32) for r in results])
+    with np.errstate(over="ignore"):
+        y = np.stack([np.asarray(r.output, dtype=np.float32) for r in results])
+    if not np.isfinite(y).all():  # JSON has no NaN; a finite float64 output may overflow float32
+        return 500, {"error": "the model's output is not finite in float32"}, b""
     degraded = [bool(r.degraded) for r in results]
     out: dict[str, Any] = {"name": OUTPUT, "datatype": DATATYPE, "shape": list(y.shape)}
     blob = b""
