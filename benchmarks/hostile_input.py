@@ -1,6 +1,7 @@
 """Hostile input against a real `gencc serve` (digits-cnn, gcc) on loopback: each case's status, time to the
-answer, /healthz after it, and the server's RSS growth; then the poison pattern (two valid requests and one
-1e39 request per group, 30 rounds) and 300 half-sent bodies and headers against the read timeout.
+answer, /healthz after it, and the server's RSS growth, on /predict and on the Open Inference Protocol's
+/v2/models/model/infer (JSON and binary tensors); then the poison pattern (two valid requests and one 1e39
+request per group, 30 rounds, on both) and 300 half-sent bodies and headers against the read timeout.
 
     python benchmarks/hostile_input.py
     python benchmarks/hostile_input.py --out docs/generated/hostile-input.md
@@ -31,6 +32,7 @@ from measure import machine  # noqa: E402
 from gencc.serving.http_client import HttpClient  # noqa: E402
 
 MB = 2 ** 20
+V2 = "/v2/models/model/infer"
 
 
 def rss_mb(pid: int) -> float:
@@ -70,8 +72,9 @@ def post(port: int, body: bytes, ctype: str = "application/json", path: str = "/
     return exchange(port, head, body)
 
 
-def chunked(port: int, total: int) -> tuple[int, float]:
-    head = b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+def chunked(port: int, total: int, path: str = "/predict") -> tuple[int, float]:
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked"
+            "\r\n\r\n").encode()
     piece = b"%x\r\n%s\r\n" % (MB, b"[0.5," * (MB // 5) + b"0" * (MB % 5))
     return exchange(port, head, piece * (total // MB) + b"0\r\n\r\n")
 
@@ -83,6 +86,43 @@ def healthz(port: int) -> tuple[int, float]:
 def x_body(value: str, shape: tuple[int, ...] = (1, 8, 8)) -> bytes:
     a = np.full(shape, 0.25).tolist()
     return json.dumps({"input": a}).replace("0.25", value, 1).encode()
+
+
+def v2_json(data: str, shape: str = "[1,1,8,8]", datatype: str = "FP32") -> bytes:
+    """An Open Inference Protocol infer body with the tensor as JSON `data`."""
+    return (f'{{"inputs":[{{"name":"input","shape":{shape},"datatype":"{datatype}","data":{data}}}]}}').encode()
+
+
+def v2_binary(port: int, x: np.ndarray, size: int | None = None) -> tuple[int, float]:
+    """POST x (B, 1, 8, 8) as a binary tensor after the JSON header (`size`: the declared binary_data_size)."""
+    blob = np.asarray(x, dtype="<f4").tobytes()
+    head = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
+                                   "parameters": {"binary_data_size": len(blob) if size is None else size}}]}).encode()
+    req = (f"POST {V2} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n"
+           f"Inference-Header-Content-Length: {len(head)}\r\nContent-Length: {len(head) + len(blob)}\r\n\r\n")
+    return exchange(port, req.encode(), head + blob)
+
+
+def v2_cases() -> list[tuple[str, object]]:
+    """The same kinds of hostile input on the Open Inference Protocol's infer route."""
+    flat = ",".join(["0.25"] * 64)
+    one = np.full((1, 1, 8, 8), 0.25, dtype=np.float32)
+    nan = one.copy()
+    nan[0, 0, 0, 0] = np.nan
+    return [
+        ("v2: depth 10,000", lambda p: post(p, v2_json("[" * 10_000 + "]" * 10_000), path=V2)),
+        ("v2: 1e39 (inf in float32)", lambda p: post(p, v2_json("[1e39," + flat[5:] + "]"), path=V2)),
+        ("v2: NaN literal", lambda p: post(p, v2_json("[NaN," + flat[5:] + "]"), path=V2)),
+        ("v2: booleans", lambda p: post(p, v2_json("[" + ",".join(["true"] * 64) + "]"), path=V2)),
+        ("v2: wrong shape", lambda p: post(p, v2_json("[" + flat + "]", shape="[1,8,8]"), path=V2)),
+        ("v2: datatype INT64", lambda p: post(p, v2_json("[" + flat + "]", datatype="INT64"), path=V2)),
+        ("v2: unknown model", lambda p: post(p, v2_json("[" + flat + "]"), path="/v2/models/other/infer")),
+        ("v2: binary, NaN", lambda p: v2_binary(p, nan)),
+        ("v2: binary, size mismatch", lambda p: v2_binary(p, one, size=255)),
+        ("v2: binary, 100,000-item batch", lambda p: v2_binary(p, np.zeros((100_000, 1, 8, 8), np.float32))),
+        ("v2: text/plain", lambda p: post(p, v2_json("[" + flat + "]"), ctype="text/plain", path=V2)),
+        ("v2: 50 MB body (chunked)", lambda p: chunked(p, 50 * MB, path=V2)),
+    ]
 
 
 def cases(x: list) -> list[tuple[str, object]]:
@@ -100,17 +140,19 @@ def cases(x: list) -> list[tuple[str, object]]:
                                               path="/predict/batch")),
         ("50 MB body (Content-Length)", lambda p: post(p, huge)),
         ("50 MB body (chunked)", lambda p: chunked(p, 50 * MB)),
+        *v2_cases(),
     ]
 
 
-def half_sent(port: int, n: int, read_timeout: float, headers_only: bool) -> tuple[int, float]:
+def half_sent(port: int, n: int, read_timeout: float, headers_only: bool, path: str = "/predict"
+              ) -> tuple[int, float]:
     """Open n connections that send half a request; how many are still open read_timeout + 1 s later."""
     socks = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Le" if headers_only else
-                  b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000"
-                  b"\r\n\r\n{\"input\": [[")
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Le".encode() if headers_only else
+                  f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000"
+                  "\r\n\r\n{\"input\": [[".encode())
         socks.append(s)
     t = time.perf_counter()
     time.sleep(read_timeout + 1.0)
@@ -130,15 +172,26 @@ def half_sent(port: int, n: int, read_timeout: float, headers_only: bool) -> tup
     return still, time.perf_counter() - t
 
 
-def poison(port: int, X: np.ndarray, rounds: int = 30) -> dict:
+def poison(port: int, X: np.ndarray, rounds: int = 30, v2: bool = False) -> dict:
+    """v2: the valid inputs as binary tensors to the Open Inference Protocol's route, the poison as JSON there."""
+    def body(x: np.ndarray) -> tuple[bytes, dict[str, str]]:
+        if not v2:
+            return json.dumps({"input": x.tolist()}).encode(), {"Content-Type": "application/json"}
+        blob = np.asarray(x[None], dtype="<f4").tobytes()
+        head = json.dumps({"inputs": [{"name": "input", "shape": [1, *x.shape], "datatype": "FP32",
+                                       "parameters": {"binary_data_size": len(blob)}}]}).encode()
+        return head + blob, {"Content-Type": "application/octet-stream",
+                             "Inference-Header-Content-Length": str(len(head))}
+
+    path = V2 if v2 else "/predict"
+
     async def run() -> dict:
         c = HttpClient("127.0.0.1", port, max_connections=8, timeout=30)
         hdr = {"Content-Type": "application/json"}
-        bad = c.encode("POST", "/predict", x_body("1e39"), hdr)
+        bad = c.encode("POST", path, v2_json("[1e39" + ",0.25" * 63 + "]") if v2 else x_body("1e39"), hdr)
         valid, poisoned, worst = [], [], 0.0
         for r in range(rounds):
-            raws = [c.encode("POST", "/predict", json.dumps({"input": X[(2 * r + j) % len(X)].tolist()}).encode(),
-                             hdr) for j in range(2)]
+            raws = [c.encode("POST", path, *body(X[(2 * r + j) % len(X)])) for j in range(2)]
 
             async def timed(raw: bytes) -> tuple[int, float]:
                 t = time.perf_counter()
@@ -150,7 +203,7 @@ def poison(port: int, X: np.ndarray, rounds: int = 30) -> dict:
             poisoned.append(sp)
             worst = max(worst, t0, t1)
         c.close()
-        return {"valid_200": valid.count(200), "valid": len(valid), "poison_422": poisoned.count(422),
+        return {"valid_200": valid.count(200), "valid": len(valid), "poison_422": poisoned.count(400 if v2 else 422),
                 "poison": len(poisoned), "worst_valid_s": worst}
 
     return asyncio.run(run())
@@ -190,17 +243,19 @@ def main() -> None:
             print(lines[-1], flush=True)
         lines += ["", "| half-sent connections | still open after read timeout + 1 s | /healthz after |",
                   "|---|---|---|"]
-        for kind, headers_only in (("bodies", False), ("headers", True)):
-            still, _ = half_sent(port, args.half_sent, args.read_timeout, headers_only)
+        for kind, headers_only, path in (("bodies", False, "/predict"), ("headers", True, "/predict"),
+                                         ("v2 bodies", False, V2), ("v2 headers", True, V2)):
+            still, _ = half_sent(port, args.half_sent, args.read_timeout, headers_only, path)
             h, hs = healthz(port)
             lines.append(f"| {args.half_sent} half-sent {kind} | {still} | {h} in {hs * 1000:.1f} ms |")
             print(lines[-1], flush=True)
-        p = poison(port, X)
-        lines += ["", "| poison pattern (2 valid + one 1e39 per group, 30 rounds) | valid 200 | poison 422 | "
-                      "slowest valid s |", "|---|---|---|---|",
-                  f"| gcc, K = 8, W = 12 | {p['valid_200']} of {p['valid']} | {p['poison_422']} of {p['poison']} | "
-                  f"{p['worst_valid_s']:.3f} |"]
-        print(lines[-1], flush=True)
+        lines += ["", "| poison pattern (2 valid + one 1e39 per group, 30 rounds) | valid 200 | poison refused (422; "
+                      "v2: 400) | slowest valid s |", "|---|---|---|---|"]
+        for label, v2 in (("gcc, K = 8, W = 12, /predict", False), ("gcc, K = 8, W = 12, v2 binary", True)):
+            p = poison(port, X, v2=v2)
+            lines.append(f"| {label} | {p['valid_200']} of {p['valid']} | {p['poison_422']} of {p['poison']} | "
+                         f"{p['worst_valid_s']:.3f} |")
+            print(lines[-1], flush=True)
     finally:
         server.terminate()
         server.wait(30)

@@ -53,6 +53,11 @@ def test_http_on_ray_actors_with_faults_answers_every_request_once():
                         request_timeout=5.0)
     server, th, port = start_server(create_app(svc))
     rows = run_http(f"http://127.0.0.1:{port}", rate=60, duration=2.0, inputs=svc.workload.X_test[:40].tolist())
+    import httpx  # the Open Inference Protocol on the same Ray-backed service
+
+    v2 = [httpx.post(f"http://127.0.0.1:{port}/v2/models/model/infer", timeout=10, json={"inputs": [
+        {"name": "input", "shape": [2, 1, 8, 8], "datatype": "FP32", "data": x.ravel().tolist()}]})
+        for x in (svc.workload.X_test[i:i + 2] for i in range(0, 20, 2))]
     dead = int(svc.pool.dead.sum())
     restarts = sum(svc.pool.backend.restarts)
     fails = dict(svc.dispatcher.failures)
@@ -61,6 +66,9 @@ def test_http_on_ray_actors_with_faults_answers_every_request_once():
     st = [r["status"] for r in rows]
     assert len(rows) > 60 and set(st) <= {200, 503, 504} and st.count(200) >= 0.8 * len(rows), st
     assert all(r["scheme"] == "gcc" for r in rows)
+    ok = [r.json() for r in v2 if r.status_code == 200]
+    assert len(ok) >= 5 and all(len(b["parameters"]["degraded"]) == 2 and b["outputs"][0]["shape"] == [2, 10]
+                                for b in ok) and all("error" in r.json() for r in v2 if r.status_code != 200)
     assert sum(fails.values()) > 0 and svc.pool.errors == []
     assert dead == 0 and (restarts >= 1 or "crash" not in fails)  # a killed actor is replaced; its worker stays
 

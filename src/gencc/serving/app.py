@@ -1,4 +1,5 @@
-"""The HTTP front door (FastAPI): POST /predict, POST /predict/batch, GET /healthz, GET /metrics.
+"""The HTTP front door (FastAPI): POST /predict, POST /predict/batch, GET /healthz, GET /metrics, and the Open
+Inference Protocol under /v2 (`gencc.serving.v2`).
 
 Overload -> 503 (bounded in-flight requests), bad input -> 4xx naming the problem before it reaches a worker
 (`gencc.serving.http_limits`: API key, Content-Type, body size, read deadline; `gencc.serving.schemas`: strict
@@ -26,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from .http_limits import DoorGuard, Limits, uvicorn_options
 from .schemas import BadRequest, body_bytes_bound, parse_batch, parse_one, request_schemas
 from .service import Service
+from .v2 import ModelSpec, V2Routes, server_metadata
 
 log = logging.getLogger(__name__)
 BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -131,10 +133,11 @@ def _on_loop(fut: Future) -> asyncio.Future:
 
 
 def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None = None,
-               in_shape: tuple[int, ...] | None = None) -> FastAPI:
+               in_shape: tuple[int, ...] | None = None, name: str = "model",
+               out_shape: tuple[int, ...] | None = None) -> FastAPI:
     """The app serving `service` (closed, after answering what is in flight, when the app shuts down), refusing
-    what `limits` (default `Limits()`) refuses; inputs of `in_shape` (default: the service's workload's or
-    model's)."""
+    what `limits` (default `Limits()`) refuses; inputs of `in_shape` and outputs of `out_shape` (default: the
+    service's workload's or model's); `name`: the model's name in the Open Inference Protocol's routes."""
     m = Metrics(service.scheme)
     limits = limits or Limits()
     if in_shape is None:  # the service's model's (a workload, or a model given to Service.build)
@@ -142,6 +145,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         if src is None:
             raise ValueError("create_app needs in_shape= for a service built without a workload or model")
         in_shape = src.in_shape
+    if out_shape is None:
+        src = getattr(service, "workload", None) or getattr(service, "model", None)
+        out_shape = getattr(src, "out_shape", None)
     in_shape = tuple(in_shape)
     schemas = request_schemas(in_shape, limits.max_batch)
     max_body = limits.max_body_bytes or body_bytes_bound(in_shape, limits.max_batch)
@@ -196,11 +202,14 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
                   exc_info=err)
         return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
-    async def answer_one(x: np.ndarray) -> tuple[int, dict[str, Any]]:
+    async def settle(x: np.ndarray) -> Any:
         r = await _on_loop(service.submit(x))
         if r.status == 503 and (r.error.startswith("overloaded") or (r.error == "shutting down" and not r.tasks)):
             count(503)
-        return _body(r, service.scheme)
+        return r
+
+    async def answer_one(x: np.ndarray) -> tuple[int, dict[str, Any]]:
+        return _body(await settle(x), service.scheme)
 
     async def answer_batch(arrs: list[np.ndarray]) -> tuple[int, dict[str, Any]]:
         res = await asyncio.gather(*(answer_one(a) for a in arrs))
@@ -240,7 +249,13 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         status, body = await batch(await request.body())
         return JSONResponse(body, status_code=status)
 
-    app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body, on_refuse=count)  # outermost
+    from .. import __version__
+
+    app.add_middleware(V2Routes, spec=ModelSpec(name, in_shape, out_shape, limits.max_batch), scheme=service.scheme,
+                       settle=settle, health=service.health, count=count, server=server_metadata(__version__),
+                       parse_inline_bytes=limits.parse_inline_bytes)
+    app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body, on_refuse=count,
+                       protocol_prefix="/v2/")  # outermost
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

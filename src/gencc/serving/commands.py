@@ -76,11 +76,14 @@ def serve_command(
              "with a --host other than loopback")] = None,
     read_timeout: Annotated[float, typer.Option(help="seconds a request's headers and body may take to arrive",
                                                 callback=number(above=0))] = 10.0,
-    max_batch: Annotated[int, typer.Option(min=1, max=MAX_BATCH, help="most inputs in one POST /predict/batch")] = 64,
+    max_batch: Annotated[int, typer.Option(min=1, max=MAX_BATCH, help="most inputs in one POST /predict/batch or "
+                                                                           "/v2 infer")] = 64,
     max_body: Annotated[int | None, typer.Option(
         min=1024, max=MAX_BODY, show_default=False,
         help="largest request body in bytes, refused with 413 before it is parsed (default: what --max-batch "
              "inputs of the model's shape need, at least 64 KiB)")] = None,
+    name: Annotated[str, typer.Option(help="the model's name in the Open Inference Protocol's routes "
+                                           "(/v2/models/NAME/infer)")] = "model",
     isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
                                                "namespace (unshare -n, or -rn as an ordinary user); the port is "
                                                "bound outside it and handed over")] = True,
@@ -99,6 +102,12 @@ def serve_command(
                          packed_parity)
     if gate not in GATES:
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
+    from .v2 import check_model_name
+
+    try:
+        check_model_name(name)
+    except ValueError as e:
+        raise refuse("--name", str(e)) from None
     from ..testing.isolation import inherited_socket
 
     sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
@@ -135,14 +144,15 @@ def serve_command(
     freeze_heap()
     workload = workload if model is None else svc.model.identity
     url = f"http://{host}:{port}"
-    typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at {url}")
+    typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at {url} (Open Inference "
+               f"Protocol: {url}/v2/models/{name})")
     log.info("serving %s at %s: scheme %s, %d %s workers, K=%d, at most %d requests in flight", workload, url,
              svc.scheme, workers, backend, K, max_pending)
     level = logging.getLevelName(logging.getLogger("gencc").getEffectiveLevel()).lower()
     try:
         kw = {"access_log": False, "log_level": level if level in ("debug", "info", "warning", "error") else "warning",
               **uvicorn_options(limits)}
-        app = create_app(svc, limits=limits)
+        app = create_app(svc, limits=limits, name=name)
         log.info("door: bodies up to %d bytes, batches up to %d inputs, %g s to send a request",
                  app.state.max_body_bytes, limits.max_batch, limits.read_timeout_s)
         if sock is None:

@@ -56,12 +56,12 @@ class Limits:
 
 async def reply(send: Send, status: int, detail: str, close: bool = True,
                 extra: tuple[tuple[bytes, bytes], ...] = (), drain: Receive | None = None,
-                drain_s: float = 1.0, drain_bytes: int = 64 * 2 ** 20) -> None:
-    """Send a JSON {"detail": ...} answer straight from the middleware. With `drain` (the request's receive),
+                drain_s: float = 1.0, drain_bytes: int = 64 * 2 ** 20, key: str = "detail") -> None:
+    """Send a JSON {key: detail} answer straight from the middleware. With `drain` (the request's receive),
     the answer goes out first, then up to `drain_bytes` of the unread body are read and dropped for up to
     `drain_s` before the answer ends and the connection closes: a client still sending sees the answer, not a
     reset (closing a socket with unread input resets it)."""
-    body = json.dumps({"detail": detail}).encode()
+    body = json.dumps({key: detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     if close:
         headers.append((b"connection", b"close"))
@@ -106,15 +106,24 @@ def _json_content_type(value: bytes) -> bool:
     return True
 
 
+def _protocol_content_type(value: bytes) -> bool:
+    """The Open Inference Protocol's infer bodies: JSON, binary tensors after a JSON header, or no Content-Type
+    (tritonclient sends none)."""
+    return not value.strip() or value.split(b";")[0].strip().lower() == b"application/octet-stream" or \
+        _json_content_type(value)
+
+
 class DoorGuard:
     """ASGI middleware applying `Limits` (see the module docstring) to `body_paths` (POST) and, for the key, to
-    every path."""
+    every path. POST under `protocol_prefix` (the Open Inference Protocol's routes, `gencc.serving.v2`) is
+    guarded too, its body may also be binary (application/octet-stream, or no Content-Type), and every refusal
+    under it reads {"error": ...}, that protocol's form."""
 
     def __init__(self, app: Callable, limits: Limits, max_body_bytes: int,
                  body_paths: tuple[str, ...] = ("/predict", "/predict/batch"),
-                 on_refuse: Callable[[int], None] | None = None):
+                 on_refuse: Callable[[int], None] | None = None, protocol_prefix: str | None = None):
         self.app, self.limits, self.max_body = app, limits, int(max_body_bytes)
-        self.on_refuse = on_refuse
+        self.on_refuse, self.prefix = on_refuse, protocol_prefix
         self.key = limits.api_key.encode() if limits.api_key else None
         self.body_paths = frozenset(body_paths)
 
@@ -123,15 +132,18 @@ class DoorGuard:
             await self.app(scope, receive, send)
             return
 
+        path = scope["path"]
+        protocol = self.prefix is not None and (path + "/").startswith(self.prefix)
+
         async def refuse(status: int, detail: str, **kw: Any) -> None:
             if self.on_refuse is not None:
                 self.on_refuse(status)
-            await reply(send, status, detail, **kw)
+            await reply(send, status, detail, key="error" if protocol else "detail", **kw)
 
-        await self._guard(scope, receive, send, refuse)
+        await self._guard(scope, receive, send, refuse, protocol)
 
-    async def _guard(self, scope: Scope, receive: Receive, send: Send, refuse: Callable[..., Awaitable[None]]
-                     ) -> None:
+    async def _guard(self, scope: Scope, receive: Receive, send: Send, refuse: Callable[..., Awaitable[None]],
+                     protocol: bool = False) -> None:
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
         # a client waiting for "100 Continue" has not sent its body: nothing to drain (and no 100 after a refusal)
         drain = None if headers.get(b"expect", b"").lower() == b"100-continue" else receive
@@ -139,10 +151,14 @@ class DoorGuard:
             await refuse(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
                          extra=((b"www-authenticate", b"Bearer"),), drain=drain)
             return
-        if scope["method"] != "POST" or scope["path"] not in self.body_paths:
+        if scope["method"] != "POST" or not (protocol or scope["path"] in self.body_paths):
             await self.app(scope, receive, send)
             return
-        if not _json_content_type(headers.get(b"content-type", b"")):
+        if protocol and not _protocol_content_type(headers.get(b"content-type", b"")):
+            await refuse(415, "Content-Type must be application/json (UTF-8) or application/octet-stream (binary "
+                              "tensors)", drain=drain)
+            return
+        if not protocol and not _json_content_type(headers.get(b"content-type", b"")):
             await refuse(415, "Content-Type must be application/json (UTF-8)", drain=drain)
             return
         declared = headers.get(b"content-length")
