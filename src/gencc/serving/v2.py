@@ -39,6 +39,7 @@ import numpy as np
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from ..errors import GenccError
 from .schemas import Number
 
 #: the only version a gencc model has (the path form /versions/1 is accepted)
@@ -81,7 +82,7 @@ class InferBody(BaseModel):
     outputs: list[TensorWanted] | None = None
 
 
-class ProtocolError(ValueError):
+class ProtocolError(GenccError, ValueError):
     """A request the protocol refuses: `status` and the message for {"error": ...}."""
 
     def __init__(self, status: int, message: str):
