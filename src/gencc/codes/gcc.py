@@ -16,6 +16,7 @@ from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
 from . import robust
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
+from .capabilities import Capabilities
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -126,6 +127,11 @@ class GCC(Code):
     @property
     def min_results(self) -> int:
         return max(self.kernel.q, 1)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """An uncertainty estimate (`decode_uncertainty`, the GP reading of the fit)."""
+        return Capabilities(uncertainty=True)
 
     @property
     def data_dependent(self) -> bool:

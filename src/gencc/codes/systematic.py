@@ -34,6 +34,7 @@ from .._lru import LRU
 from ..kernels import Kernel, Matern32, get_kernel
 from ..models import apply_batch
 from .base import Code
+from .capabilities import Capabilities, as_groups
 
 #: straggler patterns whose uncertainty pieces (posterior variances, REML forms) a code keeps
 UNCERTAINTY_CACHE_SIZE = 128
@@ -140,6 +141,15 @@ class SystematicGCC(Code):
     @property
     def uniform_workers(self) -> bool:
         return self.parity is None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """An uncertainty estimate, one coding group per coded worker, and with a parity model the coded
+        workers' scales: z -> F_P(s z) / s (packed: Z -> F_P(Z) / s) for a group of s inputs."""
+        scales = None if self.parity is None else tuple(
+            (1.0, 1.0) if s == 0 else (1.0 if self.packed else float(s), float(s)) for s in self.group_size.tolist())
+        return Capabilities(uncertainty=True, groups=as_groups(zip(self.coded, self.groups, strict=True)),
+                            scales=scales)
 
     def worker_function(self, f: Callable | None, n: int) -> Callable | None:
         """f for systematic workers; with `parity`, coded worker n (group of s inputs) runs z -> F_P(s z) / s."""

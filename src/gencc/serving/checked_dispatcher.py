@@ -86,7 +86,7 @@ class CheckedDispatcher(CodedDispatcher):
             raise ValueError(f"quarantine must be a positive number of flags, got {quarantine}")
         self.check, self.strict, self.quarantine, self.rtol = check, bool(strict), int(quarantine), float(rtol)
         self.quarantine_rate = float(quarantine_rate)
-        if getattr(code, "groups", None) is not None:  # SystematicGCC: only parity recoveries, as CodedDispatcher
+        if code.capabilities.groups is not None:  # SystematicGCC: only parity recoveries, as CodedDispatcher
             self.cover = self._cover_map()
         self.covers = [[c for c in range(len(check.coded)) if abs(check.W[c, k]) >= min_weight]
                        for k in range(self.K)]

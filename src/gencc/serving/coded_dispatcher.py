@@ -78,7 +78,10 @@ class CodedDispatcher(Dispatcher):
         self.sys = systematic_slots(code)
         sys_set = set(self.sys or ())
         self.coded_slots = [n for n in range(self.N) if n not in sys_set]
-        self.exact_missing = type(code).missing is not Code.missing
+        caps = code.capabilities
+        self.exact_missing = caps.partial
+        #: input -> the slot of its parity group's coded result, for a partial code with coding groups (ParM)
+        self.parity_slot = caps.group_slot() if caps.partial else {}
         self.min_decode = int(min_decode) if min_decode is not None else (1 if self.exact_missing else self.K)
         self.fn_of, self.in_scale, self.out_scale = worker_functions(code)
         self.latency = RollingQuantile(quantile, default=initial_delay)
@@ -170,7 +173,7 @@ class CodedDispatcher(Dispatcher):
         if g.source:
             return
         m = len(g.members)
-        parm = hasattr(self.code, "group_of")
+        parm = bool(self.parity_slot)
         perm = list(range(m))
         if self.order and not parm and self.sys is not None and m > 2 and g.members[0].x is not None:
             # place similar inputs at neighbouring alphas (the systematic tasks compute f(x) whatever the slot,
@@ -200,8 +203,8 @@ class CodedDispatcher(Dispatcher):
         nearest the members' points (so partial groups cost no more per request than full ones)."""
         if self.sys is None or m == self.K:
             return list(self.coded_slots)
-        if hasattr(self.code, "group_of"):
-            return sorted({self.K + int(self.code.group_of[k]) for k in range(m)})
+        if self.parity_slot:
+            return sorted({self.parity_slot[k] for k in range(m)})
         if self.cover is not None:  # the coded slot of each coding group holding a member
             return sorted({self.cover[k][0] for k in range(m)})
         # at least the code's minimum number of results, so a lone member whose own worker straggles can still
@@ -291,8 +294,8 @@ class CodedDispatcher(Dispatcher):
         self._place(g)
         failed = sum(1 for t in g.tasks if t.reason)
         want: list[int] = []
-        if self.exact_missing and hasattr(self.code, "group_of"):
-            want = [self.K + int(self.code.group_of[g.pos[k]]) for k in late]
+        if self.parity_slot:
+            want = [self.parity_slot[g.pos[k]] for k in late]
         elif self.cover is not None:  # the late members' own coding groups (only they can recover them)
             want = [self.cover[g.pos[k]][0] for k in late]
         else:

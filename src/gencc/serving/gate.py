@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
 from ..engine import Task, VirtualWorkers
 from ..models import apply_batch
 from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's side of the gate)
@@ -96,12 +95,13 @@ def jackknife_std(code: Any, Y: np.ndarray, returned: Sequence[int]) -> np.ndarr
 def uncertainty(code: Any, Y: np.ndarray, returned: Sequence[int]) -> np.ndarray | None:
     """Per input, the estimated error standard deviation of `code.decode(Y, returned)` (module docstring), or None
     when the code offers no estimate."""
-    if hasattr(code, "decode_uncertainty"):
+    caps = code.capabilities
+    if caps.uncertainty:
         try:
             return np.asarray(code.decode_uncertainty(Y, returned), dtype=float)
         except (ValueError, np.linalg.LinAlgError):
             return None
-    if type(code).missing is not Code.missing:  # an exact recovery (ParM): no spread to measure
+    if caps.partial:  # an exact recovery (ParM, replication): no spread to measure
         return None
     return jackknife_std(code, Y, returned)
 
