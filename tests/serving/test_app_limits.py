@@ -16,10 +16,10 @@ pytest.importorskip("uvicorn")
 from serving_helpers import start_server  # noqa: E402
 
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
+from gencc.loadgen.client import HttpClient  # noqa: E402
 from gencc.serving import Service  # noqa: E402
-from gencc.serving.app import create_app  # noqa: E402
-from gencc.serving.http_client import HttpClient  # noqa: E402
-from gencc.serving.http_limits import Limits  # noqa: E402
+from gencc.serving._http.app import create_app  # noqa: E402
+from gencc.serving._http.limits import Limits  # noqa: E402
 from gencc.serving.service import make_dispatcher  # noqa: E402
 
 SHAPE = (2, 5)

@@ -11,7 +11,7 @@ import numpy as np
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes
 from gencc.serving import Request, Service, make_dispatcher
-from gencc.serving.gate import Gate
+from gencc.serving._policy.gate import Gate
 
 IN = (4, 4)
 rng = np.random.default_rng(3)

@@ -12,7 +12,7 @@ from gencc.codes import robust
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes, WrongResults
 from gencc.serving import Request, make_dispatcher
-from gencc.serving.checked_dispatcher import REASON, CheckedDispatcher, ResultCheck
+from gencc.serving._policy.checked import REASON, CheckedDispatcher, ResultCheck
 
 rng = np.random.default_rng(0)
 W1, B1, W2 = rng.standard_normal((12, 32)) / 3, rng.uniform(-1, 1, 32), rng.standard_normal((32, 5))

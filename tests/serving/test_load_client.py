@@ -10,8 +10,8 @@ import socket
 import numpy as np
 import pytest
 
-from gencc.serving.http_client import FixedServer
-from gencc.serving.load import LATE_MS, client_cost, histogram_quantiles, run_http, schedule_report
+from gencc.loadgen.client import FixedServer
+from gencc.loadgen.load import LATE_MS, client_cost, histogram_quantiles, run_http, schedule_report
 
 
 def test_own_cost_is_under_half_a_millisecond_per_request():
@@ -40,7 +40,7 @@ def test_rows_keep_the_schedule_and_reuse_connections():
 def test_falling_behind_schedule_is_reported_and_warned(caplog):
     """One connection to a server that takes 20 ms per answer, at 200 req/s: requests wait for the connection,
     leave late, and the generator says so."""
-    caplog.set_level(logging.WARNING, logger="gencc.serving.load")
+    caplog.set_level(logging.WARNING, logger="gencc.loadgen.load")
     rep: dict = {}
     with FixedServer(delay_s=0.02) as srv:
         rows = run_http(f"http://127.0.0.1:{srv.port}", rate=200, duration=0.5, inputs=[[0.0]], max_connections=1,
@@ -108,7 +108,7 @@ def test_loadtest_prints_the_servers_histogram_beside_its_own_figures(tmp_path):
     from gencc.cli import app as cli
     from gencc.engine import ThreadBackend, Workers
     from gencc.serving import Service
-    from gencc.serving.app import create_app
+    from gencc.serving._http.app import create_app
     from gencc.serving.service import make_dispatcher
 
     def mean(x):  # a model gencc never saw, on the digits inputs' shape
@@ -138,7 +138,7 @@ def test_loadtest_sends_your_own_inputs_from_data(tmp_path):
     from gencc.cli import app as cli
     from gencc.engine import ThreadBackend, Workers
     from gencc.serving import Service
-    from gencc.serving.app import create_app
+    from gencc.serving._http.app import create_app
     from gencc.serving.service import make_dispatcher
 
     seen = []

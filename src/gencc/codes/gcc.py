@@ -284,7 +284,7 @@ class GCC(Code):
         return self._robust_cache.get_or_build((lam, *srt.tolist()), lambda: loo_and_weights(
             t, kernel, lam, self.alpha if shares else None))
 
-    # ----- the decoder's own uncertainty (serving's gate, gencc.serving.gate) ------------------------------
+    # ----- the decoder's own uncertainty (serving's gate, gencc.serving._policy.gate) ----------------------
     def posterior_var(self, returned: Sequence[int], Y: Any = None) -> np.ndarray:
         """Per input k, the variance of the decode's error at alpha_k under the GP reading of the RKHS fit (the
         kernel as covariance, its null space as a flat-prior trend, n lam as the results' noise), in units of the

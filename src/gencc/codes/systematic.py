@@ -190,7 +190,7 @@ class SystematicGCC(Code):
         D[known, np.flatnonzero(~coded)] = 1.0  # exact: the posterior interpolates exact results
         return D
 
-    # ----- the decoder's own uncertainty (serving's gate, gencc.serving.gate) ------------------------------
+    # ----- the decoder's own uncertainty (serving's gate, gencc.serving._policy.gate) ----------------------
     def _reading(self, returned: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(H, Kc, T, noise) of the linear-Gaussian model for `returned` (validated, in the caller's order)."""
         idx = self.check_returned(returned)

@@ -26,15 +26,15 @@ from ..codes.registry import code_spec, make_code
 from ..engine import ThreadBackend, Workers
 from ..faults import Faults, WrongResults
 from ..ordering import order_inputs
-from .checked_dispatcher import CheckedDispatcher, ResultCheck
-from .coded_dispatcher import CodedDispatcher
+from ._policy.checked import CheckedDispatcher, ResultCheck
+from ._policy.coded import CodedDispatcher
+from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from ._policy.gate import Gate, service_gate
+from ._policy.loop_env import LoopEnv
+from ._policy.requests import Env, Request
 from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
-from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
-from .gate import Gate, service_gate
-from .loop_env import LoopEnv
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
-from .requests import Env, Request
 
 __all__ = ["CHECKS", "SCHEMES", "LoopEnv", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
 
@@ -53,8 +53,8 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot.
 
     check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
-    (`gencc.serving.checked_dispatcher.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
-    gate (coded schemes, checked or not): `gencc.serving.gate.Gate`, which holds back decodes unlikely to be right."""
+    (`gencc.serving.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
+    gate (coded schemes, checked or not): `gencc.serving.Gate`, which holds back decodes unlikely to be right."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)

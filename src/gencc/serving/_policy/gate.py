@@ -15,7 +15,7 @@ task (none idle: as soon as one frees), or for a later decode of its group (more
 threshold is chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs,
 records every decode it would send with its score, and the smallest threshold whose sent decodes agree with f on
 top-1 at the target rate is kept (an upper confidence bound over bootstrap resamples), never below the score at
-which the decoder's own error estimate makes the top-1 likely right (`gencc.serving.gate_threshold`;
+which the decoder's own error estimate makes the top-1 likely right (`gencc.serving._policy.gate_threshold`;
 `GateCalibration.frontier` holds the whole agreement / share-sent curve).
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Task, VirtualWorkers
-from ..models import apply_batch
+from ...engine import Task, VirtualWorkers
+from ...models import apply_batch
 from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's side of the gate)
     BOOTSTRAP_DRAWS,
     BOOTSTRAP_QUANTILE,
@@ -275,7 +275,7 @@ def calibrate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str,
     Service time `service_ms` with persistent stragglers (slow_fraction, slow_factor), Poisson arrivals at
     `load` of uncoded capacity; service_ms 0 (unknown): the REFERENCE conditions. `stop` set: raises
     CalibrationStopped at the next model call."""
-    from ..faults import PersistentStragglers, ServiceTimes
+    from ...faults import PersistentStragglers, ServiceTimes
 
     if not service_ms > 0:
         service_ms, slow_fraction, slow_factor, ref_load = REFERENCE
@@ -315,7 +315,7 @@ def service_gate(config: Any, slowdown: Any, make: Callable[[Gate | None], Calla
     kept per (key, configuration) for the life of the process. A calibration runs in a background thread; until
     it ends (`gate.ready`) the gate holds every decode (the service answers only with the model's own outputs);
     `gate.stopped` abandons it."""
-    from .config import scheme as scheme_entry
+    from ..config import scheme as scheme_entry
 
     if config.gate == "off" or scheme_entry(config.scheme).dispatcher != "coded" or config.check != "off":
         return None

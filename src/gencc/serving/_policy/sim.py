@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..engine import VirtualWorkers
+from ...engine import VirtualWorkers
 from .requests import Request
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
-from ..engine import Task
-from ..ordering import order_inputs
+from ...codes import Code
+from ...engine import Task
+from ...ordering import order_inputs
 from .dispatchers import Dispatcher
 from .gate import Gate
 from .requests import Env, Request, RollingQuantile
@@ -94,7 +94,7 @@ class CodedDispatcher(Dispatcher):
         self.decodes = 0
         self.copies = 0
         self.cover = self._cover_map() if cover else None
-        self.gate = gate  # gencc.serving.gate: holds back decodes unlikely to be right
+        self.gate = gate  # gencc.serving._policy.gate: holds back decodes unlikely to be right
 
     def workers_needed(self) -> int:
         return self.N

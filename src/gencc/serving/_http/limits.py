@@ -32,7 +32,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 @dataclass(frozen=True)
 class Limits:
     """What the door accepts. `max_body_bytes` None: derived from the model's input shape and `max_batch`
-    (`gencc.serving.schemas.body_bytes_bound`); `api_key` None: no authentication (loopback only)."""
+    (`gencc.serving._http.schemas.body_bytes_bound`); `api_key` None: no authentication (loopback only)."""
 
     max_batch: int = 64
     max_body_bytes: int | None = None

@@ -1,7 +1,7 @@
 """The HTTP front door (FastAPI): POST /predict, POST /predict/batch, GET /healthz, GET /metrics.
 
 Overload -> 503 (bounded in-flight requests), bad input -> 4xx naming the problem before it reaches a worker
-(`gencc.serving.http_limits`: API key, Content-Type, body size, read deadline; `gencc.serving.schemas`: strict
+(`gencc.serving._http.limits`: API key, Content-Type, body size, read deadline; `gencc.serving._http.schemas`: strict
 JSON numbers of the model's input shape, finite in float32), shutdown answers what is in flight (the lifespan
 closes the service after uvicorn stops taking connections).
 """
@@ -23,9 +23,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
-from .http_limits import DoorGuard, Limits, uvicorn_options
+from ..service import Service
+from .limits import DoorGuard, Limits, uvicorn_options
 from .schemas import BadRequest, body_bytes_bound, parse_batch, parse_one, request_schemas
-from .service import Service
 
 log = logging.getLogger(__name__)
 BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0)

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
-from ..codes import robust as robust_mod
-from ..engine import Task
-from .coded_dispatcher import CodedDispatcher, _Group
+from ...codes import Code
+from ...codes import robust as robust_mod
+from ...engine import Task
+from .coded import CodedDispatcher, _Group
 from .requests import Env, RollingQuantile
 from .result_check import ResultCheck
 

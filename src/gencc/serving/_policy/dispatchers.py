@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Task
+from ...engine import Task
 from .requests import Env, Request, RollingQuantile
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codes import Code
+from ...codes import Code
 
 
 def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
