@@ -38,7 +38,7 @@ def httpx_load(url: str, rate: float, duration: float, inputs: list) -> np.ndarr
 
     import httpx
 
-    from gencc.serving._policy.sim import poisson_arrivals
+    from gencc.loadgen import poisson_arrivals
 
     async def run() -> list[float]:
         times = poisson_arrivals(rate, duration, np.random.default_rng(0))

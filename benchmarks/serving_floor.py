@@ -128,7 +128,7 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
     if kind == "minimal":
         app, kw = minimal_app(f, workers), {}
     else:
-        from gencc.serving._http.app import create_app
+        from gencc.serving import create_app
         from gencc.serving._http.limits import Limits, uvicorn_options
         from gencc.serving.service import Service, freeze_heap
 
@@ -309,7 +309,7 @@ def coded_work(K: int, W: int, reps: int = 2000) -> list[str]:
     on digits-cnn inputs and outputs (median us per call, `reps` calls after a warm-up)."""
     from gencc.codes.registry import make_code
     from gencc.ordering import order_inputs
-    from gencc.serving._policy.gate import Gate
+    from gencc.serving import Gate
     from gencc.serving.parity import coded_workers
     from gencc.workloads import load
 

@@ -15,8 +15,7 @@ from serving_helpers import start_server  # noqa: E402
 
 from gencc.faults import Faults  # noqa: E402
 from gencc.loadgen.load import run_http, run_inprocess  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving._http.app import create_app  # noqa: E402
+from gencc.serving import Service, create_app  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
 from gencc.faults import Faults  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving._http.app import create_app  # noqa: E402
+from gencc.serving import Service, create_app  # noqa: E402
 from gencc.serving.service import LoopEnv  # noqa: E402
 
 IN = (4, 4)

@@ -18,13 +18,11 @@ from gencc.serving._policy.gate import (
     Gate,
     Memo,
     calibrate,
-    choose_threshold,
-    frontier,
     jackknife_std,
     margins,
     service_gate,
-    wilson_lower,
 )
+from gencc.serving._policy.gate_threshold import choose_threshold, frontier, wilson_lower
 from gencc.serving.config import SCHEME_HELP, SCHEMES, ServiceConfig, Slowdown, default_scheme
 
 W, K = 12, 8

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from gencc.serving._policy.gate import choose_threshold, score_floor
+from gencc.serving._policy.gate_threshold import choose_threshold, score_floor
 
 
 def test_score_floor_against_the_normal_quantile_and_a_monte_carlo():

@@ -107,8 +107,7 @@ def test_loadtest_prints_the_servers_histogram_beside_its_own_figures(tmp_path):
 
     from gencc.cli import app as cli
     from gencc.engine import ThreadBackend, Workers
-    from gencc.serving import Service
-    from gencc.serving._http.app import create_app
+    from gencc.serving import Service, create_app
     from gencc.serving.service import make_dispatcher
 
     def mean(x):  # a model gencc never saw, on the digits inputs' shape
@@ -137,8 +136,7 @@ def test_loadtest_sends_your_own_inputs_from_data(tmp_path):
 
     from gencc.cli import app as cli
     from gencc.engine import ThreadBackend, Workers
-    from gencc.serving import Service
-    from gencc.serving._http.app import create_app
+    from gencc.serving import Service, create_app
     from gencc.serving.service import make_dispatcher
 
     seen = []

@@ -16,8 +16,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 import gencc  # noqa: E402
 from gencc.faults import Faults  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving._http.app import create_app  # noqa: E402
+from gencc.serving import Service, create_app  # noqa: E402
 
 
 class Tiny(torch.nn.Module):

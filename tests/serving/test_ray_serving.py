@@ -45,8 +45,7 @@ def test_http_on_ray_actors_with_faults_answers_every_request_once():
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
     from gencc.loadgen.load import run_http
-    from gencc.serving import Service
-    from gencc.serving._http.app import create_app
+    from gencc.serving import Service, create_app
 
     svc = Service.build("digits-cnn", "gcc", workers=6, K=4, backend="ray", service_ms=5.0, max_wait_ms=10,
                         faults=Faults(raise_p=0.05, nan_p=0.05, hang_p=0.02, crash_p=0.01, hang_s=0.3),
@@ -110,8 +109,7 @@ def test_http_on_ray_2x_overload_and_shutdown_mid_load_lose_nothing():
     import threading
 
     from gencc.loadgen.load import accounting, run_http
-    from gencc.serving import Service
-    from gencc.serving._http.app import create_app
+    from gencc.serving import Service, create_app
 
     W, service_ms = 4, 40.0
     svc = Service.build("digits-cnn", "gcc", workers=W, K=2, backend="ray", service_ms=service_ms, max_wait_ms=10,

@@ -63,8 +63,7 @@ def test_serve_refuses_a_busy_port_before_loading_the_model():
 
 
 def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
-    from gencc.serving import Service
-    from gencc.serving._http.app import create_app
+    from gencc.serving import Service, create_app
 
     svc = Service.build("digits-cnn", "gcc-hedge", workers=6, K=4, service_ms=3.0, max_wait_ms=5)
     server, th, port = start_server(create_app(svc))

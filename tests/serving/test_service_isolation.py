@@ -171,7 +171,7 @@ def test_healthz_answers_503_unless_ok():
 
     from fastapi.testclient import TestClient
 
-    from gencc.serving._http.app import create_app
+    from gencc.serving import create_app
 
     svc = service("gcc", W=12, K=8)
     svc.workload = SimpleNamespace(in_shape=IN)

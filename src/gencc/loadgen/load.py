@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from ..serving._policy.sim import poisson_arrivals
+from .arrivals import poisson_arrivals
 from .client import ClientError, FixedServer, HttpClient, Pending
 
 log = logging.getLogger(__name__)

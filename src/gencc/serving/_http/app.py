@@ -133,16 +133,18 @@ def _on_loop(fut: Future) -> asyncio.Future:
 def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None = None,
                in_shape: tuple[int, ...] | None = None) -> FastAPI:
     """The app serving `service` (closed, after answering what is in flight, when the app shuts down), refusing
-    what `limits` (default `Limits()`) refuses; inputs of `in_shape` (default: the service's workload's or
-    model's)."""
+    what `limits` (default `Limits()`) refuses; inputs of `in_shape` (default: the service's). The request schema
+    is the one check an HTTP request gets: the service takes what it parsed without checking it again."""
     m = Metrics(service.scheme)
     limits = limits or Limits()
     if in_shape is None:  # the service's model's (a workload, or a model given to Service.build)
-        src = getattr(service, "workload", None) or getattr(service, "model", None)
-        if src is None:
+        if service.in_shape is None:
             raise ValueError("create_app needs in_shape= for a service built without a workload or model")
-        in_shape = src.in_shape
-    in_shape = tuple(in_shape)
+        in_shape = service.in_shape
+    in_shape = tuple(int(n) for n in in_shape)
+    if service.in_shape is not None and in_shape != tuple(service.in_shape):
+        raise ValueError(f"in_shape={list(in_shape)} differs from the service's input shape "
+                         f"{list(service.in_shape)}: leave in_shape out")
     schemas = request_schemas(in_shape, limits.max_batch)
     max_body = limits.max_body_bytes or body_bytes_bound(in_shape, limits.max_batch)
 
@@ -197,7 +199,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
     async def answer_one(x: np.ndarray) -> tuple[int, dict[str, Any]]:
-        r = await _on_loop(service.submit(x))
+        r = await _on_loop(service.submit(x, checked=True))
         if r.status == 503 and (r.error.startswith("overloaded") or (r.error == "shutting down" and not r.tasks)):
             count(503)
         return _body(r, service.scheme)

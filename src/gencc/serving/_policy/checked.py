@@ -39,6 +39,7 @@ from ...engine import Task
 from .coded import CodedDispatcher, _Group
 from .requests import Env, RollingQuantile
 from .result_check import ResultCheck
+from .slots import cover_map
 
 REASON = "inconsistent result"
 MAX_VERIFY = 4  # verification copies per member at most (failed ones included)
@@ -87,7 +88,7 @@ class CheckedDispatcher(CodedDispatcher):
         self.check, self.strict, self.quarantine, self.rtol = check, bool(strict), int(quarantine), float(rtol)
         self.quarantine_rate = float(quarantine_rate)
         if code.capabilities.groups is not None:  # SystematicGCC: only parity recoveries, as CodedDispatcher
-            self.cover = self._cover_map()
+            self.cover = cover_map(code, self.sys)
         self.covers = [[c for c in range(len(check.coded)) if abs(check.W[c, k]) >= min_weight]
                        for k in range(self.K)]
         self.flags: dict[int, int] = {}  # pool worker -> results flagged inconsistent

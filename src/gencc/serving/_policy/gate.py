@@ -33,17 +33,7 @@ import numpy as np
 
 from ...engine import Task, VirtualWorkers
 from ...models import apply_batch
-from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's side of the gate)
-    BOOTSTRAP_DRAWS,
-    BOOTSTRAP_QUANTILE,
-    CONFIDENCE_Z,
-    DEFAULT_TARGET,
-    GateCalibration,
-    choose_threshold,
-    frontier,
-    score_floor,
-    wilson_lower,
-)
+from .gate_threshold import DEFAULT_TARGET, GateCalibration, choose_threshold, score_floor
 from .requests import Env, Request, RollingQuantile
 from .sim import simulate_load
 
@@ -165,7 +155,7 @@ class Gate:
                 self.passed += 1
                 send.append(k)
                 continue
-            self.hold(disp, r, disp._busy(g))
+            self.hold(disp, r, disp.busy_workers(g))
         return send
 
     def hold(self, disp: Any, r: Request, busy: set[int]) -> None:
@@ -180,7 +170,7 @@ class Gate:
         is held and gets its copy."""
         for r in g.members:
             if not r.status:
-                self.hold(disp, r, disp._busy(g))
+                self.hold(disp, r, disp.busy_workers(g))
 
     def copy(self, disp: Any, r: Request, busy: set[int]) -> None:
         """Up to `copies` plain copies of a held request in all, each on an idle worker outside `busy`, preferring
@@ -212,8 +202,7 @@ class Gate:
                 continue
             if not np.any(np.asarray(disp.env.loads()) == 0):
                 return
-            g = r.group
-            self.copy(disp, r, disp._busy(g) if g is not None and hasattr(disp, "_busy") else set())
+            self.copy(disp, r, disp.busy_workers(r.group))
 
     def observe(self, task: Task) -> None:
         """Learn each worker's speed from its finished tasks; a held request short of its copies gets them once
