@@ -11,7 +11,7 @@ eager gcc and the lazy hedges on injected service times (W = 12, K = 8, 10% of t
 coded scheme's throughput is its extra model calls' price.
 
 "uncoded-ctl" is uncoded with its dispatcher kept on the pool's control thread (not on the event loop,
-`gencc.serving.service.LoopEnv`), for comparison. Every server runs at once (idle ones cost only their
+`gencc.serving._policy.loop_env.LoopEnv`), for comparison. Every server runs at once (idle ones cost only their
 threads' polling); runs alternate between them, `--reps` times, with the project's own asyncio load client
 (`gencc.loadgen.client`): open-loop Poisson arrivals at `--rate` (latency: p50 / p99 / p99.9) and a
 closed loop of `--concurrency` requests at saturation (throughput); server CPU per request is the child's
@@ -128,9 +128,8 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
     if kind == "minimal":
         app, kw = minimal_app(f, workers), {}
     else:
-        from gencc.serving import create_app
+        from gencc.serving import Service, create_app, freeze_heap
         from gencc.serving._http.limits import Limits, uvicorn_options
-        from gencc.serving.service import Service, freeze_heap
 
         svc = Service.build(target, scheme.removesuffix("-ctl"), workers, K, gate=gate,
                             **(HEDGE_SLOW if slow else {}))

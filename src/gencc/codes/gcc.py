@@ -14,7 +14,7 @@ from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
 from ..points import DESIGNS, NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
-from . import robust
+from . import robust, robust_search
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
 from .capabilities import Capabilities
 from .smoother_loo import (
@@ -221,8 +221,8 @@ class GCC(Code):
         inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
         candidate subset of the search costs O(n |S| m), evaluated in batches (gencc.codes.smoother_loo)."""
         t, G, P = self._loo_state(returned, Y, adversaries)
-        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
-        pos, _ = robust.search(downdate_residuals(G, P), t.size, adversaries, scale, threshold,
+        scale = robust_search.robust_spread(Y) * (1.0 if weights is None else weights)
+        pos, _ = robust_search.search(downdate_residuals(G, P), t.size, adversaries, scale, threshold,
                                energy_drop(G, P), True, pairs=pair_residuals(G, P),
                                adjacent=adjacent_pair_residuals(G, P))
         return returned[pos]
@@ -231,13 +231,14 @@ class GCC(Code):
                          weights: np.ndarray | None = None) -> float:
         """The least threshold at which `_locate_wrong` flags nobody in these results (robust.calibrate)."""
         _, G, P = self._loo_state(returned, Y, adversaries)
-        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
-        return robust.clean_threshold(downdate_residuals(G, P), adversaries, scale, adjacent_pair_residuals(G, P))
+        scale = robust_search.robust_spread(Y) * (1.0 if weights is None else weights)
+        return robust_search.clean_threshold(downdate_residuals(G, P), adversaries, scale,
+                                             adjacent_pair_residuals(G, P))
 
     def _honest_scores(self, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """Each worker's LOO score (rms residual over the results' robust spread), unweighted (robust.calibrate)."""
         _, G, P = self._loo_state(returned, Y, 0)
-        return np.sqrt(np.mean((P / np.diag(G)[:, None]) ** 2, axis=1)) / robust.robust_spread(Y)
+        return np.sqrt(np.mean((P / np.diag(G)[:, None]) ** 2, axis=1)) / robust_search.robust_spread(Y)
 
     def _loo_state(self, returned: np.ndarray, Y: np.ndarray, adversaries: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -32,11 +32,11 @@ from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatc
 from ._policy.gate import Gate, service_gate
 from ._policy.loop_env import LoopEnv
 from ._policy.requests import Env, Request
-from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
+from .config import CHECKED_SCHEMES, CHECKS, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
 
-__all__ = ["CHECKS", "SCHEMES", "LoopEnv", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
+__all__ = ["Service", "freeze_heap", "make_dispatcher"]
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
