@@ -84,7 +84,7 @@ def test_an_unexpected_error_is_a_500_and_logged(workload, caplog):
 
     svc = build("uncoded")
 
-    def broken(x):
+    def broken(x, **options):
         raise RuntimeError("dispatcher broke")
 
     svc.submit = broken
