@@ -12,7 +12,7 @@ W = 12 workers, K = 8, 40 ms service, persistent stragglers (10% of the time slo
 arrivals at 30% of uncoded capacity. Models: digits-cnn (gencc's) and "mlp", a model gencc does not ship: a
 two-layer tanh MLP on the flattened sklearn digits (64 inputs), trained here in seconds, with a parity model of
 its own (same architecture, trained here with MSE so that F_P(x_1 + x_2) ~ f(x_1) + f(x_2)). Per scheme the gate
-is calibrated on *training* inputs (`gencc.serving.gate.calibrate`, its own seed), then every threshold is
+is calibrated on *training* inputs (`gencc.serving._policy.gate.calibrate`, its own seed), then every threshold is
 served test inputs: the calibrated one, multiples of it, 0 (every decode sent, the deadline copies kept), inf
 (no decode sent) and no gate at all. Bar: agreement >= 0.95 among degraded answers sent, and a (p99.9 - p50)
 gap at most 0.3 of uncoded's. --seeds N: the calibration itself at N seeds, each threshold served. --real: the
@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from gencc.engine import VirtualWorkers  # noqa: E402
 from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
 from gencc.serving import make_dispatcher, simulate_load  # noqa: E402
-from gencc.serving.gate import CALIBRATION_RUNS, Gate, Memo, calibrate  # noqa: E402
+from gencc.serving._policy.gate import CALIBRATION_RUNS, Gate, Memo, calibrate  # noqa: E402
 from gencc.serving.parity import calibrate_sgcc, coded_workers  # noqa: E402
 
 W, K, SERVICE_MS, SLOW_F, SLOW_X, LOAD = 12, 8, 40.0, 0.1, 10.0, 0.3
@@ -147,8 +147,8 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int, timeline
     inputs for `duration` seconds; `run` varies the arrivals and slow periods (not the calibration)."""
     from gencc.engine import ThreadBackend, Workers
     from gencc.serving import Service, freeze_heap
+    from gencc.serving._policy.gate import service_gate
     from gencc.serving.config import ServiceConfig, Slowdown
-    from gencc.serving.gate import service_gate
 
     cfg = ServiceConfig(scheme=scheme, workers=W, K=K, seed=seed)
     slow = Slowdown(service_ms=SERVICE_MS, slow_fraction=SLOW_F, slow_factor=SLOW_X)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import numpy as np  # noqa: E402
 from measure import machine  # noqa: E402
 
-from gencc.serving.http_client import HttpClient  # noqa: E402
+from gencc.loadgen.client import HttpClient  # noqa: E402
 
 MB = 2 ** 20
 V2 = "/v2/models/model/infer"

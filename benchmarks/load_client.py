@@ -4,7 +4,7 @@ load on a real `gencc serve` with the client's p50 / p99 beside the server's own
     python benchmarks/load_client.py                         # 84 req/s for 30 s on digits-cnn, gcc
     python benchmarks/load_client.py --rate 84 --duration 60 --httpx --out docs/generated/load-client.md
 
-Own cost: CPU time of the client's event-loop thread per request (`gencc.serving.load.client_cost`, against
+Own cost: CPU time of the client's event-loop thread per request (`gencc.loadgen.load.client_cost`, against
 `FixedServer`, which answers at once), and the latency it sees there (client + loopback + a trivial server).
 Server side: `gencc serve` in its own process on a free 127.0.0.1 port; its latency histogram (arrival at the
 service to answer) is scraped before and after the load, and quantiles are interpolated inside its buckets, so
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import numpy as np  # noqa: E402
 from measure import machine  # noqa: E402
 
-from gencc.serving.load import client_cost, histogram_quantiles, run_http, summary  # noqa: E402
+from gencc.loadgen.load import client_cost, histogram_quantiles, run_http, summary  # noqa: E402
 
 
 def httpx_load(url: str, rate: float, duration: float, inputs: list) -> np.ndarray:
@@ -38,7 +38,7 @@ def httpx_load(url: str, rate: float, duration: float, inputs: list) -> np.ndarr
 
     import httpx
 
-    from gencc.serving.sim import poisson_arrivals
+    from gencc.loadgen import poisson_arrivals
 
     async def run() -> list[float]:
         times = poisson_arrivals(rate, duration, np.random.default_rng(0))

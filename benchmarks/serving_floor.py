@@ -11,9 +11,9 @@ eager gcc and the lazy hedges on injected service times (W = 12, K = 8, 10% of t
 coded scheme's throughput is its extra model calls' price.
 
 "uncoded-ctl" is uncoded with its dispatcher kept on the pool's control thread (not on the event loop,
-`gencc.serving.service.LoopEnv`), for comparison. Every server runs at once (idle ones cost only their
+`gencc.serving._policy.loop_env.LoopEnv`), for comparison. Every server runs at once (idle ones cost only their
 threads' polling); runs alternate between them, `--reps` times, with the project's own asyncio load client
-(`gencc.serving.http_client`): open-loop Poisson arrivals at `--rate` (latency: p50 / p99 / p99.9) and a
+(`gencc.loadgen.client`): open-loop Poisson arrivals at `--rate` (latency: p50 / p99 / p99.9) and a
 closed loop of `--concurrency` requests at saturation (throughput); server CPU per request is the child's
 CPU time (/proc) over answers. Figures are medians over reps, and ratios to the minimal app (or to uncoded,
 for the hedge). The machine's load average is printed.
@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from gencc.serving.http_client import ClientError, HttpClient
-from gencc.serving.load import run_http
+from gencc.loadgen.client import ClientError, HttpClient
+from gencc.loadgen.load import run_http
 
 SCRIPT_SHAPE = (1, 16, 16)
 HEDGE_SLOW = {"service_ms": 20.0, "slow_fraction": 0.1, "slow_factor": 10.0}
@@ -128,9 +128,8 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
     if kind == "minimal":
         app, kw = minimal_app(f, workers), {}
     else:
-        from gencc.serving.app import create_app
-        from gencc.serving.http_limits import Limits, uvicorn_options
-        from gencc.serving.service import Service, freeze_heap
+        from gencc.serving import Service, create_app, freeze_heap
+        from gencc.serving._http.limits import Limits, uvicorn_options
 
         svc = Service.build(target, scheme.removesuffix("-ctl"), workers, K, gate=gate,
                             **(HEDGE_SLOW if slow else {}))
@@ -309,7 +308,7 @@ def coded_work(K: int, W: int, reps: int = 2000) -> list[str]:
     on digits-cnn inputs and outputs (median us per call, `reps` calls after a warm-up)."""
     from gencc.codes.registry import make_code
     from gencc.ordering import order_inputs
-    from gencc.serving.gate import Gate
+    from gencc.serving import Gate
     from gencc.serving.parity import coded_workers
     from gencc.workloads import load
 

@@ -234,7 +234,7 @@ async def _http(port: int, times: np.ndarray, bodies: list[bytes], minutes: Minu
 
 
 def run_http(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes, health_s: float = 1.0) -> None:
-    from gencc.serving.app import create_app, start_in_thread
+    from gencc.serving import create_app, start_in_thread
 
     server, th, port = start_in_thread(create_app(svc))
     bodies = [json.dumps({"input": x.tolist()}).encode() for x in X[:256]]
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
 def soak(svc: Any, rate: float, duration: float, minute_s: float, X: np.ndarray, http: bool = False,
          seed: int = 0, truth: np.ndarray | None = None, health_s: float = 1.0) -> list[dict[str, Any]]:
     """Poisson arrivals at `rate` for `duration` seconds on `svc` (inputs X in turn); closes it; per-interval rows."""
-    from gencc.serving.sim import poisson_arrivals
+    from gencc.loadgen import poisson_arrivals
 
     times = poisson_arrivals(rate, duration, np.random.default_rng(seed))
     n = max(1, round(duration / minute_s))

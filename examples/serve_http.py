@@ -20,8 +20,7 @@ import torch
 from sklearn.datasets import load_digits
 
 import gencc
-from gencc.serving import Service
-from gencc.serving.app import create_app, start_in_thread
+from gencc.serving import Service, create_app, start_in_thread
 from gencc.workloads.parity_training import train_parity_model
 
 

@@ -20,7 +20,7 @@ SWEEP = ["sweep", "-w", "toy-xsinx", "--K", "4", "--no-progress"]
 SLOW_WORK = [("gencc.workloads", "load"), ("gencc.workloads", "load_parity"), ("gencc.experiments.sweep", "run_sweep"),
              ("gencc.experiments.reproduce", "reproduce"), ("gencc.experiments.staleness", "check"),
              ("gencc.experiments.plots", "make_outputs"), ("gencc.runtime.job", "stream"),
-             ("gencc.serving.service", "Service.build"), ("gencc.serving.load", "run_http"), ("uvicorn", "run")]
+             ("gencc.serving.service", "Service.build"), ("gencc.loadgen.load", "run_http"), ("uvicorn", "run")]
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,7 @@ def _exception_classes() -> dict[str, type]:
 
 def test_every_gencc_exception_class_subclasses_gencc_error() -> None:
     found = _exception_classes()
-    assert "gencc.errors.JobTimeout" in found and "gencc.serving.http_limits._TooLarge" in found  # the walk sees
+    assert "gencc.errors.JobTimeout" in found and "gencc.serving._http.limits._TooLarge" in found  # the walk sees
     outside = sorted(name for name, cls in found.items() if not issubclass(cls, errors.GenccError))
     assert not outside, f"exception classes not under gencc.GenccError: {outside}"
 
@@ -45,7 +45,7 @@ def test_the_public_classes_live_in_gencc_errors_and_keep_their_builtin_bases() 
     assert issubclass(errors.BadRequest, ValueError) and issubclass(errors.ModelError, ValueError)
     from gencc.engine.task import WorkerError
     from gencc.faults import Cancelled, InjectedFault
-    from gencc.serving.schemas import BadRequest
+    from gencc.serving._http.schemas import BadRequest
 
     assert (WorkerError, Cancelled, InjectedFault, BadRequest) == (errors.WorkerError, errors.Cancelled,
                                                                    errors.InjectedFault, errors.BadRequest)

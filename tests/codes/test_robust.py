@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gencc import BACC, GCC, LCC, Replication
-from gencc.codes import Code, robust, smoother_loo
+from gencc.codes import Code, robust, robust_search, smoother_loo
 
 
 def smooth_results(code, m=4, seed=0):
@@ -37,7 +37,7 @@ def test_clear_corruption_is_flagged_exactly(make, A):
 @pytest.mark.parametrize("N", [40, 80])
 def test_two_adjacent_workers_lying_together_are_caught(N):
     """Two neighbours adding the same 1-sd offset predict each other well: often every LOO score stays under
-    the threshold, and only the pair left out together shows them (robust.PAIR_TRIGGER)."""
+    the threshold, and only the pair left out together shows them (robust_search.PAIR_TRIGGER)."""
     code = GCC(10, N)
     Y, _ = smooth_results(code, seed=0)
     returned = np.arange(N)
@@ -46,7 +46,7 @@ def test_two_adjacent_workers_lying_together_are_caught(N):
     for i in range(1, N - 2, 3):
         Yr = Y.copy()
         Yr[[i, i + 1]] += Y.std()
-        loo = np.sqrt(np.mean((G @ Yr / np.diag(G)[:, None]) ** 2, axis=1)) / robust.robust_spread(Yr)
+        loo = np.sqrt(np.mean((G @ Yr / np.diag(G)[:, None]) ** 2, axis=1)) / robust_search.robust_spread(Yr)
         quiet += loo.max() < robust.DEFAULT_THRESHOLD
         Yhat, flagged = code.robust_decode(Yr, returned, adversaries=2)
         np.testing.assert_array_equal(flagged, [i, i + 1])
@@ -166,22 +166,22 @@ def test_search_finds_the_set_that_leaves_the_rest_consistent():
         return np.array([sum(5.0 if i in wrong else 1.0 for i in s) for s in S])
 
     for refine in (False, True):
-        S, ok = robust.search(residuals, n, 2, 1.0, 0.5, drop, refine)
+        S, ok = robust_search.search(residuals, n, 2, 1.0, 0.5, drop, refine)
         assert S.tolist() == [3, 8] and ok
-        S, ok = robust.search(residuals, n, 3, 1.0, 0.5, drop, refine)
+        S, ok = robust_search.search(residuals, n, 3, 1.0, 0.5, drop, refine)
         assert S.tolist() == [3, 8] and ok  # the smallest consistent set, not the largest allowed
-        S, ok = robust.search(residuals, n, 1, 1.0, 0.5, drop, refine)
+        S, ok = robust_search.search(residuals, n, 1, 1.0, 0.5, drop, refine)
         assert S.size == 1 and S[0] in wrong and not ok
-    S, ok = robust.search(residuals, n, 0, 1.0, 0.5, drop)
+    S, ok = robust_search.search(residuals, n, 0, 1.0, 0.5, drop)
     assert S.size == 0 and not ok
 
 
 def test_robust_spread_ignores_a_minority_of_wild_rows():
     Y = np.random.default_rng(0).normal(size=(40, 3))
-    s = robust.robust_spread(Y)
+    s = robust_search.robust_spread(Y)
     Y[:5] = 1e6
-    assert 0.5 * s < robust.robust_spread(Y) < 2 * s
-    assert robust.robust_spread(np.zeros((6, 2))) == 1.0
+    assert 0.5 * s < robust_search.robust_spread(Y) < 2 * s
+    assert robust_search.robust_spread(np.zeros((6, 2))) == 1.0
 
 
 class _Voting(Replication):

@@ -7,7 +7,7 @@ from scipy.stats import binom
 
 from gencc import BACC, GCC, LCC, order_inputs
 from gencc import adversaries as adv
-from gencc.codes import robust
+from gencc.codes import robust, robust_search
 from gencc.codes.berrut import berrut_weights
 from gencc.smoothing import smoother_weights
 
@@ -55,7 +55,7 @@ def test_scores_equal_a_brute_force_refit_without_each_worker(make):
         else:
             w = berrut_weights(t[rest], t[i:i + 1])
         ref.append(np.sqrt(np.mean((Y[i] - w @ Y[rest]) ** 2)))
-    np.testing.assert_allclose(code._honest_scores(ret, Y), np.array(ref) / robust.robust_spread(Y), rtol=1e-6)
+    np.testing.assert_allclose(code._honest_scores(ret, Y), np.array(ref) / robust_search.robust_spread(Y), rtol=1e-6)
 
 
 @pytest.mark.parametrize("A", [1, 2])

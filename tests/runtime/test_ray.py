@@ -216,7 +216,7 @@ def test_user_torch_model_served_on_ray_answers_like_threads():
     from gencc.engine import Workers
     from gencc.engine._ray import RayBackend
     from gencc.engine.backends import ThreadBackend
-    from gencc.serving.service import Service, make_dispatcher
+    from gencc.serving import Service, make_dispatcher
 
     factory = UserTorchModel()
     Xs = np.random.default_rng(4).normal(size=(10, 6)).astype(np.float32)

@@ -11,7 +11,7 @@ import numpy as np
 def start_server(app: Any, wait_s: float = 30.0) -> tuple[Any, threading.Thread, int]:
     """Serve `app` on a free 127.0.0.1 port in a daemon thread; returns (server, thread, port) once it has
     started. Stop it with `server.should_exit = True` and join the thread."""
-    from gencc.serving.app import start_in_thread
+    from gencc.serving import start_in_thread
 
     return start_in_thread(app, wait_s=wait_s)
 

@@ -14,9 +14,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 from serving_helpers import start_server  # noqa: E402
 
 from gencc.faults import Faults  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving.app import create_app  # noqa: E402
-from gencc.serving.load import run_http, run_inprocess  # noqa: E402
+from gencc.loadgen.load import run_http, run_inprocess  # noqa: E402
+from gencc.serving import Service, create_app  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +84,11 @@ def test_an_unexpected_error_is_a_500_and_logged(workload, caplog):
 
     svc = build("uncoded")
 
-    def broken(x):
+    def broken(x, **options):
         raise RuntimeError("dispatcher broke")
 
     svc.submit = broken
-    caplog.set_level(logging.INFO, logger="gencc.serving.app")
+    caplog.set_level(logging.INFO, logger="gencc.serving._http.app")
     with TestClient(create_app(svc), raise_server_exceptions=False) as c:
         r = c.post("/predict", json={"input": workload.X_test[0].tolist()})
         assert r.status_code == 500 and r.json() == {"detail": "internal error: RuntimeError"}

@@ -15,11 +15,9 @@ from typer.testing import CliRunner  # noqa: E402
 
 from gencc.cli import app as cli  # noqa: E402
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving.app import create_app  # noqa: E402
+from gencc.serving import Service, create_app, make_dispatcher  # noqa: E402
+from gencc.serving._http.limits import Limits, authorized  # noqa: E402
 from gencc.serving.commands import is_loopback  # noqa: E402
-from gencc.serving.http_limits import Limits, authorized  # noqa: E402
-from gencc.serving.service import make_dispatcher  # noqa: E402
 
 KEY = "s3cret-key-for-tests"
 
@@ -109,7 +107,7 @@ def test_serve_off_loopback_needs_a_key_then_warns(monkeypatch, caplog):
 def test_the_load_generator_sends_the_key():
     from serving_helpers import start_server
 
-    from gencc.serving.load import run_http
+    from gencc.loadgen.load import run_http
 
     server, th, port = start_server(create_app(service(), limits=Limits(api_key=KEY), in_shape=(3,)))
     try:

@@ -16,11 +16,8 @@ pytest.importorskip("uvicorn")
 from serving_helpers import start_server  # noqa: E402
 
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving.app import create_app  # noqa: E402
-from gencc.serving.http_client import HttpClient  # noqa: E402
-from gencc.serving.http_limits import Limits  # noqa: E402
-from gencc.serving.service import make_dispatcher  # noqa: E402
+from gencc.loadgen.client import HttpClient  # noqa: E402
+from gencc.serving import Limits, Service, create_app, make_dispatcher  # noqa: E402
 
 SHAPE = (2, 5)
 W = np.linspace(-1, 1, 30).reshape(10, 3)
@@ -282,3 +279,32 @@ def test_a_large_body_is_parsed_off_the_event_loop():
     finally:
         server.should_exit = True
         th.join(20)
+
+
+def test_a_request_is_checked_once_by_the_door_schema(monkeypatch):
+    """The request schema is the one check an HTTP request gets: the service takes the parsed array unchecked
+    (its own check_input is for in-process callers), and the schema's refusals keep their messages."""
+    from fastapi.testclient import TestClient
+
+    svc = tiny_service()
+    calls = []
+    check = svc.check_input
+    monkeypatch.setattr(svc, "check_input", lambda x: calls.append(x) or check(x))
+    x = [[0.25, 0.5, 0.5, 0.5, 0.5], [0.1] * 5]
+    with TestClient(create_app(svc, in_shape=SHAPE)) as c:
+        ok = c.post("/predict", json={"input": x})
+        bad = c.post("/predict", json={"input": [[1e39] + [0.5] * 4, [0.1] * 5]})
+        short = c.post("/predict", json={"input": [[0.5] * 4, [0.1] * 5]})
+    assert ok.status_code == 200 and np.allclose(ok.json()["output"], tiny_model(np.array([x]))[0], atol=1e-6)
+    assert calls == []
+    assert bad.status_code == 422 and "float32" in bad.json()["detail"], bad.json()
+    assert short.status_code == 422 and "shape [2, 5]" in short.json()["detail"], short.json()
+    assert svc.submit([[np.nan] * 5] * 2).result(5).status == 422 and len(calls) == 1  # in process: checked
+
+
+def test_create_app_refuses_an_in_shape_the_service_does_not_take():
+    svc = tiny_service()
+    svc.in_shape = SHAPE
+    with pytest.raises(ValueError, match=r"differs from the service's input shape \[2, 5\]"):
+        create_app(svc, in_shape=(10,))
+    svc.close()

@@ -9,9 +9,9 @@ from serving_helpers import serve_until_quarantined
 from gencc import BACC, GCC, order_inputs
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes, WrongResults
-from gencc.serving.checked_dispatcher import REASON, CheckedDispatcher, ResultCheck
-from gencc.serving.service import Service, make_dispatcher
-from gencc.serving.sim import simulate_load
+from gencc.serving import Service, make_dispatcher
+from gencc.serving._policy.checked import REASON, CheckedDispatcher, ResultCheck
+from gencc.serving._policy.sim import simulate_load
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,7 @@ import numpy as np
 
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes
-from gencc.serving import Request, Service, make_dispatcher
-from gencc.serving.gate import Gate
+from gencc.serving import Gate, Request, Service, make_dispatcher
 
 IN = (4, 4)
 rng = np.random.default_rng(3)

@@ -8,11 +8,11 @@ import pytest
 
 from gencc import adversaries as adv
 from gencc import order_inputs
-from gencc.codes import robust
+from gencc.codes import robust, robust_search
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes, WrongResults
 from gencc.serving import Request, make_dispatcher
-from gencc.serving.checked_dispatcher import REASON, CheckedDispatcher, ResultCheck
+from gencc.serving._policy.checked import REASON, CheckedDispatcher, ResultCheck
 
 rng = np.random.default_rng(0)
 W1, B1, W2 = rng.standard_normal((12, 32)) / 3, rng.uniform(-1, 1, 32), rng.standard_normal((32, 5))
@@ -108,7 +108,7 @@ def test_a_lie_no_row_could_check_is_left_out_of_a_members_decode(honest):
     missing, bad = chk.sys[2], chk.coded[1]
     R = [n for n in range(12) if n != missing]
     e = np.random.default_rng(5).standard_normal(Y.shape[1])
-    lie = Y[bad] + 10 * chk.robust.threshold * robust.robust_spread(Y[R]) * e / np.sqrt(np.mean(e**2))
+    lie = Y[bad] + 10 * chk.robust.threshold * robust_search.robust_spread(Y[R]) * e / np.sqrt(np.mean(e**2))
     for check, caught in ((chk, True), (ResultCheck(code, chk.thresholds, robust=None), False)):
         d = CheckedDispatcher(VirtualWorkers(12, ServiceTimes(samples=[0.01])), code, check, max_wait=0.02)
         g = d.new_group()

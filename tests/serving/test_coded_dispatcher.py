@@ -103,7 +103,7 @@ def test_cover_copy_at_the_deadline_is_the_gates_copies_on_fast_idle_workers():
     the decode deadline it cannot be recovered; with a gate it is held and gets the gate's two copies, on idle
     workers (not 1-3, which have queued work) other than the one the gate saw slow (6), answered exactly by the
     first (before: one copy, on the first worker outside the group, 1)."""
-    from gencc.serving.gate import Gate
+    from gencc.serving import Gate
 
     K, N, W = 4, 6, 9
     e = VirtualWorkers(W, ServiceTimes(samples=[0.01]), functions={"f": lin})

@@ -1,4 +1,4 @@
-"""The coded dispatchers on the front door's event loop (`gencc.serving.service.LoopEnv`), on a model gencc never
+"""The coded dispatchers on the front door's event loop (`LoopEnv`), on a model gencc never
 saw: every method of the dispatcher runs on the loop's thread once attached (task results, timers, decodes, the
 gate, a wrong-result check, close), on the pool's control thread when no loop is attached (the Python API), and
 a timer set on one side of an attach fires on the other."""
@@ -18,9 +18,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
 from gencc.faults import Faults  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving.app import create_app  # noqa: E402
-from gencc.serving.service import LoopEnv  # noqa: E402
+from gencc.serving import Service, create_app  # noqa: E402
+from gencc.serving._policy.loop_env import LoopEnv  # noqa: E402
 
 IN = (4, 4)
 rng = np.random.default_rng(5)

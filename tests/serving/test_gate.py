@@ -1,4 +1,4 @@
-"""The serving gate (gencc.serving.gate): decoded answers held back unless likely right, on a model gencc does not
+"""The serving gate (gencc.serving.Gate): decoded answers held back unless likely right, on a model gencc does not
 ship (a numpy MLP on flattened sklearn digits, trained here in well under a second), in virtual time."""
 
 from __future__ import annotations
@@ -13,19 +13,17 @@ from gencc import BACC
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes
 from gencc.serving import Request, make_dispatcher, simulate_load
-from gencc.serving.app import _body
-from gencc.serving.config import SCHEME_HELP, SCHEMES, ServiceConfig, Slowdown, default_scheme
-from gencc.serving.gate import (
+from gencc.serving._http.app import _body
+from gencc.serving._policy.gate import (
     Gate,
     Memo,
     calibrate,
-    choose_threshold,
-    frontier,
     jackknife_std,
     margins,
     service_gate,
-    wilson_lower,
 )
+from gencc.serving._policy.gate_threshold import choose_threshold, frontier, wilson_lower
+from gencc.serving.config import SCHEME_HELP, SCHEMES, ServiceConfig, Slowdown, default_scheme
 
 W, K = 12, 8
 

@@ -9,8 +9,7 @@ import numpy as np
 
 from gencc.engine import VirtualWorkers
 from gencc.faults import ServiceTimes
-from gencc.serving import make_dispatcher, simulate_load
-from gencc.serving.gate import Gate
+from gencc.serving import Gate, make_dispatcher, simulate_load
 
 W, K = 12, 8
 

@@ -1,5 +1,5 @@
 """The gate's score floor: a calibrated threshold is never below the score at which the decoder's own error
-estimate makes the top-1 likely right (gencc.serving.gate_threshold.score_floor)."""
+estimate makes the top-1 likely right (gencc.serving._policy.gate_threshold.score_floor)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from gencc.serving.gate import choose_threshold, score_floor
+from gencc.serving._policy.gate_threshold import choose_threshold, score_floor
 
 
 def test_score_floor_against_the_normal_quantile_and_a_monte_carlo():

@@ -1,4 +1,4 @@
-"""A baseline scheme's dispatcher on the front door's event loop (`gencc.serving.service.LoopEnv`), on a model
+"""A baseline scheme's dispatcher on the front door's event loop (`LoopEnv`), on a model
 gencc never saw: answers, timeouts and retries still hold there; a coded scheme on a local pool attaches too
 (tests/serving/test_coded_loop.py checks it runs nowhere else)."""
 
@@ -16,8 +16,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 import gencc  # noqa: E402
 from gencc.faults import Faults  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving.app import create_app  # noqa: E402
+from gencc.serving import Service, create_app  # noqa: E402
 
 
 class Tiny(torch.nn.Module):

@@ -44,9 +44,8 @@ def test_ray_serving_in_loopback_namespace(run_ray_tests_in_namespace):
 def test_http_on_ray_actors_with_faults_answers_every_request_once():
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
-    from gencc.serving import Service
-    from gencc.serving.app import create_app
-    from gencc.serving.load import run_http
+    from gencc.loadgen.load import run_http
+    from gencc.serving import Service, create_app
 
     svc = Service.build("digits-cnn", "gcc", workers=6, K=4, backend="ray", service_ms=5.0, max_wait_ms=10,
                         faults=Faults(raise_p=0.05, nan_p=0.05, hang_p=0.02, crash_p=0.01, hang_s=0.3),
@@ -103,7 +102,7 @@ def test_checked_serving_on_ray_outvotes_and_quarantines_a_worker_returning_garb
     if not in_loopback_namespace():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
     from gencc.serving import Service
-    from gencc.serving.checked_dispatcher import REASON
+    from gencc.serving._policy.checked import REASON
 
     svc = Service.build("digits-cnn", "gcc", workers=8, K=4, backend="ray", service_ms=3.0, max_wait_ms=10,
                         check="strict", wrong=WrongResults(workers=[5], scale=5.0))
@@ -117,9 +116,8 @@ def test_http_on_ray_2x_overload_and_shutdown_mid_load_lose_nothing():
         pytest.skip("Ray runs only inside the loopback-only namespace (see the launcher test)")
     import threading
 
-    from gencc.serving import Service
-    from gencc.serving.app import create_app
-    from gencc.serving.load import accounting, run_http
+    from gencc.loadgen.load import accounting, run_http
+    from gencc.serving import Service, create_app
 
     W, service_ms = 4, 40.0
     svc = Service.build("digits-cnn", "gcc", workers=W, K=2, backend="ray", service_ms=service_ms, max_wait_ms=10,

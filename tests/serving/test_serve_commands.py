@@ -63,8 +63,7 @@ def test_serve_refuses_a_busy_port_before_loading_the_model():
 
 
 def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
-    from gencc.serving import Service
-    from gencc.serving.app import create_app
+    from gencc.serving import Service, create_app
 
     svc = Service.build("digits-cnn", "gcc-hedge", workers=6, K=4, service_ms=3.0, max_wait_ms=5)
     server, th, port = start_server(create_app(svc))
@@ -110,8 +109,9 @@ def test_serve_logs_start_up_shutdown_and_errors(monkeypatch, caplog):
     text = [(rec.name, rec.levelname, rec.getMessage()) for rec in caplog.records]
     assert ("gencc.serving.commands", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme sgcc, 6 local "
             "workers, K=4, at most 1000 requests in flight") in text, text
-    assert any(n == "gencc.serving.app" and m.startswith("shutting down: answering 0 requests") for n, _, m in text)
-    assert any(n == "gencc.serving.app" and m == "shut down: sgcc service closed" for n, _, m in text)
+    assert any(n == "gencc.serving._http.app" and m.startswith("shutting down: answering 0 requests")
+               for n, _, m in text)
+    assert any(n == "gencc.serving._http.app" and m == "shut down: sgcc service closed" for n, _, m in text)
     assert ("gencc.serving.commands", "INFO", f"stopped serving at http://127.0.0.1:{port}") in text
 
     def crash(*a, **k):
@@ -127,7 +127,7 @@ def test_serve_logs_start_up_shutdown_and_errors(monkeypatch, caplog):
 
 
 def test_loadtest_sends_nothing_to_a_server_that_refuses(tmp_path, monkeypatch):
-    from gencc.serving import load
+    from gencc.loadgen import load
 
     monkeypatch.setattr(load, "run_http", lambda *a, **k: pytest.fail("load was sent"))
     with socket.socket() as s:

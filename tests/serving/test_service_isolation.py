@@ -14,7 +14,7 @@ from serving_helpers import lin
 from gencc.engine import ThreadBackend, VirtualWorkers, Workers
 from gencc.faults import Faults, ServiceTimes
 from gencc.serving import Request, Service, make_dispatcher
-from gencc.serving.dispatchers import MAX_ERROR_KINDS, MAX_ERRORS
+from gencc.serving._policy.dispatchers import MAX_ERROR_KINDS, MAX_ERRORS
 
 IN = (3, 4)
 rng = np.random.default_rng(0)
@@ -171,7 +171,7 @@ def test_healthz_answers_503_unless_ok():
 
     from fastapi.testclient import TestClient
 
-    from gencc.serving.app import create_app
+    from gencc.serving import create_app
 
     svc = service("gcc", W=12, K=8)
     svc.workload = SimpleNamespace(in_shape=IN)

@@ -19,9 +19,7 @@ from serving_helpers import start_server  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
-from gencc.serving import Service  # noqa: E402
-from gencc.serving.app import create_app  # noqa: E402
-from gencc.serving.http_limits import Limits  # noqa: E402
+from gencc.serving import Limits, Service, create_app  # noqa: E402
 from gencc.serving.service import make_dispatcher  # noqa: E402
 
 SHAPE, OUT, NAME = (2, 5), (3,), "tiny-net"
@@ -414,7 +412,7 @@ def test_the_parser_refuses_any_body_with_a_protocol_error():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from gencc.serving.v2 import ModelSpec, ProtocolError
+    from gencc.serving._http.v2 import ModelSpec, ProtocolError
 
     spec = ModelSpec(NAME, SHAPE, OUT, max_batch=4)
     scalars = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(), st.text(max_size=5))
@@ -446,7 +444,7 @@ def test_the_parser_refuses_any_body_with_a_protocol_error():
 def test_an_output_beyond_float32_is_a_500_error_object():
     from types import SimpleNamespace
 
-    from gencc.serving.v2 import Inference, ModelSpec, answer
+    from gencc.serving._http.v2 import Inference, ModelSpec, answer
 
     spec = ModelSpec(NAME, SHAPE, OUT, max_batch=4)
     inf = Inference(np.zeros((2, *SHAPE), np.float32), "a", False)

@@ -11,11 +11,14 @@ Layout, one module per thing it holds:
 - berrut (`berrut_weights`, BACC and its robust hooks), approxifer (ApproxIFER's locator, BACC's baseline).
 - lagrange (LCC, and Berlekamp-Welch error correction as its robust hook), replication, parm (ParM),
   systematic (SystematicGCC, `calibrate_rho`).
+- capabilities: `Capabilities`, what a code declares it can do (missing inputs, coding groups, uncertainty,
+  its decodability rule), read by runtime and serving instead of probing.
 - registry: codes by name (`CODES`, `make_code`, `parse_option`).
 """
 
 from .base import Code
 from .berrut import BACC, berrut_weights
+from .capabilities import Capabilities
 from .gcc import GCC
 from .lagrange import LCC
 from .parm import ParM
@@ -23,5 +26,5 @@ from .registry import CODES, make_code, parse_option
 from .replication import Replication
 from .systematic import SystematicGCC, calibrate_rho
 
-__all__ = ["BACC", "CODES", "GCC", "LCC", "Code", "ParM", "Replication", "SystematicGCC", "berrut_weights",
-           "calibrate_rho", "make_code", "parse_option"]
+__all__ = ["BACC", "CODES", "GCC", "LCC", "Capabilities", "Code", "ParM", "Replication", "SystematicGCC",
+           "berrut_weights", "calibrate_rho", "make_code", "parse_option"]

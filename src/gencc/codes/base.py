@@ -13,6 +13,7 @@ from .._arrays import LinearMap, apply_matrix, is_torch, take_rows, to_numpy
 from .._lru import LRU
 from .._validate import check_int
 from . import robust
+from .capabilities import Capabilities
 from .selection_map import SelectionMap, decoder_map
 
 #: decoding matrices kept per code (least recently used are dropped first)
@@ -29,7 +30,9 @@ class Code(ABC):
     Subclasses set `alpha` (K sorted data points), `beta` (N sorted worker points), implement
     `_encoding_matrix()` and `_decoding_matrix(returned_sorted, Y_sorted)`, and state `min_results`. A code
     that can locate wrong results lists its `robust_methods` and implements `_locate_wrong` (and may override
-    `_decode_excluding` and `_robust_min_results`): the hooks `robust_decode` calls (gencc.codes.robust).
+    `_decode_excluding` and `_robust_min_results`): the hooks `robust_decode` calls (gencc.codes.robust). A code
+    declares what else it can do in `capabilities` (gencc.codes.capabilities); `gencc.testing.check_code` runs
+    a code through this contract.
     A code may be shared between threads (`gencc.stream` does): its caches are locked LRUs, and nothing a
     decode chooses is kept on the instance.
     """
@@ -267,12 +270,26 @@ class Code(ABC):
         """True when every worker runs the caller's f; codes that override `worker_function` say False."""
         return True
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this code can do (`gencc.codes.Capabilities`): callers read this instead of probing the code. The
+        base declares the plain case; a code that leaves inputs missing, has coding groups, estimates its own
+        uncertainty or overrides `can_decode` declares it here (`gencc.testing.check_code` verifies)."""
+        return Capabilities()
+
+    def decode_uncertainty(self, Y: Any, returned: Sequence[int]) -> np.ndarray:
+        """Per input, the estimated standard deviation of each decoded output coordinate's error: only codes whose
+        `capabilities.uncertainty` is True give one."""
+        raise NotImplementedError(f"{self.name} gives no estimate of its decode's uncertainty "
+                                  "(capabilities.uncertainty is False)")
+
     def missing(self, returned: Sequence[int]) -> np.ndarray:
-        """Inputs that get no estimate from these returned workers (only replication has any)."""
+        """Inputs that get no estimate from these returned workers: none unless `capabilities.partial`."""
         return np.zeros(0, dtype=np.int64)
 
     def can_decode(self, returned: Sequence[int]) -> bool:
-        """Whether these returned workers are enough to decode."""
+        """Whether these returned workers are enough to decode (a code overriding this declares
+        `capabilities.count_rule` False)."""
         return len(set(int(i) for i in returned)) >= self.min_results
 
     def check_returned(self, returned: Sequence[int]) -> np.ndarray:

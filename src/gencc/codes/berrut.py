@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..points import chebyshev1, chebyshev2
-from . import robust
+from . import robust, robust_search
 from .approxifer import approxifer_locate
 from .base import Code
 
@@ -74,8 +74,8 @@ class BACC(Code):
         t = self.beta[returned]
         if method == "approxifer":
             return returned[approxifer_locate(t, Y, adversaries)]
-        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
-        pos, _ = robust.search(berrut_loo_residuals(t, Y), t.size, adversaries, scale, threshold,
+        scale = robust_search.robust_spread(Y) * (1.0 if weights is None else weights)
+        pos, _ = robust_search.search(berrut_loo_residuals(t, Y), t.size, adversaries, scale, threshold,
                                berrut_drop(t, Y), True)
         return returned[pos]
 
@@ -84,13 +84,13 @@ class BACC(Code):
                          weights: np.ndarray | None = None) -> float:
         """The least threshold at which the LOO search flags nobody in these results (robust.calibrate)."""
         robust.require_results(self, returned.size, adversaries)
-        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
-        return robust.clean_threshold(berrut_loo_residuals(self.beta[returned], Y), adversaries, scale)
+        scale = robust_search.robust_spread(Y) * (1.0 if weights is None else weights)
+        return robust_search.clean_threshold(berrut_loo_residuals(self.beta[returned], Y), adversaries, scale)
 
     def _honest_scores(self, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """Each worker's LOO score, unweighted (robust.calibrate)."""
         R = berrut_loo_residuals(self.beta[returned], Y)([()])[0]
-        return np.sqrt(np.mean(R**2, axis=1)) / robust.robust_spread(Y)
+        return np.sqrt(np.mean(R**2, axis=1)) / robust_search.robust_spread(Y)
 
 
 Residuals = Callable[[Sequence[tuple[int, ...]] | np.ndarray], np.ndarray]

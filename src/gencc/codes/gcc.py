@@ -14,8 +14,9 @@ from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
 from ..points import DESIGNS, NESTED, design, nested
 from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
-from . import robust
+from . import robust, robust_search
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
+from .capabilities import Capabilities
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -128,6 +129,11 @@ class GCC(Code):
         return max(self.kernel.q, 1)
 
     @property
+    def capabilities(self) -> Capabilities:
+        """An uncertainty estimate (`decode_uncertainty`, the GP reading of the fit)."""
+        return Capabilities(uncertainty=True)
+
+    @property
     def data_dependent(self) -> bool:
         return isinstance(self.lam_dec, str) or self.decoder == "select"
 
@@ -215,8 +221,8 @@ class GCC(Code):
         inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
         candidate subset of the search costs O(n |S| m), evaluated in batches (gencc.codes.smoother_loo)."""
         t, G, P = self._loo_state(returned, Y, adversaries)
-        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
-        pos, _ = robust.search(downdate_residuals(G, P), t.size, adversaries, scale, threshold,
+        scale = robust_search.robust_spread(Y) * (1.0 if weights is None else weights)
+        pos, _ = robust_search.search(downdate_residuals(G, P), t.size, adversaries, scale, threshold,
                                energy_drop(G, P), True, pairs=pair_residuals(G, P),
                                adjacent=adjacent_pair_residuals(G, P))
         return returned[pos]
@@ -225,13 +231,14 @@ class GCC(Code):
                          weights: np.ndarray | None = None) -> float:
         """The least threshold at which `_locate_wrong` flags nobody in these results (robust.calibrate)."""
         _, G, P = self._loo_state(returned, Y, adversaries)
-        scale = robust.robust_spread(Y) * (1.0 if weights is None else weights)
-        return robust.clean_threshold(downdate_residuals(G, P), adversaries, scale, adjacent_pair_residuals(G, P))
+        scale = robust_search.robust_spread(Y) * (1.0 if weights is None else weights)
+        return robust_search.clean_threshold(downdate_residuals(G, P), adversaries, scale,
+                                             adjacent_pair_residuals(G, P))
 
     def _honest_scores(self, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """Each worker's LOO score (rms residual over the results' robust spread), unweighted (robust.calibrate)."""
         _, G, P = self._loo_state(returned, Y, 0)
-        return np.sqrt(np.mean((P / np.diag(G)[:, None]) ** 2, axis=1)) / robust.robust_spread(Y)
+        return np.sqrt(np.mean((P / np.diag(G)[:, None]) ** 2, axis=1)) / robust_search.robust_spread(Y)
 
     def _loo_state(self, returned: np.ndarray, Y: np.ndarray, adversaries: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -278,7 +285,7 @@ class GCC(Code):
         return self._robust_cache.get_or_build((lam, *srt.tolist()), lambda: loo_and_weights(
             t, kernel, lam, self.alpha if shares else None))
 
-    # ----- the decoder's own uncertainty (serving's gate, gencc.serving.gate) ------------------------------
+    # ----- the decoder's own uncertainty (serving's gate, gencc.serving._policy.gate) ----------------------
     def posterior_var(self, returned: Sequence[int], Y: Any = None) -> np.ndarray:
         """Per input k, the variance of the decode's error at alpha_k under the GP reading of the RKHS fit (the
         kernel as covariance, its null space as a flat-prior trend, n lam as the results' noise), in units of the

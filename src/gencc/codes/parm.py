@@ -20,6 +20,7 @@ import numpy as np
 from .._validate import check_int
 from ..points import equispaced
 from .base import Code
+from .capabilities import Capabilities, as_groups
 
 
 class ParM(Code):
@@ -56,6 +57,12 @@ class ParM(Code):
     @property
     def uniform_workers(self) -> bool:
         return False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Partial, exact recovery: an input's own result or its group's parity recovery, else `missing`; one
+        coding group per parity worker."""
+        return Capabilities(partial=True, groups=as_groups((self.K + g, self.group(g)) for g in range(self.groups)))
 
     def worker_function(self, f: Callable | None, n: int) -> Callable | None:
         """f for data workers (n < K), the parity model for parity workers (f itself when parity is None)."""

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..points import equispaced
 from .base import Code
+from .capabilities import Capabilities
 
 
 class Replication(Code):
@@ -24,6 +25,11 @@ class Replication(Code):
     @property
     def min_results(self) -> int:
         return 0
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Partial, exact recovery: an input's first replica, else `missing`."""
+        return Capabilities(partial=True)
 
     def _encoding_matrix(self) -> np.ndarray:
         E = np.zeros((self.N, self.K))

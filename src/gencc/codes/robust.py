@@ -6,9 +6,9 @@ redundancy beyond what decoding needs lets us find them: predict each returned r
 consistent with the rest.
 
 This module is the code-agnostic half: the entry point `robust_decode` (validate, sort, ask the code to locate,
-exclude, decode), the calibration, and the search that codes with LOO residuals share (`gencc.codes.robust_search`,
-re-exported here). It imports no code class. Each code brings
-its own half through three hooks of `gencc.codes.base.Code`:
+exclude, decode) and the calibration; the search that codes with LOO residuals share is
+`gencc.codes.robust_search`. It imports no code class. Each code brings its own half through three hooks of
+`gencc.codes.base.Code`:
 
 - `_locate_wrong(returned, Y, adversaries, method=, threshold=)`: the workers to exclude. GCC (gcc.py) and BACC
   (berrut.py) hand their LOO residuals to `search`; LCC (lagrange.py) runs exact Berlekamp-Welch error correction;
@@ -41,23 +41,7 @@ from typing import Any
 import numpy as np
 
 from .._arrays import check_finite, to_numpy
-from .robust_search import (  # noqa: F401  (the search half, re-exported: codes call robust.search)
-    BEAM,
-    DEFAULT_THRESHOLD,
-    MAX_SUBSETS,
-    PAIR_CONTRAST,
-    PAIR_TRIGGER,
-    POOL_MAX,
-    POOL_PER_ADVERSARY,
-    UPGRADE_FACTOR,
-    UPGRADE_LEVEL,
-    WIDE_BEAM,
-    Residuals,
-    clean_threshold,
-    pair_scale,
-    robust_spread,
-    search,
-)
+from .robust_search import DEFAULT_THRESHOLD, clean_threshold, robust_spread, search
 
 #: every locator a code may offer, by `method` name; a code lists the ones it has in `robust_methods`
 METHODS = {"loo": "the leave-one-out search of gencc.codes.robust",

@@ -34,6 +34,7 @@ from .._lru import LRU
 from ..kernels import Kernel, Matern32, get_kernel
 from ..model import apply_batch
 from .base import Code
+from .capabilities import Capabilities, as_groups
 
 #: straggler patterns whose uncertainty pieces (posterior variances, REML forms) a code keeps
 UNCERTAINTY_CACHE_SIZE = 128
@@ -141,6 +142,15 @@ class SystematicGCC(Code):
     def uniform_workers(self) -> bool:
         return self.parity is None
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """An uncertainty estimate, one coding group per coded worker, and with a parity model the coded
+        workers' scales: z -> F_P(s z) / s (packed: Z -> F_P(Z) / s) for a group of s inputs."""
+        scales = None if self.parity is None else tuple(
+            (1.0, 1.0) if s == 0 else (1.0 if self.packed else float(s), float(s)) for s in self.group_size.tolist())
+        return Capabilities(uncertainty=True, groups=as_groups(zip(self.coded, self.groups, strict=True)),
+                            scales=scales)
+
     def worker_function(self, f: Callable | None, n: int) -> Callable | None:
         """f for systematic workers; with `parity`, coded worker n (group of s inputs) runs z -> F_P(s z) / s."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < self.N:
@@ -180,7 +190,7 @@ class SystematicGCC(Code):
         D[known, np.flatnonzero(~coded)] = 1.0  # exact: the posterior interpolates exact results
         return D
 
-    # ----- the decoder's own uncertainty (serving's gate, gencc.serving.gate) ------------------------------
+    # ----- the decoder's own uncertainty (serving's gate, gencc.serving._policy.gate) ----------------------
     def _reading(self, returned: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(H, Kc, T, noise) of the linear-Gaussian model for `returned` (validated, in the caller's order)."""
         idx = self.check_returned(returned)

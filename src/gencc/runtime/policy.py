@@ -44,10 +44,11 @@ class CodedPolicy(Policy):
 
     def __init__(self, code: Code, wait_for: int | None, deadline: float | None):
         self.code, self.N, self.wait_for, self.deadline = code, code.N, wait_for, deadline
-        # a code that keeps Code's rule (enough distinct workers, every input estimated) is asked by count; one
-        # that keeps only its count (replication: which inputs have a copy back) by count, then `missing`
-        self._least = code.min_results if type(code).can_decode is Code.can_decode else None
-        self._count = self._least if type(code).missing is Code.missing else None
+        # a code that declares Code's rule (enough distinct workers, every input estimated) is asked by count; one
+        # that keeps only its count (partial: which inputs have a copy back) by count, then `missing`
+        caps = code.capabilities
+        self._least = code.min_results if caps.count_rule else None
+        self._count = self._least if not caps.partial else None
         if type(self).satisfied is CodedPolicy.satisfied and type(self).decodable is CodedPolicy.decodable:
             # satisfied needs wait_for results (with neither rule: never, so every worker must answer first);
             # a deadline may be met at any count; decodable needs at least the code's fewest results

@@ -1,26 +1,53 @@
 """Coded prediction serving: request streams on the engine's W workers with finite capacity.
 
-The dispatchers (`UncodedDispatcher`, `ReplicatedDispatcher`, `HedgedDispatcher`, `CodedDispatcher` for GCC /
-BACC / SGCC / ParM, eager or as a coded hedge) are written once against the `Env` interface;
-`CheckedDispatcher` holds a coded group's answers until its results were checked against each other (wrong
-results outvoted, bad workers quarantined). `gencc.engine.Workers` (threads or Ray actors, wall clock) and
-`gencc.engine.VirtualWorkers` (virtual time) both drive them. `Service` adds bounded admission (configured by
-`ServiceConfig`, slowed by `Slowdown`, faults injected with `gencc.faults`); `gencc.serving.app` the HTTP front
-door (FastAPI, imported on demand); `gencc.serving.load` the open-loop load generator.
+The public face (like Ray Serve's `serve` module, over private sections):
+
+- run a service: `Service` (a scheme's dispatcher on a worker pool, bounded admission, graceful close; configured
+  by `ServiceConfig`, slowed by `Slowdown`, faults injected with `gencc.faults`), `make_dispatcher` (a scheme's
+  policy on any `Env`), `simulate_load` (the same policy in virtual time), `freeze_heap`;
+- put it behind HTTP: `create_app` (FastAPI, imported on demand), `start_in_thread`, `Limits` (the door's API
+  key, body size and read deadline);
+- extend it: `Dispatcher` (subclass it for a policy of your own), `Request`, `Env` (what a dispatcher may ask of
+  its workers), `RollingQuantile`, and the built-in policies `UncodedDispatcher`, `ReplicatedDispatcher`,
+  `HedgedDispatcher`, `CodedDispatcher` (GCC / BACC / SGCC / ParM, eager or as a coded hedge),
+  `CheckedDispatcher` (answers after a wrong-result check, `ResultCheck`) and `Gate` (decoded answers held back
+  unless likely right); a code's abilities come from its declared `gencc.codes.Capabilities`.
+
+Sections: `serving._policy` (the dispatch policies, gate, slots, loop environment, simulator), `serving._http`
+(the app, its limits, the request schemas), `serving.service` (assembly), `serving.config` (the scheme table).
+The load generator is `gencc.loadgen`.
 """
 
-from .checked_dispatcher import CheckedDispatcher, ResultCheck
-from .coded_dispatcher import CodedDispatcher
+from __future__ import annotations
+
+from typing import Any
+
+from ._http.limits import Limits
+from ._policy.checked import CheckedDispatcher, ResultCheck
+from ._policy.coded import CodedDispatcher
+from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from ._policy.gate import Gate
+from ._policy.requests import Env, Request, RollingQuantile
+from ._policy.sim import simulate_load
+from ._policy.slots import systematic_slots, worker_functions
 from .config import CHECKS, SCHEME_TABLE, SCHEMES, Scheme, ServiceConfig, Slowdown
-from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
-from .requests import Env, Request, RollingQuantile
 from .service import Service, freeze_heap, make_dispatcher
-from .sim import poisson_arrivals, simulate_load
-from .slots import systematic_slots, worker_functions
+
+#: names served by the HTTP section, which imports FastAPI: loaded on first use
+_HTTP = ("create_app", "start_in_thread")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HTTP:
+        from ._http import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
-    "CHECKS", "SCHEMES", "SCHEME_TABLE", "CheckedDispatcher", "CodedDispatcher", "Dispatcher", "Env",
-    "HedgedDispatcher", "ReplicatedDispatcher", "Request", "ResultCheck", "RollingQuantile", "Scheme", "Service",
-    "ServiceConfig", "Slowdown", "UncodedDispatcher", "freeze_heap", "make_dispatcher", "poisson_arrivals",
-    "simulate_load", "systematic_slots", "worker_functions",
+    "CHECKS", "SCHEMES", "SCHEME_TABLE", "CheckedDispatcher", "CodedDispatcher", "Dispatcher", "Env", "Gate",
+    "HedgedDispatcher", "Limits", "ReplicatedDispatcher", "Request", "ResultCheck", "RollingQuantile", "Scheme",
+    "Service", "ServiceConfig", "Slowdown", "UncodedDispatcher", "create_app", "freeze_heap", "make_dispatcher",
+    "simulate_load", "start_in_thread", "systematic_slots", "worker_functions",
 ]

@@ -17,7 +17,7 @@ from .config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHE
 from .parity import PARITY_SCHEMES, coded_workers, parity_k
 
 if TYPE_CHECKING:
-    from .http_limits import Limits
+    from ._http.limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def serve_command(
                          packed_parity)
     if gate not in GATES:
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
-    from .v2 import check_model_name
+    from ._http.v2 import check_model_name
 
     try:
         check_model_name(name)
@@ -118,8 +118,8 @@ def serve_command(
         _serve_isolated(ctx, host, port)
     import uvicorn
 
-    from .app import create_app
-    from .http_limits import uvicorn_options
+    from ._http.app import create_app
+    from ._http.limits import uvicorn_options
     from .service import Service, freeze_heap
 
     target, X, parity_model = workload, None, None
@@ -290,7 +290,7 @@ def _check_access(host: str, api_key: str | None, read_timeout: float, max_batch
                   max_body: int | None = None) -> Limits:
     """The door's limits for `gencc serve`: a --host other than loopback needs an API key (and is warned about);
     loopback without a key stays open."""
-    from .http_limits import Limits
+    from ._http.limits import Limits
 
     if api_key is not None and len(api_key) < 8:
         raise refuse("--api-key", "an API key must have at least 8 characters")

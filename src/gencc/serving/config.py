@@ -15,9 +15,9 @@ from .._validate import check_int, check_nonneg, check_positive, check_probabili
 from ..codes.registry import CODES
 from ..faults import PersistentStragglers, ServiceTimes
 
-#: wrong-result checks (gencc.serving.checked_dispatcher): none, answers after the check, or every answer checked
+#: wrong-result checks (gencc.serving._policy.checked): none, answers after the check, or every answer checked
 CHECKS = ("off", "on", "strict")
-#: the gate on decoded answers (gencc.serving.gate): on (calibrated per model on training inputs) or off
+#: the gate on decoded answers (gencc.serving._policy.gate): on (calibrated per model on training inputs) or off
 GATES = ("on", "off")
 BACKENDS = ("local", "ray")
 
@@ -112,7 +112,7 @@ class ServiceConfig:
     """What a deployment chooses. max_wait_ms: a coded group's formation deadline; max_pending: admission bound
     (more requests in flight get a 503); check: wrong-result check (see `make_dispatcher`); packed_parity: the
     parity model takes each group's members stacked (parm, sgcc-parity schemes); gate: "on" sends a decoded
-    answer only when its uncertainty says it is likely right (`gencc.serving.gate`; coded schemes without a
+    answer only when its uncertainty says it is likely right (`gencc.serving._policy.gate`; coded schemes without a
     check), at `gate_threshold` or, when None, at the threshold calibrated on the model's training inputs."""
 
     scheme: str = DEFAULTS[False]

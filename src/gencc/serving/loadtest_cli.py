@@ -53,8 +53,8 @@ def loadtest_command(
     except ValueError:
         pass
     _check_reachable(url, min(timeout, 5.0))
+    from ..loadgen.load import accounting, histogram_quantiles, plot, run_http, summary, write_csv
     from ..workloads import load
-    from .load import accounting, histogram_quantiles, plot, run_http, summary, write_csv
 
     inputs = (load(workload, progress=False).X_test if X is None else X).tolist()
     before = _scrape(url, api_key)

@@ -26,17 +26,17 @@ from ..codes.registry import code_spec, make_code
 from ..engine import ThreadBackend, Workers
 from ..faults import Faults, WrongResults
 from ..ordering import order_inputs
-from .checked_dispatcher import CheckedDispatcher, ResultCheck
-from .coded_dispatcher import CodedDispatcher
-from .config import CHECKED_SCHEMES, CHECKS, SCHEMES, ServiceConfig, Slowdown, _split
+from ._policy.checked import CheckedDispatcher, ResultCheck
+from ._policy.coded import CodedDispatcher
+from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from ._policy.gate import Gate, service_gate
+from ._policy.loop_env import LoopEnv
+from ._policy.requests import Env, Request
+from .config import CHECKED_SCHEMES, CHECKS, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
-from .dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
-from .gate import Gate, service_gate
-from .loop_env import LoopEnv
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
-from .requests import Env, Request
 
-__all__ = ["CHECKS", "SCHEMES", "LoopEnv", "Service", "freeze_heap", "make_dispatcher"]  # CHECKS, SCHEMES: from .config
+__all__ = ["Service", "freeze_heap", "make_dispatcher"]
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
@@ -53,8 +53,8 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     parm_k requests with one parity query (N = parm_k + 1) and runs `parity` on the parity slot.
 
     check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
-    (`gencc.serving.checked_dispatcher.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
-    gate (coded schemes, checked or not): `gencc.serving.gate.Gate`, which holds back decodes unlikely to be right."""
+    (`gencc.serving.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
+    gate (coded schemes, checked or not): `gencc.serving.Gate`, which holds back decodes unlikely to be right."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)
@@ -129,6 +129,8 @@ class Service:
         self.rejected = 0
         self.invalid = 0  # inputs refused with 422
         self.in_shape: tuple[int, ...] | None = None  # inputs of another shape get a 422 (from_config: the workload's)
+        self.model: Any = None  # the Model served (build / from_config set it), for the protocol's output shape
+        self.workload: Any = None  # the built-in Workload, or None for your own model
 
     @classmethod
     def build(cls, workload: Any, scheme: str | None = None, workers: int | None = None, K: int | None = None, *,
@@ -223,15 +225,19 @@ class Service:
             raise ValueError("input is not finite in float32 (NaN, infinity, or beyond +-3.4e38)")
         return a
 
-    def submit(self, x: Any) -> Future:
+    def submit(self, x: Any, *, checked: bool = False) -> Future:
         """Queue one input; the future resolves to its answered `Request` (422 at once for a bad input, 503 at
-        once when overloaded or closing)."""
+        once when overloaded or closing). `checked`: x is already what `check_input` returns (the HTTP door's
+        request schema parsed it), so a request is checked once."""
         fut: Future = Future()
         req = Request(-1, None, self.pool.now())
-        try:
-            req.x = self.check_input(x)
-        except ValueError as e:
-            req.status, req.error = 422, str(e)
+        if checked:
+            req.x = x
+        else:
+            try:
+                req.x = self.check_input(x)
+            except ValueError as e:
+                req.status, req.error = 422, str(e)
         with self._lock:
             req.id = next(self._ids)
             if req.status == 422:
@@ -289,7 +295,7 @@ class Service:
         unless ok."""
         pool, d = self.pool, self.dispatcher
         dead = np.asarray(pool.dead, dtype=bool)
-        quarantined = [int(w) for w in getattr(d, "quarantined_view", ())]
+        quarantined = [int(w) for w in d.quarantined_view]
         usable = ~dead
         usable[[w for w in quarantined if w < len(usable)]] = False
         live, need = int(usable.sum()), d.workers_needed()

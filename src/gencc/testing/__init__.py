@@ -1,4 +1,10 @@
 """Tooling for gencc's tests and benchmarks (like numpy.testing): not part of the coded-computing API.
 
-`gencc.testing.isolation` runs Ray inside a loopback-only network namespace.
+`check_code(code)` runs a Code (yours or gencc's) through the Code contract, like scikit-learn's
+`check_estimator`; `gencc.testing.isolation` runs Ray inside a loopback-only network namespace. Importing this
+package needs no pytest.
 """
+
+from .code_checks import check_code
+
+__all__ = ["check_code"]

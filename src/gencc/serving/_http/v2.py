@@ -39,7 +39,7 @@ import numpy as np
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ..errors import GenccError
+from ...errors import GenccError
 from .schemas import Number
 
 #: the only version a gencc model has (the path form /versions/1 is accepted)

@@ -1,4 +1,4 @@
-"""The result check of checked serving (`gencc.serving.checked_dispatcher`): per coded slot of a systematic code,
+"""The result check of checked serving (`gencc.serving._policy.checked`): per coded slot of a systematic code,
 how far an honest result strays from the linear reading of the systematic results it mixes, calibrated on
 training inputs, and the robust decode's calibration for the members decoded without their own result."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
-from ..codes import robust as robust_mod
-from ..ordering import order_inputs
+from ...codes import Code
+from ...codes import robust as robust_mod
+from ...ordering import order_inputs
 from .slots import systematic_slots
 
 

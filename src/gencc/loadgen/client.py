@@ -1,4 +1,4 @@
-"""A small HTTP/1.1 keep-alive client on asyncio protocols, for the load generator (`gencc.serving.load`).
+"""A small HTTP/1.1 keep-alive client on asyncio protocols, for the load generator (`gencc.loadgen.load`).
 
 Why not httpx: at 84 req/s its per-request cost on a shared core made the client, not the server, the
 bottleneck (p50 of seconds where the server's own histogram had every answer under 1 s). Here a request is one

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Task
+from ...engine import Task
 from .requests import Env, Request, RollingQuantile
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ class Dispatcher:
     """Base: answers, cancellation, retries, least-loaded choice, timing statistics."""
 
     name = "base"
+    #: workers a dispatcher stopped sending to (a checked dispatcher's quarantine), replaced whole
+    quarantined_view: tuple[int, ...] = ()
 
     def __init__(self, env: Env, *, request_timeout: float = 30.0, max_retries: int = 2, seed: int = 0,
                  on_answer: Callable[[Request], None] | None = None):
@@ -85,6 +87,11 @@ class Dispatcher:
     def workers_needed(self) -> int:
         """Workers the scheme uses at once for one request or group (fewer live ones: degraded health)."""
         return 1
+
+    def busy_workers(self, group: Any) -> set[int]:
+        """Workers holding an unfinished task of `group` (a dispatcher's group of requests, or None), where a new
+        task for it should not go (the gate asks this); none for a dispatcher without groups."""
+        return set()
 
     # ----- shared machinery ---------------------------------------------------------------------------
     def submit(self, req: Request) -> None:

@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
-from ..codes import robust as robust_mod
-from ..engine import Task
-from .coded_dispatcher import CodedDispatcher, _Group
+from ...codes import Code
+from ...codes import robust as robust_mod
+from ...engine import Task
+from .coded import CodedDispatcher, _Group
 from .requests import Env, RollingQuantile
 from .result_check import ResultCheck
+from .slots import cover_map
 
 REASON = "inconsistent result"
 MAX_VERIFY = 4  # verification copies per member at most (failed ones included)
@@ -86,8 +87,8 @@ class CheckedDispatcher(CodedDispatcher):
             raise ValueError(f"quarantine must be a positive number of flags, got {quarantine}")
         self.check, self.strict, self.quarantine, self.rtol = check, bool(strict), int(quarantine), float(rtol)
         self.quarantine_rate = float(quarantine_rate)
-        if getattr(code, "groups", None) is not None:  # SystematicGCC: only parity recoveries, as CodedDispatcher
-            self.cover = self._cover_map()
+        if code.capabilities.groups is not None:  # SystematicGCC: only parity recoveries, as CodedDispatcher
+            self.cover = cover_map(code, self.sys)
         self.covers = [[c for c in range(len(check.coded)) if abs(check.W[c, k]) >= min_weight]
                        for k in range(self.K)]
         self.flags: dict[int, int] = {}  # pool worker -> results flagged inconsistent

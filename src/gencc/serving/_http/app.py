@@ -1,8 +1,8 @@
 """The HTTP front door (FastAPI): POST /predict, POST /predict/batch, GET /healthz, GET /metrics, and the Open
-Inference Protocol under /v2 (`gencc.serving.v2`).
+Inference Protocol under /v2 (`gencc.serving._http.v2`).
 
 Overload -> 503 (bounded in-flight requests), bad input -> 4xx naming the problem before it reaches a worker
-(`gencc.serving.http_limits`: API key, Content-Type, body size, read deadline; `gencc.serving.schemas`: strict
+(`gencc.serving._http.limits`: API key, Content-Type, body size, read deadline; `gencc.serving._http.schemas`: strict
 JSON numbers of the model's input shape, finite in float32), shutdown answers what is in flight (the lifespan
 closes the service after uvicorn stops taking connections).
 """
@@ -24,9 +24,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
-from .http_limits import DoorGuard, Limits, uvicorn_options
+from ..service import Service
+from .limits import DoorGuard, Limits, uvicorn_options
 from .schemas import BadRequest, body_bytes_bound, parse_batch, parse_one, request_schemas
-from .service import Service
 from .v2 import ModelSpec, V2Routes, server_metadata
 
 log = logging.getLogger(__name__)
@@ -136,19 +136,22 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
                in_shape: tuple[int, ...] | None = None, name: str = "model",
                out_shape: tuple[int, ...] | None = None) -> FastAPI:
     """The app serving `service` (closed, after answering what is in flight, when the app shuts down), refusing
-    what `limits` (default `Limits()`) refuses; inputs of `in_shape` and outputs of `out_shape` (default: the
-    service's workload's or model's); `name`: the model's name in the Open Inference Protocol's routes."""
+    what `limits` (default `Limits()`) refuses; inputs of `in_shape` (default: the service's) and outputs of
+    `out_shape` (default: the service's model's); `name`: the model's name in the Open Inference Protocol's routes.
+    The request schema is the one check an HTTP request gets: the service takes what it parsed without checking it
+    again."""
     m = Metrics(service.scheme)
     limits = limits or Limits()
     if in_shape is None:  # the service's model's (a workload, or a model given to Service.build)
-        src = getattr(service, "workload", None) or getattr(service, "model", None)
-        if src is None:
+        if service.in_shape is None:
             raise ValueError("create_app needs in_shape= for a service built without a workload or model")
-        in_shape = src.in_shape
-    if out_shape is None:
-        src = getattr(service, "workload", None) or getattr(service, "model", None)
-        out_shape = getattr(src, "out_shape", None)
-    in_shape = tuple(in_shape)
+        in_shape = service.in_shape
+    in_shape = tuple(int(n) for n in in_shape)
+    if service.in_shape is not None and in_shape != tuple(service.in_shape):
+        raise ValueError(f"in_shape={list(in_shape)} differs from the service's input shape "
+                         f"{list(service.in_shape)}: leave in_shape out")
+    if out_shape is None and service.model is not None:
+        out_shape = service.model.out_shape
     schemas = request_schemas(in_shape, limits.max_batch)
     max_body = limits.max_body_bytes or body_bytes_bound(in_shape, limits.max_batch)
 
@@ -203,7 +206,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
     async def settle(x: np.ndarray) -> Any:
-        r = await _on_loop(service.submit(x))
+        r = await _on_loop(service.submit(x, checked=True))
         if r.status == 503 and (r.error.startswith("overloaded") or (r.error == "shutting down" and not r.tasks)):
             count(503)
         return r
@@ -249,7 +252,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         status, body = await batch(await request.body())
         return JSONResponse(body, status_code=status)
 
-    from .. import __version__
+    from ... import __version__
 
     app.add_middleware(V2Routes, spec=ModelSpec(name, in_shape, out_shape, limits.max_batch), scheme=service.scheme,
                        settle=settle, health=service.health, count=count, server=server_metadata(__version__),

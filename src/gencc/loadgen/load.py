@@ -1,4 +1,4 @@
-"""Open-loop load: Poisson arrivals independent of answers, over HTTP (`gencc.serving.http_client`, raw asyncio
+"""Open-loop load: Poisson arrivals independent of answers, over HTTP (`gencc.loadgen.client`, raw asyncio
 keep-alive) or in process; the generator's lag against its schedule and its own cost; the server's histogram
 quantiles between two /metrics scrapes; tidy CSV rows; figures (p50 / p99 / p99.9 against offered load per
 scheme, latency CDFs at one load)."""
@@ -19,8 +19,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .http_client import ClientError, FixedServer, HttpClient, Pending
-from .sim import poisson_arrivals
+from .arrivals import poisson_arrivals
+from .client import ClientError, FixedServer, HttpClient, Pending
 
 log = logging.getLogger(__name__)
 FIELDS = ("id", "scheme", "rate", "send_s", "lag_ms", "latency_ms", "status", "degraded", "error")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Task, Workers
+from ...engine import Task, Workers
 
 
 class LoopEnv:

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GenccError
+from ...errors import GenccError
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -34,7 +34,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 @dataclass(frozen=True)
 class Limits:
     """What the door accepts. `max_body_bytes` None: derived from the model's input shape and `max_batch`
-    (`gencc.serving.schemas.body_bytes_bound`); `api_key` None: no authentication (loopback only)."""
+    (`gencc.serving._http.schemas.body_bytes_bound`); `api_key` None: no authentication (loopback only)."""
 
     max_batch: int = 64
     max_body_bytes: int | None = None

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
-from ..engine import Task
-from ..ordering import order_inputs
+from ...codes import Code
+from ...engine import Task
+from ...ordering import order_inputs
 from .dispatchers import Dispatcher
 from .gate import Gate
 from .requests import Env, Request, RollingQuantile
@@ -78,7 +78,8 @@ class CodedDispatcher(Dispatcher):
         self.sys = systematic_slots(code)
         sys_set = set(self.sys or ())
         self.coded_slots = [n for n in range(self.N) if n not in sys_set]
-        self.exact_missing = type(code).missing is not Code.missing
+        caps = code.capabilities  # parity_slot: input -> its group's coded slot, for partial codes with groups (ParM)
+        self.exact_missing, self.parity_slot = caps.partial, caps.group_slot() if caps.partial else {}
         self.min_decode = int(min_decode) if min_decode is not None else (1 if self.exact_missing else self.K)
         self.fn_of, self.in_scale, self.out_scale = worker_functions(code)
         self.latency = RollingQuantile(quantile, default=initial_delay)
@@ -90,14 +91,11 @@ class CodedDispatcher(Dispatcher):
         self.open: _Group | None = None
         self.decodes = 0
         self.copies = 0
-        self.cover = self._cover_map() if cover else None
-        self.gate = gate  # gencc.serving.gate: holds back decodes unlikely to be right
+        self.cover = cover_map(code, self.sys) if cover else None
+        self.gate = gate  # gencc.serving._policy.gate: holds back decodes unlikely to be right
 
     def workers_needed(self) -> int:
         return self.N
-
-    def _cover_map(self) -> list[tuple[int, list[int]]]:
-        return cover_map(self.code, self.sys)
 
     def _covered(self, g: _Group, i: int, R: set[int]) -> bool:
         """Member i's estimate is a parity recovery: its group's coded result is in, and each other position of
@@ -138,7 +136,7 @@ class CodedDispatcher(Dispatcher):
         req.group = g
         if self.sys is not None:
             req.slot = self.sys[k]
-            w = self.least_loaded(self._busy(g))
+            w = self.least_loaded(self.busy_workers(g))
             if w < 0:
                 self.answer(req, None, status=503, error="no live worker")
             else:
@@ -170,7 +168,7 @@ class CodedDispatcher(Dispatcher):
         if g.source:
             return
         m = len(g.members)
-        parm = hasattr(self.code, "group_of")
+        parm = bool(self.parity_slot)
         perm = list(range(m))
         if self.order and not parm and self.sys is not None and m > 2 and g.members[0].x is not None:
             # place similar inputs at neighbouring alphas (the systematic tasks compute f(x) whatever the slot,
@@ -200,8 +198,8 @@ class CodedDispatcher(Dispatcher):
         nearest the members' points (so partial groups cost no more per request than full ones)."""
         if self.sys is None or m == self.K:
             return list(self.coded_slots)
-        if hasattr(self.code, "group_of"):
-            return sorted({self.K + int(self.code.group_of[k]) for k in range(m)})
+        if self.parity_slot:
+            return sorted({self.parity_slot[k] for k in range(m)})
         if self.cover is not None:  # the coded slot of each coding group holding a member
             return sorted({self.cover[k][0] for k in range(m)})
         # at least the code's minimum number of results, so a lone member whose own worker straggles can still
@@ -213,11 +211,12 @@ class CodedDispatcher(Dispatcher):
         return [self.coded_slots[i] for i in order]
 
     # ----- coded tasks --------------------------------------------------------------------------------
-    @staticmethod
-    def _busy(g: _Group) -> set[int]:
+    def busy_workers(self, g: _Group | None) -> set[int]:
         """Workers holding an unfinished task of this group: a new task of the group goes elsewhere (a worker
         that already returned its result is free again, so with W = N coded tasks need not land on the
         workers the systematic tasks avoided, i.e. the slow ones)."""
+        if g is None:
+            return set()
         busy = {t.worker for r in g.members for t in r.tasks if not t.cancelled and math.isnan(t.t_end)}
         busy.update(t.worker for t in g.tasks if not t.cancelled and math.isnan(t.t_end))
         return busy
@@ -245,11 +244,11 @@ class CodedDispatcher(Dispatcher):
         if any(t.kind == "copy" for t in r.tasks):
             return True
         if self.gate is not None:
-            self.gate.hold(self, r, self._busy(g))
+            self.gate.hold(self, r, self.busy_workers(g))
             sent = sum(t.kind == "copy" for t in r.tasks)
             self.copies += sent
             return sent > 0
-        if self.send_copy(r, "copy", exclude=self._busy(g)) is None:
+        if self.send_copy(r, "copy", exclude=self.busy_workers(g)) is None:
             return False
         self.copies += 1
         return True
@@ -258,14 +257,14 @@ class CodedDispatcher(Dispatcher):
         if len(g.members) == 1 and self.exact_missing and slots and not g.sent:
             # ParM cannot recover a lone member (its pads repeat it): a plain copy does the parity's job
             g.sent.update(slots)
-            t = self.send_copy(g.members[0], "copy", exclude=self._busy(g))
+            t = self.send_copy(g.members[0], "copy", exclude=self.busy_workers(g))
             if t is not None:
                 g.tasks.append(t)
             return
         for n in slots:
             if n in g.sent or g.done:
                 continue
-            w = self.least_loaded(self._busy(g))
+            w = self.least_loaded(self.busy_workers(g))
             if w < 0:
                 return
             g.sent.add(n)
@@ -291,8 +290,8 @@ class CodedDispatcher(Dispatcher):
         self._place(g)
         failed = sum(1 for t in g.tasks if t.reason)
         want: list[int] = []
-        if self.exact_missing and hasattr(self.code, "group_of"):
-            want = [self.K + int(self.code.group_of[g.pos[k]]) for k in late]
+        if self.parity_slot:
+            want = [self.parity_slot[g.pos[k]] for k in late]
         elif self.cover is not None:  # the late members' own coding groups (only they can recover them)
             want = [self.cover[g.pos[k]][0] for k in late]
         else:

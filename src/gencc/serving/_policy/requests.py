@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..engine import Task
+from ...engine import Task
 
 
 @dataclass(eq=False)
@@ -36,7 +36,7 @@ class Request:
     group: Any = field(default=None, repr=False)
     slot: int = -1
     decoded_from: list[int] | None = None  # worker slots a degraded answer was decoded from
-    gate: str = ""  # gencc.serving.gate: "passed" (the decode was sent), "held" (it was not), "" (not judged)
+    gate: str = ""  # gencc.serving._policy.gate: "passed" (the decode was sent), "held" (it was not), "" (not judged)
     uncertainty: float = math.nan  # the estimated error sd of the (last) decode judged; nan: none / no estimate
     gate_score: float = math.nan  # its top-1 margin over that sd (the gate's score)
 

@@ -15,7 +15,7 @@ task (none idle: as soon as one frees), or for a later decode of its group (more
 threshold is chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs,
 records every decode it would send with its score, and the smallest threshold whose sent decodes agree with f on
 top-1 at the target rate is kept (an upper confidence bound over bootstrap resamples), never below the score at
-which the decoder's own error estimate makes the top-1 likely right (`gencc.serving.gate_threshold`;
+which the decoder's own error estimate makes the top-1 likely right (`gencc.serving._policy.gate_threshold`;
 `GateCalibration.frontier` holds the whole agreement / share-sent curve).
 """
 
@@ -31,21 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
-from ..engine import Task, VirtualWorkers
-from ..errors import CalibrationStopped
-from ..model import apply_batch
-from .gate_threshold import (  # noqa: F401  (re-exported: the calibration's side of the gate)
-    BOOTSTRAP_DRAWS,
-    BOOTSTRAP_QUANTILE,
-    CONFIDENCE_Z,
-    DEFAULT_TARGET,
-    GateCalibration,
-    choose_threshold,
-    frontier,
-    score_floor,
-    wilson_lower,
-)
+from ...engine import Task, VirtualWorkers
+from ...errors import CalibrationStopped
+from ...model import apply_batch
+from .gate_threshold import DEFAULT_TARGET, GateCalibration, choose_threshold, score_floor
 from .requests import Env, Request, RollingQuantile
 from .sim import simulate_load
 
@@ -97,12 +86,13 @@ def jackknife_std(code: Any, Y: np.ndarray, returned: Sequence[int]) -> np.ndarr
 def uncertainty(code: Any, Y: np.ndarray, returned: Sequence[int]) -> np.ndarray | None:
     """Per input, the estimated error standard deviation of `code.decode(Y, returned)` (module docstring), or None
     when the code offers no estimate."""
-    if hasattr(code, "decode_uncertainty"):
+    caps = code.capabilities
+    if caps.uncertainty:
         try:
             return np.asarray(code.decode_uncertainty(Y, returned), dtype=float)
         except (ValueError, np.linalg.LinAlgError):
             return None
-    if type(code).missing is not Code.missing:  # an exact recovery (ParM): no spread to measure
+    if caps.partial:  # an exact recovery (ParM, replication): no spread to measure
         return None
     return jackknife_std(code, Y, returned)
 
@@ -166,7 +156,7 @@ class Gate:
                 self.passed += 1
                 send.append(k)
                 continue
-            self.hold(disp, r, disp._busy(g))
+            self.hold(disp, r, disp.busy_workers(g))
         return send
 
     def hold(self, disp: Any, r: Request, busy: set[int]) -> None:
@@ -181,7 +171,7 @@ class Gate:
         is held and gets its copy."""
         for r in g.members:
             if not r.status:
-                self.hold(disp, r, disp._busy(g))
+                self.hold(disp, r, disp.busy_workers(g))
 
     def copy(self, disp: Any, r: Request, busy: set[int]) -> None:
         """Up to `copies` plain copies of a held request in all, each on an idle worker outside `busy`, preferring
@@ -213,8 +203,7 @@ class Gate:
                 continue
             if not np.any(np.asarray(disp.env.loads()) == 0):
                 return
-            g = r.group
-            self.copy(disp, r, disp._busy(g) if g is not None and hasattr(disp, "_busy") else set())
+            self.copy(disp, r, disp.busy_workers(r.group))
 
     def observe(self, task: Task) -> None:
         """Learn each worker's speed from its finished tasks; a held request short of its copies gets them once
@@ -272,7 +261,7 @@ def calibrate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str,
     Service time `service_ms` with persistent stragglers (slow_fraction, slow_factor), Poisson arrivals at
     `load` of uncoded capacity; service_ms 0 (unknown): the REFERENCE conditions. `stop` set: raises
     CalibrationStopped at the next model call."""
-    from ..faults import PersistentStragglers, ServiceTimes
+    from ...faults import PersistentStragglers, ServiceTimes
 
     if not service_ms > 0:
         service_ms, slow_fraction, slow_factor, ref_load = REFERENCE
@@ -312,7 +301,7 @@ def service_gate(config: Any, slowdown: Any, make: Callable[[Gate | None], Calla
     kept per (key, configuration) for the life of the process. A calibration runs in a background thread; until
     it ends (`gate.ready`) the gate holds every decode (the service answers only with the model's own outputs);
     `gate.stopped` abandons it."""
-    from .config import scheme as scheme_entry
+    from ..config import scheme as scheme_entry
 
     if config.gate == "off" or scheme_entry(config.scheme).dispatcher != "coded" or config.check != "off":
         return None

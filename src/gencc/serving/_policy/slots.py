@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codes import Code
+from ...codes import Code
 
 
 def systematic_slots(code: Code, tol: float = 1e-9) -> list[int] | None:
@@ -29,20 +29,19 @@ def worker_functions(code: Code) -> tuple[list[str], list[float], list[float]]:
     members and runs z -> F_P(s z) / s (a = b = s; `worker_function(f, n)` exposes s), and with a packed one
     the s members stacked, z -> F_P(z) / s (a = 1, b = s), so the pool needs only the parity model itself."""
     sentinel = object()
-    fns = [code.worker_function(sentinel, n) for n in range(code.N)]
-    outs = [1.0 if fn is sentinel else float(getattr(fn, "s", 1)) for fn in fns]
-    ins = [1.0 if getattr(fn, "packed", False) else b for fn, b in zip(fns, outs, strict=True)]
-    return ["f" if fn is sentinel else "parity" for fn in fns], ins, outs
+    fns = ["f" if code.worker_function(sentinel, n) is sentinel else "parity" for n in range(code.N)]
+    scales = code.capabilities.scales or ((1.0, 1.0),) * code.N
+    return fns, [float(a) for a, _ in scales], [float(b) for _, b in scales]
 
 
 def cover_map(code: Code, sys: list[int] | None) -> list[tuple[int, list[int]]]:
     """Per position k: (the coded slot of k's coding group, the group's other positions), for a systematic code
     with coding groups (`SystematicGCC`; `sys` its systematic slots); ValueError for any other code."""
-    groups, coded = getattr(code, "groups", None), getattr(code, "coded", None)
-    if groups is None or coded is None or sys is None:
+    groups = code.capabilities.groups
+    if groups is None or sys is None:
         raise ValueError(f"cover needs a systematic code with coding groups (SystematicGCC), not {code!r}")
     out: list[tuple[int, list[int]]] = [(-1, [])] * code.K
-    for grp, slot in zip(groups, coded, strict=True):
+    for slot, grp in groups:
         for k in grp:
             out[int(k)] = (int(slot), [int(j) for j in grp if j != k])
     return out

@@ -10,8 +10,8 @@ import socket
 import numpy as np
 import pytest
 
-from gencc.serving.http_client import FixedServer
-from gencc.serving.load import LATE_MS, client_cost, histogram_quantiles, run_http, schedule_report
+from gencc.loadgen.client import FixedServer
+from gencc.loadgen.load import LATE_MS, client_cost, histogram_quantiles, run_http, schedule_report
 
 
 def test_own_cost_is_under_half_a_millisecond_per_request():
@@ -40,7 +40,7 @@ def test_rows_keep_the_schedule_and_reuse_connections():
 def test_falling_behind_schedule_is_reported_and_warned(caplog):
     """One connection to a server that takes 20 ms per answer, at 200 req/s: requests wait for the connection,
     leave late, and the generator says so."""
-    caplog.set_level(logging.WARNING, logger="gencc.serving.load")
+    caplog.set_level(logging.WARNING, logger="gencc.loadgen.load")
     rep: dict = {}
     with FixedServer(delay_s=0.02) as srv:
         rows = run_http(f"http://127.0.0.1:{srv.port}", rate=200, duration=0.5, inputs=[[0.0]], max_connections=1,
@@ -102,21 +102,18 @@ def test_histogram_quantiles_interpolate_inside_buckets():
 @pytest.mark.slow  # loads the digits inputs (torch)
 def test_loadtest_prints_the_servers_histogram_beside_its_own_figures(tmp_path):
     pytest.importorskip("fastapi")
-    from serving_helpers import start_server
     from typer.testing import CliRunner
 
     from gencc.cli import app as cli
     from gencc.engine import ThreadBackend, Workers
-    from gencc.serving import Service
-    from gencc.serving.app import create_app
-    from gencc.serving.service import make_dispatcher
+    from gencc.serving import Service, create_app, make_dispatcher, start_in_thread
 
     def mean(x):  # a model gencc never saw, on the digits inputs' shape
         return np.asarray(x, dtype=np.float64).reshape(len(x), -1).mean(axis=1, keepdims=True)
 
     mean.batched = True
     svc = Service(Workers(4, ThreadBackend({"f": mean}, dtype=np.float32)), lambda env: make_dispatcher("uncoded", env))
-    server, th, port = start_server(create_app(svc, in_shape=(1, 8, 8)))
+    server, th, port = start_in_thread(create_app(svc, in_shape=(1, 8, 8)))
     try:
         r = CliRunner().invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration",
                                      "0.5", "--out", str(tmp_path / "load.csv")])
@@ -132,14 +129,11 @@ def test_loadtest_prints_the_servers_histogram_beside_its_own_figures(tmp_path):
 
 def test_loadtest_sends_your_own_inputs_from_data(tmp_path):
     pytest.importorskip("fastapi")
-    from serving_helpers import start_server
     from typer.testing import CliRunner
 
     from gencc.cli import app as cli
     from gencc.engine import ThreadBackend, Workers
-    from gencc.serving import Service
-    from gencc.serving.app import create_app
-    from gencc.serving.service import make_dispatcher
+    from gencc.serving import Service, create_app, make_dispatcher, start_in_thread
 
     seen = []
 
@@ -157,7 +151,7 @@ def test_loadtest_sends_your_own_inputs_from_data(tmp_path):
     # refused before the server is tried
     assert bad.exit_code == 2 and "does not exist" in " ".join(bad.output.replace("│", " ").split())
     svc = Service(Workers(2, ThreadBackend({"f": norm}, dtype=np.float32)), lambda env: make_dispatcher("uncoded", env))
-    server, th, port = start_server(create_app(svc, in_shape=(3,)))
+    server, th, port = start_in_thread(create_app(svc, in_shape=(3,)))
     try:
         r = runner.invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "0.5",
                                 "--out", str(tmp_path / "load.csv"), "--data", str(tmp_path / "mine.npy")])
