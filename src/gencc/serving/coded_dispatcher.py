@@ -21,6 +21,7 @@ from ..engine import Task
 from ..ordering import order_inputs
 from .dispatchers import Dispatcher
 from .gate import Gate
+from .redundancy import Redundancy
 from .requests import Env, Request, RollingQuantile
 from .slots import cover_map, systematic_slots, worker_functions
 
@@ -64,7 +65,7 @@ class CodedDispatcher(Dispatcher):
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
                  min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
                  order: bool = True, decode_wait: float | None = None, cover: bool = False,
-                 gate: Gate | None = None, name: str | None = None, **kw):
+                 gate: Gate | None = None, name: str | None = None, redundancy: Redundancy | None = None, **kw):
         super().__init__(env, **kw)
         if mode not in MODES:
             raise ValueError(f"unknown coded mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -92,6 +93,7 @@ class CodedDispatcher(Dispatcher):
         self.copies = 0
         self.cover = self._cover_map() if cover else None
         self.gate = gate  # gencc.serving.gate: holds back decodes unlikely to be right
+        self.redundancy = redundancy if mode == "eager" else None  # gencc.serving.redundancy: load-adaptive
 
     def workers_needed(self) -> int:
         return self.N
@@ -145,7 +147,7 @@ class CodedDispatcher(Dispatcher):
                 t = Task(x=req.x, fn="f", on_done=self._done, kind="systematic", slot=req.slot, owner=req)
                 req.tasks.append(t)
                 self.send(w, t)
-        if self.mode == "hedge":
+        if self.mode == "hedge" or (self.redundancy is not None and self.redundancy.late):
             self.later(self.latency.value, lambda: self._late(g, req), g)
         if len(g.members) == self.K:
             self._form(g)
@@ -160,7 +162,9 @@ class CodedDispatcher(Dispatcher):
             g.done = True
         elif self.mode == "eager" or self.sys is None:
             self._place(g)
-            self._send_coded(g, self._eager_slots(len(g.members)))
+            self._send_coded(g, self._eager_slots(len(g.members)), eager=True)
+            if trigger is not None:  # formed by a late member's timer (load-adaptive): it may need a coded task
+                self._late(g, trigger)
         else:  # the hedge places the group when a member is late (most groups never are: no order, no encode)
             self._late(g, trigger)
         self._try_decode(g)
@@ -222,9 +226,9 @@ class CodedDispatcher(Dispatcher):
         busy.update(t.worker for t in g.tasks if not t.cancelled and math.isnan(t.t_end))
         return busy
 
-    def _send_coded(self, g: _Group, slots: list[int]) -> None:
+    def _send_coded(self, g: _Group, slots: list[int], eager: bool = False) -> None:
         n_tasks = len(g.tasks)
-        self._send_coded_tasks(g, slots)
+        self._send_coded_tasks(g, slots, self.redundancy if eager else None)
         if len(g.tasks) > n_tasks and not self.exact_missing:
             wait = self.turnaround.value if self.decode_wait is None else self.decode_wait
             self.later(wait, lambda: self._deadline(g), g)
@@ -254,7 +258,7 @@ class CodedDispatcher(Dispatcher):
         self.copies += 1
         return True
 
-    def _send_coded_tasks(self, g: _Group, slots: list[int]) -> None:
+    def _send_coded_tasks(self, g: _Group, slots: list[int], fit: Redundancy | None = None) -> None:
         if len(g.members) == 1 and self.exact_missing and slots and not g.sent:
             # ParM cannot recover a lone member (its pads repeat it): a plain copy does the parity's job
             g.sent.update(slots)
@@ -266,7 +270,7 @@ class CodedDispatcher(Dispatcher):
             if n in g.sent or g.done:
                 continue
             w = self.least_loaded(self._busy(g))
-            if w < 0:
+            if w < 0 or (fit is not None and not fit.admit(self.env.loads()[w])):
                 return
             g.sent.add(n)
             x = None if g.X is None else g.X[n]
