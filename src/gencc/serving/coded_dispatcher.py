@@ -92,8 +92,8 @@ class CodedDispatcher(Dispatcher):
         self.decodes = 0
         self.copies = 0
         self.cover = self._cover_map() if cover else None
-        self.gate = gate  # gencc.serving.gate: holds back decodes unlikely to be right
-        self.redundancy = redundancy if mode == "eager" else None  # gencc.serving.redundancy: load-adaptive
+        # gencc.serving.gate: holds back decodes unlikely to be right; .redundancy: load-adaptive coded tasks
+        self.gate, self.redundancy = gate, (redundancy if mode == "eager" else None)
 
     def workers_needed(self) -> int:
         return self.N
@@ -163,10 +163,8 @@ class CodedDispatcher(Dispatcher):
         elif self.mode == "eager" or self.sys is None:
             self._place(g)
             self._send_coded(g, self._eager_slots(len(g.members)), eager=True)
-            if trigger is not None:  # formed by a late member's timer (load-adaptive): it may need a coded task
-                self._late(g, trigger)
-        else:  # the hedge places the group when a member is late (most groups never are: no order, no encode)
-            self._late(g, trigger)
+        if not g.done and self.sys is not None and (self.mode == "hedge" or trigger is not None):
+            self._late(g, trigger)  # the hedge (or a late member under load-adaptive redundancy) places the group
         self._try_decode(g)
 
     def _place(self, g: _Group) -> None:
@@ -216,7 +214,6 @@ class CodedDispatcher(Dispatcher):
         order = np.argsort(dist, kind="stable")[:r]
         return [self.coded_slots[i] for i in order]
 
-    # ----- coded tasks --------------------------------------------------------------------------------
     @staticmethod
     def _busy(g: _Group) -> set[int]:
         """Workers holding an unfinished task of this group: a new task of the group goes elsewhere (a worker
