@@ -43,6 +43,7 @@ from gencc.serving.redundancy import DEFAULT_REDUNDANCY, Redundancy  # noqa: E40
 SIM_SCHEMES = ["uncoded", "hedged", "gcc-full", "gcc", "sgcc-full", "sgcc", "gcc-hedge"]
 REAL_SCHEMES = ["uncoded", "hedged", "gcc", "sgcc", "gcc-hedge"]
 LOADS = [0.1, 0.3, 0.57, 0.76, 0.95, 1.1, 1.2]
+REAL_LOADS = [0.1, 0.3, 0.57, 0.76, 0.95]
 #: the variants `policies` compares: name -> Redundancy (None: every coded task)
 POLICIES = {"full": None, "idle+late": Redundancy(0, True), "idle": Redundancy(0, False),
             "queue<=1+late": Redundancy(1, True), "queue<=2+late": Redundancy(2, True)}
@@ -134,9 +135,10 @@ def real_point(name: str, load: float, a: argparse.Namespace, w) -> dict:
         futs.append(svc.submit(x))
     reqs = [f.result(timeout=300) for f in futs]
     svc.close()
-    ex = list(svc.pool.executed)
+    ex = list(svc.pool.executed)  # the latest tasks (`Workers.executed` keeps a bounded record); counts: all
     lat = np.array([r.latency for r in reqs if r.status == 200]) * 1000
-    row = {"source": "real", "scheme": name, "load": load, "gate": a.gate, **summarize(lat, len(ex), len(reqs)),
+    row = {"source": "real", "scheme": name, "load": load, "gate": a.gate,
+           **summarize(lat, sum(svc.pool.counts.values()), len(reqs)),
            "loadavg": [round(before, 2), round(os.getloadavg()[0], 2)]}
     normal = [(t.t_end - t.t_start, t.busy) for t in ex if t.ok and not t.slow]
     service = ServiceTimes(samples=[d for d, _ in normal], busy=[b for _, b in normal])
@@ -212,7 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--md", type=Path, help="report: the markdown table")
     ap.add_argument("--png", type=Path, help="report: the figure")
     ap.add_argument("--schemes", nargs="+", help=f"sim default {' '.join(SIM_SCHEMES)}; real {' '.join(REAL_SCHEMES)}")
-    ap.add_argument("--loads", type=float, nargs="+", default=LOADS, help="fractions of uncoded's capacity")
+    ap.add_argument("--loads", type=float, nargs="+",
+                    help=f"fractions of uncoded's capacity (sim {LOADS}, real {REAL_LOADS})")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals per point and seed")
     ap.add_argument("--seeds", type=int, default=3, help="sim: runs pooled per point (other arrivals, slow periods)")
     ap.add_argument("--seed", type=int, default=0, help="real: the run's seed")
@@ -239,11 +242,16 @@ def main(argv: list[str] | None = None) -> None:
     if a.out is None:
         ap.error(f"{a.mode} needs --out FILE.json")
     gates = ("off", "on") if a.mode == "real" else ("sent", "held")
+    a.loads = a.loads or (REAL_LOADS if a.mode == "real" else LOADS)
     a.gate = a.gate or gates[0]
     if a.gate not in gates:
         ap.error(f"--gate for {a.mode} must be one of {', '.join(gates)}, got {a.gate!r}")
     if not all(0 < x < 3 for x in a.loads) or not a.duration > 0 or a.seeds < 1 or a.workers < a.K:
         ap.error("--loads must lie in (0, 3), --duration be positive, --seeds at least 1, --workers at least --K")
+    known = SCHEMES if a.mode == "real" else [*SCHEMES, *(f"{n}-full" for n in SCHEMES)]
+    bad = [n for n in a.schemes or [] if n not in known or (a.mode == "policies" and n.endswith("-full"))]
+    if bad:
+        ap.error(f"unknown scheme {bad[0]!r} for {a.mode}; choose among {', '.join(known)}")
     rows = []
     if a.mode == "policies":
         for load in a.loads:

@@ -13,9 +13,12 @@ ways at once. With `late` a member still unanswered after the dispatcher's obser
 task anyway (the coded hedge, `CodedDispatcher` mode "hedge"): one late task per straggling member, which is the
 redundancy that still pays when the queues are long.
 
-The default, `max_queue=0` (coded tasks only to idle workers) with `late=True`, is the variant that won in the
-simulator against a queue threshold of 1 or 2, the group-level mean queue and coding with no late fallback
-(`python benchmarks/bench_serving.py --policies`, docs/guides/serving.md).
+The default, `max_queue=0` (coded tasks only to idle workers) with `late=True`, won in the simulator against
+coding in full, thresholds of one or two queued tasks (with the late task) and idle-only without the late task:
+of the rules with the late task the lowest p50 at every load, and the lowest p99.9 of all near uncoded's
+capacity; a threshold of one or two codes more near saturation, which costs p50 there, and without the late
+task a group left uncoded has uncoded's tail (`python benchmarks/serving_sweep.py policies`,
+docs/guides/serving.md).
 """
 
 from __future__ import annotations
