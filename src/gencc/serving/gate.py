@@ -198,9 +198,10 @@ class Gate:
         for _ in range(self.copies - have):
             t = disp.send_copy(r, "copy", exclude=used | slow) or disp.send_copy(r, "copy", exclude=used)
             if t is None:
-                if not any(t.kind == "copy" for t in r.tasks):
-                    mine = set(busy) | {t.worker for t in r.tasks}
-                    _ = disp.send_copy(r, "copy", exclude=mine | slow) or disp.send_copy(r, "copy", exclude=mine)
+                if not any(c.kind == "copy" for c in r.tasks):  # none idle: the first copy leaves now anyway
+                    mine = set(busy) | {c.worker for c in r.tasks}
+                    if disp.send_copy(r, "copy", exclude=mine | slow) is None:
+                        disp.send_copy(r, "copy", exclude=mine)
                 if r not in self._wanting:
                     self._wanting[r] = disp
                 return
