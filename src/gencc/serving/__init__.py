@@ -10,8 +10,9 @@ The public face (like Ray Serve's `serve` module, over private sections):
 - extend it: `Dispatcher` (subclass it for a policy of your own), `Request`, `Env` (what a dispatcher may ask of
   its workers), `RollingQuantile`, and the built-in policies `UncodedDispatcher`, `ReplicatedDispatcher`,
   `HedgedDispatcher`, `CodedDispatcher` (GCC / BACC / SGCC / ParM, eager or as a coded hedge),
-  `CheckedDispatcher` (answers after a wrong-result check, `ResultCheck`) and `Gate` (decoded answers held back
-  unless likely right); a code's abilities come from its declared `gencc.codes.Capabilities`.
+  `CheckedDispatcher` (answers after a wrong-result check, `ResultCheck`), `Gate` (decoded answers held back
+  unless likely right) and `Redundancy` (coded tasks only where the queues leave room); a code's abilities come
+  from its declared `gencc.codes.Capabilities`.
 
 Sections: `serving._policy` (the dispatch policies, gate, slots, loop environment, simulator), `serving._http`
 (the app, its limits, the request schemas), `serving.service` (assembly), `serving.config` (the scheme table).
@@ -27,6 +28,7 @@ from ._policy.checked import CheckedDispatcher, ResultCheck
 from ._policy.coded import CodedDispatcher
 from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from ._policy.gate import Gate
+from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
 from ._policy.requests import Env, Request, RollingQuantile
 from ._policy.sim import simulate_load
 from ._policy.slots import systematic_slots, worker_functions
@@ -46,8 +48,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CHECKS", "SCHEMES", "SCHEME_TABLE", "CheckedDispatcher", "CodedDispatcher", "Dispatcher", "Env", "Gate",
-    "HedgedDispatcher", "Limits", "ReplicatedDispatcher", "Request", "ResultCheck", "RollingQuantile", "Scheme",
-    "Service", "ServiceConfig", "Slowdown", "UncodedDispatcher", "create_app", "freeze_heap", "make_dispatcher",
-    "simulate_load", "start_in_thread", "systematic_slots", "worker_functions",
+    "CHECKS", "DEFAULT_REDUNDANCY", "SCHEMES", "SCHEME_TABLE", "CheckedDispatcher", "CodedDispatcher", "Dispatcher",
+    "Env", "Gate", "HedgedDispatcher", "Limits", "Redundancy", "ReplicatedDispatcher", "Request", "ResultCheck",
+    "RollingQuantile", "Scheme", "Service", "ServiceConfig", "Slowdown", "UncodedDispatcher", "create_app",
+    "freeze_heap", "make_dispatcher", "simulate_load", "start_in_thread", "systematic_slots", "worker_functions",
 ]

@@ -31,6 +31,7 @@ from ._policy.coded import CodedDispatcher
 from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from ._policy.gate import Gate, service_gate
 from ._policy.loop_env import LoopEnv
+from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
 from ._policy.requests import Env, Request
 from .config import CHECKED_SCHEMES, CHECKS, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
@@ -41,7 +42,8 @@ __all__ = ["Service", "freeze_heap", "make_dispatcher"]
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
                     calibration: dict[str, float] | None = None, max_wait: float = 0.05, check: str = "off",
-                    check_data: tuple[Callable, Any] | None = None, gate: Gate | None = None, **kw: Any) -> Dispatcher:
+                    check_data: tuple[Callable, Any] | None = None, gate: Gate | None = None,
+                    redundancy: Redundancy | None = DEFAULT_REDUNDANCY, **kw: Any) -> Dispatcher:
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
     CodedDispatcher schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
@@ -54,7 +56,9 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
 
     check "on" / "strict" (eager gcc, bacc, sgcc, sgcc-parity): answers wait for the group's wrong-result check
     (`gencc.serving.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
-    gate (coded schemes, checked or not): `gencc.serving.Gate`, which holds back decodes unlikely to be right."""
+    gate (coded schemes, checked or not): `gencc.serving.Gate`, which holds back decodes unlikely to be right.
+    redundancy (eager coded schemes without a check): `gencc.serving.Redundancy`, which sends a group's coded
+    tasks only where the queues leave room (None: every coded task, whatever the load)."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)
@@ -95,7 +99,8 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
         rc = ResultCheck.calibrate(code, *check_data, order=kw.get("order", True))
         return CheckedDispatcher(env, code, rc, strict=check == "strict", max_wait=max_wait,
                                  name=f"{scheme}-checked", gate=gate, **kw)
-    return CodedDispatcher(env, code, mode=sch.mode, max_wait=max_wait, name=scheme, gate=gate, **kw)
+    return CodedDispatcher(env, code, mode=sch.mode, max_wait=max_wait, name=scheme, gate=gate,
+                           redundancy=redundancy, **kw)
 
 
 def freeze_heap() -> None:

@@ -20,7 +20,7 @@ request parameter `binary_data_output`), and `parameters` {"scheme": ..., "degra
 
 Errors are `{"error": "..."}`: 400 for a body that is not the protocol or not this model's tensor, 404 for an
 unknown model, route or version, 405 for a wrong method, and the answer's own status (503 overloaded, 504 timed
-out, ...) when any input of the batch was not answered. The door's limits (`gencc.serving.http_limits.DoorGuard`:
+out, ...) when any input of the batch was not answered. The door's limits (`gencc.serving._http.limits.DoorGuard`:
 API key, body size, read deadline, Content-Type) apply before any of this runs.
 """
 

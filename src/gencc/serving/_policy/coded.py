@@ -21,6 +21,7 @@ from ...engine import Task
 from ...ordering import order_inputs
 from .dispatchers import Dispatcher
 from .gate import Gate
+from .redundancy import Redundancy
 from .requests import Env, Request, RollingQuantile
 from .slots import cover_map, systematic_slots, worker_functions
 
@@ -64,7 +65,7 @@ class CodedDispatcher(Dispatcher):
     def __init__(self, env: Env, code: Code, *, mode: str = "eager", max_wait: float = 0.02,
                  min_decode: int | None = None, quantile: float = 0.9, initial_delay: float = 0.05, spare: int = 1,
                  order: bool = True, decode_wait: float | None = None, cover: bool = False,
-                 gate: Gate | None = None, name: str | None = None, **kw):
+                 gate: Gate | None = None, name: str | None = None, redundancy: Redundancy | None = None, **kw):
         super().__init__(env, **kw)
         if mode not in MODES:
             raise ValueError(f"unknown coded mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -92,7 +93,8 @@ class CodedDispatcher(Dispatcher):
         self.decodes = 0
         self.copies = 0
         self.cover = cover_map(code, self.sys) if cover else None
-        self.gate = gate  # gencc.serving._policy.gate: holds back decodes unlikely to be right
+        # gencc.serving._policy.gate: holds back decodes unlikely to be right; .redundancy: load-adaptive coded tasks
+        self.gate, self.redundancy = gate, (redundancy if mode == "eager" else None)
 
     def workers_needed(self) -> int:
         return self.N
@@ -143,7 +145,7 @@ class CodedDispatcher(Dispatcher):
                 t = Task(x=req.x, fn="f", on_done=self._done, kind="systematic", slot=req.slot, owner=req)
                 req.tasks.append(t)
                 self.send(w, t)
-        if self.mode == "hedge":
+        if self.mode == "hedge" or (self.redundancy is not None and self.redundancy.late):
             self.later(self.latency.value, lambda: self._late(g, req), g)
         if len(g.members) == self.K:
             self._form(g)
@@ -158,9 +160,9 @@ class CodedDispatcher(Dispatcher):
             g.done = True
         elif self.mode == "eager" or self.sys is None:
             self._place(g)
-            self._send_coded(g, self._eager_slots(len(g.members)))
-        else:  # the hedge places the group when a member is late (most groups never are: no order, no encode)
-            self._late(g, trigger)
+            self._send_coded(g, self._eager_slots(len(g.members)), eager=True)
+        if not g.done and self.sys is not None and (self.mode == "hedge" or trigger is not None):
+            self._late(g, trigger)  # the hedge (or a late member under load-adaptive redundancy) places the group
         self._try_decode(g)
 
     def _place(self, g: _Group) -> None:
@@ -221,9 +223,9 @@ class CodedDispatcher(Dispatcher):
         busy.update(t.worker for t in g.tasks if not t.cancelled and math.isnan(t.t_end))
         return busy
 
-    def _send_coded(self, g: _Group, slots: list[int]) -> None:
+    def _send_coded(self, g: _Group, slots: list[int], eager: bool = False) -> None:
         n_tasks = len(g.tasks)
-        self._send_coded_tasks(g, slots)
+        self._send_coded_tasks(g, slots, self.redundancy if eager else None)
         if len(g.tasks) > n_tasks and not self.exact_missing:
             wait = self.turnaround.value if self.decode_wait is None else self.decode_wait
             self.later(wait, lambda: self._deadline(g), g)
@@ -253,7 +255,7 @@ class CodedDispatcher(Dispatcher):
         self.copies += 1
         return True
 
-    def _send_coded_tasks(self, g: _Group, slots: list[int]) -> None:
+    def _send_coded_tasks(self, g: _Group, slots: list[int], fit: Redundancy | None = None) -> None:
         if len(g.members) == 1 and self.exact_missing and slots and not g.sent:
             # ParM cannot recover a lone member (its pads repeat it): a plain copy does the parity's job
             g.sent.update(slots)
@@ -265,7 +267,7 @@ class CodedDispatcher(Dispatcher):
             if n in g.sent or g.done:
                 continue
             w = self.least_loaded(self.busy_workers(g))
-            if w < 0:
+            if w < 0 or (fit is not None and not fit.admit(self.env.loads()[w])):
                 return
             g.sent.add(n)
             x = None if g.X is None else g.X[n]

@@ -176,7 +176,9 @@ class Gate:
     def copy(self, disp: Any, r: Request, busy: set[int]) -> None:
         """Up to `copies` plain copies of a held request in all, each on an idle worker outside `busy`, preferring
         one that was not slow on its last task: at the p99.9 a copy that lands on a slow worker counts, and two
-        rarely both do. Too few idle workers (overload): the request waits for a worker to free (`observe`)."""
+        rarely both do. No idle worker at all (near saturation): one copy at once on the least-loaded such worker
+        (a hedge's copy; waiting for an idle worker left held requests behind their slow workers, issue 35), and
+        the rest wait for a worker to free (`observe`)."""
         have = sum(t.kind == "copy" for t in r.tasks)
         if have >= self.copies or r.status:
             return
@@ -187,6 +189,10 @@ class Gate:
         for _ in range(self.copies - have):
             t = disp.send_copy(r, "copy", exclude=used | slow) or disp.send_copy(r, "copy", exclude=used)
             if t is None:
+                if not any(c.kind == "copy" for c in r.tasks):  # none idle: the first copy leaves now anyway
+                    mine = set(busy) | {c.worker for c in r.tasks}
+                    if disp.send_copy(r, "copy", exclude=mine | slow) is None:
+                        disp.send_copy(r, "copy", exclude=mine)
                 if r not in self._wanting:
                     self._wanting[r] = disp
                 return
