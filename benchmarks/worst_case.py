@@ -108,7 +108,7 @@ def main() -> None:
             name, opts = parse_scheme(scheme)
             code = make_code(name, K, N, **opts)
             w_rel, w_agr, r_rel, r_acc = [], [], [], []
-            for wname, (f, X_test, y_test) in loads.items():
+            for f, X_test, y_test in loads.values():
                 for s in range(args.sets):
                     pick = np.random.default_rng(1000 * s + K).choice(len(X_test), K, replace=False)
                     X, y = X_test[pick], y_test[pick]

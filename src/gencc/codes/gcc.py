@@ -16,6 +16,7 @@ from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
 from . import robust
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
+from .gaps import bridge_gaps
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -31,6 +32,8 @@ AUTO_DENSE_MAX = 512
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
 AUTO_SELECT_MAX = 64
 DECODERS = ("auto", "interpolate", "select")
+#: how the decoder reads a data point in a large gap of missing workers (`gencc.codes.gaps`)
+GAPS = ("bridge", "fit")
 #: LOO factorizations (G, and the decoding weights) kept per code for robust decoding, one per returned set
 LOO_CACHE_SIZE = 64
 #: the closed-form LOO of robust decoding needs the inverse of the bordered system: limited to this many results
@@ -56,6 +59,11 @@ class GCC(Code):
     readings of the results by leave-one-out on the returned systematic results, `gencc.codes.gcc_low_redundancy`;
     needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
     "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
+
+    gaps: "bridge" (default) reads a data point inside a gap of at least `gaps.MIN_GAP` missing workers, or beyond
+    the outermost returned worker, by a bounded linear reading (the mean of Berrut's rational interpolant and the
+    straight line across the gap, `gencc.codes.gaps`) instead of the fit, which extrapolates its trend there and
+    blew up the worst case at high straggler fractions; "fit" keeps the fit's rows everywhere.
     """
 
     name = "gcc"
@@ -72,6 +80,7 @@ class GCC(Code):
         alpha: str | np.ndarray = "chebyshev1",
         beta: str | np.ndarray = "chebyshev2-nested",
         decoder: str = "auto",
+        gaps: str = "bridge",
     ):
         super().__init__(K, N)
         if isinstance(kernel, str) and kernel != "auto" and kernel not in KERNELS:
@@ -98,6 +107,10 @@ class GCC(Code):
         if K < self.kernel.q:
             raise ValueError(f"kernel {self.kernel.name} has a null space of dimension {self.kernel.q}; "
                              f"need K >= {self.kernel.q}, got K={K}")
+        if not isinstance(gaps, str) or gaps not in GAPS:
+            raise ValueError(f"unknown gaps {gaps!r}; choose bridge (the default: a bounded reading of large gaps) "
+                             "or fit (the fit's rows everywhere)")
+        self.gaps = gaps
         self.decoder = self._resolve_decoder(decoder)
         self._robust_cache: LRU[tuple, tuple[np.ndarray, np.ndarray | None]] = LRU(LOO_CACHE_SIZE)
         self._uncertainty_cache: LRU[tuple, Any] = LRU(UNCERTAINTY_CACHE_SIZE)  # the gate's, per pattern and lam
@@ -158,7 +171,13 @@ class GCC(Code):
             if Y is None:
                 raise ValueError(f"lam_dec={lam!r} chooses lam from the results: pass Y to decoding_matrix")
             lam = select_lam(t, Y, self.kernel_for(t.size), lam)
-        return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), float(lam)
+        return self._bridged(smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), returned), float(lam)
+
+    def _bridged(self, D: np.ndarray, returned: np.ndarray) -> np.ndarray:
+        """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="bridge")."""
+        if self.gaps != "bridge":
+            return D
+        return bridge_gaps(D, returned, self.beta[returned], self.alpha, self.N)
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
@@ -196,8 +215,11 @@ class GCC(Code):
     def _selection(self, returned: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The select decoder's candidates and LOO maps for sorted `returned`, kept in the code's decoder cache
         (least recently used dropped first; a pickled copy starts empty, as for D_F)."""
-        return self._cache.get_or_build(("select", *returned.tolist()), lambda: low_redundancy.selection_matrices(
-            self.beta[returned], self.alpha, self.kernel, self.encoding_matrix, returned, self.systematic))
+        def build() -> tuple[list[np.ndarray], list[np.ndarray]]:
+            Ds, Ls = low_redundancy.selection_matrices(self.beta[returned], self.alpha, self.kernel,
+                                                       self.encoding_matrix, returned, self.systematic)
+            return [self._bridged(D, returned) for D in Ds], Ls
+        return self._cache.get_or_build(("select", *returned.tolist()), build)
 
     def decoding_matrix_and_lam(self, returned: Sequence[int], Y: Any = None) -> tuple[np.ndarray, float]:
         """D_F as `decoding_matrix` gives it, and the lam_dec it was fitted with: lam_dec itself, or the lam
@@ -254,7 +276,8 @@ class GCC(Code):
         keep = ~np.isin(returned, excluded)
         W = downdate_weights(G, Wt, np.flatnonzero(np.isin(srt, excluded)))  # rows: the kept, sorted
         ret_keep = returned[keep]
-        D = W.T[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
+        D = self._bridged(W.T, srt[~np.isin(srt, excluded)])
+        D = D[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
         Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
         return apply_matrix(D, Ykeep, "Y")
 
@@ -333,6 +356,7 @@ class GCC(Code):
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
         return (f"GCC(K={self.K}, N={self.N}, kernel={kern}, lam_enc={self.lam_enc}, "
                 f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design}"
+                + (f", gaps={self.gaps!r}" if self.gaps != "bridge" else "")
                 + (", decoder='select')" if self.decoder == "select" else ")"))
 
 

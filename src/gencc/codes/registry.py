@@ -113,6 +113,8 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
               (*DESIGNS, *NESTED)),
         Param("decoder", "choice", "auto", "interpolate, or select (per decode, the best of three readings by "
               "leave-one-out; auto: select for K < N <= 1.5K)", ("auto", "interpolate", "select")),
+        Param("gaps", "choice", "bridge", "bridge: a bounded reading of data points in gaps of 3+ missing workers "
+              "or beyond the outermost returned one; fit: the fit everywhere", ("bridge", "fit")),
     )),
     CodeSpec("bacc", BACC, "Berrut approximated coded computing (rational interpolation)"),
     CodeSpec("lcc", LCC, "Lagrange coded computing, exact for polynomial f", (
