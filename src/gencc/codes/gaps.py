@@ -18,6 +18,12 @@ from .berrut import berrut_weights
 MIN_GAP = 3
 
 
+def min_gap(K: int, N: int) -> int:
+    """The smallest gap GCC bridges: MIN_GAP missing workers, and at least as many as there are workers per data
+    point (N / K, rounded up): a narrower gap holds at most one data point, where the fit stays accurate."""
+    return max(MIN_GAP, -(-N // K))
+
+
 def gap_missing(returned: np.ndarray, t: np.ndarray, z: np.ndarray, N: int) -> np.ndarray:
     """For each point z, how many consecutive workers are missing in the gap of the returned points `t` (sorted,
     the positions of the sorted worker indices `returned` of N) that holds z: 0 when z is a returned point; beyond
@@ -57,13 +63,11 @@ def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 def bridge_gaps(D: np.ndarray, returned: np.ndarray, t: np.ndarray, z: np.ndarray, N: int,
                 min_gap: int = MIN_GAP) -> np.ndarray:
-    """D (len(z), len(t)) with the rows of points z in a gap of at least `min_gap` missing workers, or beyond the
-    outermost returned worker, replaced by `bridge_rows` (a copy when any row changes)."""
+    """D (len(z), len(t)) with the rows of points z in a gap of at least `min_gap` missing workers (between two
+    returned workers or beyond the outermost one) replaced by `bridge_rows` (a copy when any row changes)."""
     missing = gap_missing(returned, t, z, N)
     n = np.asarray(t).size
-    j = np.searchsorted(t, z)
-    outside = ((j == 0) | (j >= n)) & (missing > 0)
-    rows = np.flatnonzero((missing >= min_gap) | outside)
+    rows = np.flatnonzero(missing >= min_gap)
     if rows.size == 0 or n < 2:
         return D
     D = np.array(D, dtype=float, copy=True)

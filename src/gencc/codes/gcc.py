@@ -16,7 +16,7 @@ from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
 from . import robust
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
-from .gaps import bridge_gaps
+from .gaps import bridge_gaps, min_gap
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -177,7 +177,7 @@ class GCC(Code):
         """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="bridge")."""
         if self.gaps != "bridge":
             return D
-        return bridge_gaps(D, returned, self.beta[returned], self.alpha, self.N)
+        return bridge_gaps(D, returned, self.beta[returned], self.alpha, self.N, min_gap(self.K, self.N))
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
