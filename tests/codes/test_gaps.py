@@ -70,6 +70,25 @@ def test_bridge_gaps_replaces_only_rows_in_large_gaps():
     assert min_gap(50, 100) == MIN_GAP and min_gap(10, 160) == 16
 
 
+@settings(max_examples=40, deadline=None)
+@given(K=st.integers(3, 24), extra=st.integers(1, 40), frac=st.floats(0.0, 0.9), seed=st.integers(0, 10_000),
+       kernel=st.sampled_from(["auto", "cubic", "sobolev3"]))
+def test_bridged_decoder_reproduces_the_null_space_exactly(K, extra, frac, seed, kernel):
+    """Like the fit, the bridged D_F is exact on the kernel's null space (affine data; quadratics for sobolev3)
+    from any returned set with enough results, whatever gaps the pattern leaves."""
+    N = K + extra
+    code = gencc.GCC(K, N, kernel=kernel, decoder="interpolate")
+    q = code.kernel.q
+    n = max(q + 1, N - int(frac * N))
+    if n > N:
+        return
+    returned = np.sort(np.random.default_rng(seed).choice(N, n, replace=False))
+    D = code.decoding_matrix(returned)
+    t = code.beta[returned]
+    for j in range(q):
+        np.testing.assert_allclose(D @ t ** j, code.alpha ** j, atol=1e-7)
+
+
 def _digits_model():
     """A tanh network defined here on scikit-learn's digits (a model gencc does not ship)."""
     from sklearn.datasets import load_digits

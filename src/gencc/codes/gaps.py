@@ -5,10 +5,13 @@ The kernel fit through the returned results extrapolates its trend into a large 
 Chebyshev points cluster and a few returned workers beyond the gap fix a steep slope); Berrut's rational reading
 and the straight line between the gap's two returned ends stay within the results' range. A row of D_F for a data
 point alpha_k inside a gap of at least `min_gap` missing workers (or beyond the outermost returned worker) is
-the mean of the two: still one fixed linear map per straggler pattern.
+the mean of the two, read around the least-squares trend of all the results in the fit's null space (so D_F
+still reproduces that null space, e.g. affine functions, exactly): still one fixed linear map per pattern.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -62,14 +65,23 @@ def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 
 def bridge_gaps(D: np.ndarray, returned: np.ndarray, t: np.ndarray, z: np.ndarray, N: int,
-                min_gap: int = MIN_GAP) -> np.ndarray:
+                min_gap: int = MIN_GAP, null_space: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """D (len(z), len(t)) with the rows of points z in a gap of at least `min_gap` missing workers (between two
-    returned workers or beyond the outermost one) replaced by `bridge_rows` (a copy when any row changes)."""
+    returned workers or beyond the outermost one) replaced by `bridge_rows` (a copy when any row changes).
+
+    With `null_space` (points -> (n, q) basis, a kernel's) the bridged rows read the results' deviation from their
+    least-squares trend in that space and add the trend back: R + (Phi(z) - R Phi(t)) Phi(t)^+, exact on it."""
     missing = gap_missing(returned, t, z, N)
     n = np.asarray(t).size
     rows = np.flatnonzero(missing >= min_gap)
     if rows.size == 0 or n < 2:
         return D
     D = np.array(D, dtype=float, copy=True)
-    D[rows] = bridge_rows(t, z[rows])
+    zr = np.asarray(z, dtype=float)[rows]
+    R = bridge_rows(t, zr)
+    if null_space is not None:
+        Pt = null_space(np.asarray(t, dtype=float))
+        if Pt.shape[1] and np.linalg.matrix_rank(Pt) == Pt.shape[1]:
+            R = R + (null_space(zr) - R @ Pt) @ np.linalg.pinv(Pt)
+    D[rows] = R
     return D

@@ -60,10 +60,12 @@ class GCC(Code):
     needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
     "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
 
-    gaps: "bridge" (default) reads a data point inside a gap of at least `gaps.MIN_GAP` missing workers, or beyond
-    the outermost returned worker, by a bounded linear reading (the mean of Berrut's rational interpolant and the
-    straight line across the gap, `gencc.codes.gaps`) instead of the fit, which extrapolates its trend there and
-    blew up the worst case at high straggler fractions; "fit" keeps the fit's rows everywhere.
+    gaps: "bridge" (default) reads a data point inside a gap of at least `gaps.min_gap(K, N)` missing workers
+    (3, and N / K rounded up), between two returned workers or beyond the outermost one, by a bounded linear
+    reading (the mean of Berrut's rational interpolant and the straight line across the gap, around the results'
+    least-squares trend in the kernel's null space, so affine data stay exact; `gencc.codes.gaps`) instead of the
+    fit, which extrapolates its trend there and blew up the worst case at high straggler fractions; "fit" keeps
+    the fit's rows everywhere.
     """
 
     name = "gcc"
@@ -97,6 +99,10 @@ class GCC(Code):
         if not (isinstance(lam_dec, str) and lam_dec in ("gcv", "loo")):
             lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
         self.lam_dec = lam_dec
+        if not isinstance(gaps, str) or gaps not in GAPS:
+            raise ValueError(f"unknown gaps {gaps!r}; choose bridge (the default: a bounded reading of large gaps) "
+                             "or fit (the fit's rows everywhere)")
+        self.gaps = gaps
         self.alpha = _points(alpha, K, "alpha")
         if isinstance(beta, str) and beta in NESTED:
             self.beta = nested(design(beta.removesuffix("-nested"), N), self.alpha)
@@ -107,10 +113,6 @@ class GCC(Code):
         if K < self.kernel.q:
             raise ValueError(f"kernel {self.kernel.name} has a null space of dimension {self.kernel.q}; "
                              f"need K >= {self.kernel.q}, got K={K}")
-        if not isinstance(gaps, str) or gaps not in GAPS:
-            raise ValueError(f"unknown gaps {gaps!r}; choose bridge (the default: a bounded reading of large gaps) "
-                             "or fit (the fit's rows everywhere)")
-        self.gaps = gaps
         self.decoder = self._resolve_decoder(decoder)
         self._robust_cache: LRU[tuple, tuple[np.ndarray, np.ndarray | None]] = LRU(LOO_CACHE_SIZE)
         self._uncertainty_cache: LRU[tuple, Any] = LRU(UNCERTAINTY_CACHE_SIZE)  # the gate's, per pattern and lam
@@ -177,7 +179,9 @@ class GCC(Code):
         """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="bridge")."""
         if self.gaps != "bridge":
             return D
-        return bridge_gaps(D, returned, self.beta[returned], self.alpha, self.N, min_gap(self.K, self.N))
+        t = self.beta[returned]
+        return bridge_gaps(D, returned, t, self.alpha, self.N, min_gap(self.K, self.N),
+                           self.kernel_for(t.size).null_space)
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
