@@ -77,7 +77,7 @@ def test_bridged_decoder_reproduces_the_null_space_exactly(K, extra, frac, seed,
     """Like the fit, the bridged D_F is exact on the kernel's null space (affine data; quadratics for sobolev3)
     from any returned set with enough results, whatever gaps the pattern leaves."""
     N = K + extra
-    code = gencc.GCC(K, N, kernel=kernel, decoder="interpolate")
+    code = gencc.GCC(K, N, kernel=kernel, decoder="interpolate", gaps="bridge")
     q = code.kernel.q
     n = max(q + 1, N - int(frac * N))
     if n > N:
@@ -110,7 +110,7 @@ def test_worst_block_at_or_below_bacc_and_the_fit(K, N, S):
         Xs = X[np.random.default_rng(7 * seed + K).choice(len(X), K, replace=False)]
         Xs = Xs[gencc.order_inputs(Xs)]
         Y = f(Xs)
-        for name, code in (("bridge", gencc.GCC(K, N)), ("fit", gencc.GCC(K, N, gaps="fit")),
+        for name, code in (("bridge", gencc.GCC(K, N, gaps="bridge")), ("fit", gencc.GCC(K, N)),
                            ("bacc", gencc.BACC(K, N))):
             Ya = f(code.encode(Xs))
             blocks = (np.setdiff1d(np.arange(N), np.arange(s, s + S)) for s in range(N - S + 1))
@@ -120,17 +120,18 @@ def test_worst_block_at_or_below_bacc_and_the_fit(K, N, S):
         assert worst["bridge"] < worst["fit"]
 
 
-def test_default_decoder_reproduces_constants_and_is_fixed_per_pattern():
-    code = gencc.GCC(20, 60)
+def test_bridged_decoder_reproduces_constants_and_is_fixed_per_pattern():
+    code = gencc.GCC(20, 60, gaps="bridge")
     returned = np.setdiff1d(np.arange(60), np.arange(0, 10))
     D = code.decoding_matrix(returned)
     np.testing.assert_allclose(D.sum(axis=1), 1.0, atol=1e-9)
-    assert code.decoding_matrix(returned) is not None and np.array_equal(code.decoding_matrix(returned), D)
-    plain = gencc.GCC(20, 60, gaps="fit").decoding_matrix(returned)
+    assert np.array_equal(code.decoding_matrix(returned), D)
+    plain = gencc.GCC(20, 60).decoding_matrix(returned)  # the default: gaps="fit"
     assert not np.allclose(D, plain)  # the edge gap of 10 >= min_gap(20, 60) is bridged
-    assert np.array_equal(gencc.GCC(20, 60).decoding_matrix(np.arange(60)),
-                          gencc.GCC(20, 60, gaps="fit").decoding_matrix(np.arange(60)))
-    assert "gaps='fit'" in repr(gencc.GCC(20, 60, gaps="fit"))
+    assert np.array_equal(gencc.GCC(20, 60, gaps="bridge").decoding_matrix(np.arange(60)),
+                          gencc.GCC(20, 60).decoding_matrix(np.arange(60)))
+    assert "gaps='bridge'" in repr(code) and "gaps" not in repr(gencc.GCC(20, 60))
+    assert gencc.codes.make_code("gcc", 20, 60, gaps="bridge").gaps == "bridge"
     with pytest.raises(ValueError, match="unknown gaps"):
         gencc.GCC(20, 60, gaps="wide")
 
@@ -138,7 +139,7 @@ def test_default_decoder_reproduces_constants_and_is_fixed_per_pattern():
 def test_robust_decode_excluding_uses_the_bridged_decoder():
     """The decode without flagged workers (a downdate of the fit) equals the bridged decode of the rest."""
     K, N = 10, 30
-    code = gencc.GCC(K, N)
+    code = gencc.GCC(K, N, gaps="bridge")
     X = np.random.default_rng(1).normal(size=(K, 2))
     Ya = np.sin(code.encode(X))
     returned = np.setdiff1d(np.arange(N), np.arange(20, 24))

@@ -33,7 +33,7 @@ AUTO_DENSE_MAX = 512
 AUTO_SELECT_MAX = 64
 DECODERS = ("auto", "interpolate", "select")
 #: how the decoder reads a data point in a large gap of missing workers (`gencc.codes.gaps`)
-GAPS = ("bridge", "fit")
+GAPS = ("fit", "bridge")
 #: LOO factorizations (G, and the decoding weights) kept per code for robust decoding, one per returned set
 LOO_CACHE_SIZE = 64
 #: the closed-form LOO of robust decoding needs the inverse of the bordered system: limited to this many results
@@ -60,12 +60,13 @@ class GCC(Code):
     needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
     "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
 
-    gaps: "bridge" (default) reads a data point inside a gap of at least `gaps.min_gap(K, N)` missing workers
-    (3, and N / K rounded up), between two returned workers or beyond the outermost one, by a bounded linear
-    reading (the mean of Berrut's rational interpolant and the straight line across the gap, around the results'
-    least-squares trend in the kernel's null space, so affine data stay exact; `gencc.codes.gaps`) instead of the
-    fit, which extrapolates its trend there and blew up the worst case at high straggler fractions; "fit" keeps
-    the fit's rows everywhere.
+    gaps: "fit" (default) keeps the fit's rows everywhere; "bridge" reads a data point inside a gap of at least
+    `gaps.min_gap(K, N)` missing workers (3, and N / K rounded up), between two returned workers or beyond the
+    outermost one, by a bounded linear reading (the mean of Berrut's rational interpolant and the straight line
+    across the gap, around the results' least-squares trend in the kernel's null space, so affine data stay exact;
+    `gencc.codes.gaps`) instead of the fit, which extrapolates its trend there and blew up the worst case at high
+    straggler fractions. Not the default yet: it costs accuracy where f o u_enc is smooth and N / K large
+    (docs/guides/codes.md).
     """
 
     name = "gcc"
@@ -82,7 +83,7 @@ class GCC(Code):
         alpha: str | np.ndarray = "chebyshev1",
         beta: str | np.ndarray = "chebyshev2-nested",
         decoder: str = "auto",
-        gaps: str = "bridge",
+        gaps: str = "fit",
     ):
         super().__init__(K, N)
         if isinstance(kernel, str) and kernel != "auto" and kernel not in KERNELS:
@@ -100,8 +101,8 @@ class GCC(Code):
             lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
         self.lam_dec = lam_dec
         if not isinstance(gaps, str) or gaps not in GAPS:
-            raise ValueError(f"unknown gaps {gaps!r}; choose bridge (the default: a bounded reading of large gaps) "
-                             "or fit (the fit's rows everywhere)")
+            raise ValueError(f"unknown gaps {gaps!r}; choose fit (the default: the fit's rows everywhere) or bridge "
+                             "(a bounded reading of large gaps)")
         self.gaps = gaps
         self.alpha = _points(alpha, K, "alpha")
         if isinstance(beta, str) and beta in NESTED:
@@ -360,7 +361,7 @@ class GCC(Code):
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
         return (f"GCC(K={self.K}, N={self.N}, kernel={kern}, lam_enc={self.lam_enc}, "
                 f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design}"
-                + (f", gaps={self.gaps!r}" if self.gaps != "bridge" else "")
+                + (f", gaps={self.gaps!r}" if self.gaps != "fit" else "")
                 + (", decoder='select')" if self.decoder == "select" else ")"))
 
 
