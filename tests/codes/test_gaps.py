@@ -10,35 +10,28 @@ from hypothesis import strategies as st
 
 import gencc
 from gencc.codes.berrut import berrut_weights
-from gencc.codes.gaps import MIN_GAP, bridge_gaps, bridge_rows, gap_missing, min_gap
+from gencc.codes.gaps import MIN_POINTS, bridge_gaps, bridge_rows, points_in_gap
 
 
-def _brute_missing(returned, t, z, N, beta):
-    """Workers missing in the gap holding z, by walking the worker positions."""
-    out = []
-    ret = set(returned.tolist())
-    for x in z:
-        if np.any(np.isclose(t, x, rtol=0, atol=1e-12)):
-            out.append(0)
-            continue
-        lo = [n for n in range(N) if beta[n] < x]
-        hi = [n for n in range(N) if beta[n] > x]
-        left = max((n for n in lo if n in ret), default=-1)
-        right = min((n for n in hi if n in ret), default=N)
-        out.append(right - left - 1)
-    return np.array(out)
+def _brute_points(t, z):
+    """Points of z sharing z's open gap of t, by comparing every pair's bracketing returned points."""
+    def bracket(x):
+        if np.any(np.abs(t - x) <= 1e-12):
+            return None
+        return (max((v for v in t if v < x), default=-np.inf), min((v for v in t if v > x), default=np.inf))
+    b = [bracket(x) for x in z]
+    return np.array([0 if bi is None else sum(bj == bi for bj in b) for bi in b])
 
 
 @settings(max_examples=60, deadline=None)
-@given(N=st.integers(4, 40), frac=st.floats(0.0, 0.6), seed=st.integers(0, 10_000))
-def test_gap_missing_matches_brute_force(N, frac, seed):
+@given(N=st.integers(4, 40), K=st.integers(2, 20), frac=st.floats(0.0, 0.6), seed=st.integers(0, 10_000))
+def test_points_in_gap_matches_brute_force(N, K, frac, seed):
     rng = np.random.default_rng(seed)
     S = min(int(frac * N), N - 2)
     returned = np.sort(rng.choice(N, N - S, replace=False))
-    beta = gencc.points.chebyshev2(N)
-    z = np.concatenate([rng.uniform(-1, 1, 7), beta[returned[:2]]])
-    got = gap_missing(returned, beta[returned], z, N)
-    np.testing.assert_array_equal(got, _brute_missing(returned, beta[returned], z, N, beta))
+    t = gencc.points.chebyshev2(N)[returned]
+    z = np.sort(np.concatenate([gencc.points.chebyshev1(K), t[:1]]))
+    np.testing.assert_array_equal(points_in_gap(t, z), _brute_points(t, z))
 
 
 @settings(max_examples=40, deadline=None)
@@ -57,17 +50,14 @@ def test_bridge_rows_are_the_mean_of_berrut_and_the_line(n, seed):
 
 
 def test_bridge_gaps_replaces_only_rows_in_large_gaps():
-    N = 30
-    beta = gencc.points.chebyshev2(N)
-    returned = np.setdiff1d(np.arange(N), np.r_[3:9, 20])  # a gap of 6, a gap of 1
-    t = beta[returned]
-    z = np.array([beta[5], beta[20], beta[12], 0.5 * (beta[19] + beta[20])])
+    t = np.array([-1.0, -0.5, 0.0, 0.1, 0.9, 1.0])
+    z = np.array([-0.75, 0.3, 0.5, 0.7, 0.95, 0.0])  # one point in (-1, -0.5), three in (0.1, 0.9), one on t
     D = np.full((z.size, t.size), 7.0)
-    out = bridge_gaps(D, returned, t, z, N, min_gap=3)
-    np.testing.assert_allclose(out[0], bridge_rows(t, z[:1])[0])
-    np.testing.assert_array_equal(out[1:], D[1:])
-    assert bridge_gaps(D, np.arange(N), beta, z, N) is D  # nothing missing: D itself
-    assert min_gap(50, 100) == MIN_GAP and min_gap(10, 160) == 16
+    out = bridge_gaps(D, t, z)
+    np.testing.assert_allclose(out[1:4], bridge_rows(t, z[1:4]))
+    np.testing.assert_array_equal(out[[0, 4, 5]], D[[0, 4, 5]])
+    assert bridge_gaps(D, t, z, min_points=4) is D  # no gap holds four: D itself
+    assert MIN_POINTS == 2
 
 
 @settings(max_examples=40, deadline=None)
@@ -127,7 +117,7 @@ def test_bridged_decoder_reproduces_constants_and_is_fixed_per_pattern():
     np.testing.assert_allclose(D.sum(axis=1), 1.0, atol=1e-9)
     assert np.array_equal(code.decoding_matrix(returned), D)
     plain = gencc.GCC(20, 60).decoding_matrix(returned)  # the default: gaps="fit"
-    assert not np.allclose(D, plain)  # the edge gap of 10 >= min_gap(20, 60) is bridged
+    assert not np.allclose(D, plain)  # the edge gap of 10 workers holds several data points: bridged
     assert np.array_equal(gencc.GCC(20, 60, gaps="bridge").decoding_matrix(np.arange(60)),
                           gencc.GCC(20, 60).decoding_matrix(np.arange(60)))
     assert "gaps='bridge'" in repr(code) and "gaps" not in repr(gencc.GCC(20, 60))

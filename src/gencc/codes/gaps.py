@@ -1,12 +1,12 @@
-"""GCC's bounded reading of large gaps: where many neighbouring workers are missing, the interpolating fit's rows
-are replaced by a bounded linear reading of the results (docs/design.md section 3, issue 33).
+"""GCC's bounded reading of large gaps (`GCC(..., gaps="bridge")`): where many neighbouring workers are missing,
+the interpolating fit's rows are replaced by a bounded linear reading of the results (docs/design.md section 3).
 
 The kernel fit through the returned results extrapolates its trend into a large gap (an edge above all, where
 Chebyshev points cluster and a few returned workers beyond the gap fix a steep slope); Berrut's rational reading
-and the straight line between the gap's two returned ends stay within the results' range. A row of D_F for a data
-point alpha_k inside a gap of at least `min_gap` missing workers (or beyond the outermost returned worker) is
-the mean of the two, read around the least-squares trend of all the results in the fit's null space (so D_F
-still reproduces that null space, e.g. affine functions, exactly): still one fixed linear map per pattern.
+and the straight line between the gap's two returned ends stay within the results' range. The rows of D_F for the
+data points of a gap that holds at least MIN_POINTS of them (between two returned workers or beyond the outermost
+one) are the mean of the two, read around the results' least-squares trend in the fit's null space (so D_F still
+reproduces that null space, e.g. affine functions, exactly): still one fixed linear map per straggler pattern.
 """
 
 from __future__ import annotations
@@ -17,29 +17,23 @@ import numpy as np
 
 from .berrut import berrut_weights
 
-#: a gap this many consecutive missing workers wide (or any gap beyond the outermost returned one) is bridged
-MIN_GAP = 3
+#: a gap of returned workers that holds at least this many data points is bridged (a narrower one holds one
+#: data point at most, where the fit stays accurate)
+MIN_POINTS = 2
+#: z within this of a returned point sits on it
+ON_POINT = 1e-12
 
 
-def min_gap(K: int, N: int) -> int:
-    """The smallest gap GCC bridges: MIN_GAP missing workers, and at least as many as there are workers per data
-    point (N / K, rounded up): a narrower gap holds at most one data point, where the fit stays accurate."""
-    return max(MIN_GAP, -(-N // K))
-
-
-def gap_missing(returned: np.ndarray, t: np.ndarray, z: np.ndarray, N: int) -> np.ndarray:
-    """For each point z, how many consecutive workers are missing in the gap of the returned points `t` (sorted,
-    the positions of the sorted worker indices `returned` of N) that holds z: 0 when z is a returned point; beyond
-    the outermost returned worker, the workers missing past it."""
+def points_in_gap(t: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """For each point z, how many of the points z lie in the same open gap of the sorted returned points t (the
+    gaps beyond the first and the last included); 0 for a z on a returned point."""
     t = np.asarray(t, dtype=float)
     z = np.asarray(z, dtype=float)
-    n = t.size
     j = np.searchsorted(t, z)  # t[j - 1] < z <= t[j]
-    left = returned[np.clip(j - 1, 0, n - 1)]
-    right = returned[np.clip(j, 0, n - 1)]
-    missing = np.where(j == 0, returned[0], np.where(j == n, N - 1 - returned[-1], right - left - 1))
-    on = np.isclose(t[np.clip(j, 0, n - 1)], z, rtol=0.0, atol=1e-12)
-    return np.where(on, 0, missing)
+    on = np.abs(t[np.clip(j, 0, t.size - 1)] - z) <= ON_POINT
+    gap = np.where(on, -1, j)
+    labels, counts = np.unique(gap, return_counts=True)
+    return np.where(on, 0, counts[np.searchsorted(labels, gap)])
 
 
 def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -64,23 +58,22 @@ def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
     return 0.5 * (berrut_weights(t, z) + L)
 
 
-def bridge_gaps(D: np.ndarray, returned: np.ndarray, t: np.ndarray, z: np.ndarray, N: int,
-                min_gap: int = MIN_GAP, null_space: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
-    """D (len(z), len(t)) with the rows of points z in a gap of at least `min_gap` missing workers (between two
-    returned workers or beyond the outermost one) replaced by `bridge_rows` (a copy when any row changes).
+def bridge_gaps(D: np.ndarray, t: np.ndarray, z: np.ndarray, min_points: int = MIN_POINTS,
+                null_space: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """D (len(z), len(t)) with the rows of the points z in a gap of the returned points t that holds at least
+    `min_points` of them replaced by `bridge_rows` (a copy when any row changes).
 
     With `null_space` (points -> (n, q) basis, a kernel's) the bridged rows read the results' deviation from their
     least-squares trend in that space and add the trend back: R + (Phi(z) - R Phi(t)) Phi(t)^+, exact on it."""
-    missing = gap_missing(returned, t, z, N)
-    n = np.asarray(t).size
-    rows = np.flatnonzero(missing >= min_gap)
-    if rows.size == 0 or n < 2:
+    t = np.asarray(t, dtype=float)
+    rows = np.flatnonzero(points_in_gap(t, z) >= min_points)
+    if rows.size == 0 or t.size < 2:
         return D
     D = np.array(D, dtype=float, copy=True)
     zr = np.asarray(z, dtype=float)[rows]
     R = bridge_rows(t, zr)
     if null_space is not None:
-        Pt = null_space(np.asarray(t, dtype=float))
+        Pt = null_space(t)
         if Pt.shape[1] and np.linalg.matrix_rank(Pt) == Pt.shape[1]:
             R = R + (null_space(zr) - R @ Pt) @ np.linalg.pinv(Pt)
     D[rows] = R

@@ -16,7 +16,7 @@ from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
 from . import robust
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
-from .gaps import bridge_gaps, min_gap
+from .gaps import bridge_gaps
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -60,8 +60,8 @@ class GCC(Code):
     needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
     "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
 
-    gaps: "fit" (default) keeps the fit's rows everywhere; "bridge" reads a data point inside a gap of at least
-    `gaps.min_gap(K, N)` missing workers (3, and N / K rounded up), between two returned workers or beyond the
+    gaps: "fit" (default) keeps the fit's rows everywhere; "bridge" reads the data points of a gap of returned
+    workers that holds at least `gaps.MIN_POINTS` (2) of them, between two returned workers or beyond the
     outermost one, by a bounded linear reading (the mean of Berrut's rational interpolant and the straight line
     across the gap, around the results' least-squares trend in the kernel's null space, so affine data stay exact;
     `gencc.codes.gaps`) instead of the fit, which extrapolates its trend there and blew up the worst case at high
@@ -181,8 +181,7 @@ class GCC(Code):
         if self.gaps != "bridge":
             return D
         t = self.beta[returned]
-        return bridge_gaps(D, returned, t, self.alpha, self.N, min_gap(self.K, self.N),
-                           self.kernel_for(t.size).null_space)
+        return bridge_gaps(D, t, self.alpha, null_space=self.kernel_for(t.size).null_space)
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
