@@ -162,3 +162,46 @@ def test_collected_in_simulate_and_bad_input():
         gencc.Collected(gencc.Pareto(), deadline=-1.0)
     with pytest.raises(ValueError, match="exceeds"):
         gencc.simulate(np.sin, X, gencc.GCC(K, N), gencc.Collected(gencc.Pareto(), wait_for=N + 1))
+
+
+@pytest.mark.parametrize("N,S", [(12, 3), (25, 6)])
+def test_worst_case_search_evaluates_every_contiguous_block_first(N, S):
+    """Every contiguous block of S workers by position, edges included, is a candidate before any swap: a loss
+    that is high on one edge block only (no swap path leads to it) is found."""
+    seen = []
+
+    def loss(returned):
+        st = tuple(np.setdiff1d(np.arange(N), returned).tolist())
+        seen.append(st)
+        return 1.0 if st == tuple(range(N - S, N)) else 0.0
+
+    wc = worst_case_returned(loss, N, S, exact_limit=0)
+    assert not wc.exact
+    blocks = [tuple(range(s, s + S)) for s in range(N - S + 1)]
+    assert seen[: len(blocks)] == blocks
+    assert wc.loss == 1.0 and wc.stragglers.tolist() == list(range(N - S, N))
+
+
+def test_worst_case_search_finds_the_brute_force_worst_of_a_code():
+    """On GCC's decode of a model defined here, the search (no enumeration) reaches the brute-force worst set."""
+    import gencc
+
+    K, N, S = 6, 14, 4  # C(14, 4) = 1001: brute force is cheap
+    rng = np.random.default_rng(3)
+    W1, W2 = rng.normal(size=(3, 16)), rng.normal(size=(16, 2))
+
+    def f(X):
+        return np.tanh(np.asarray(X) @ W1) @ W2
+
+    X = rng.normal(size=(K, 3))
+    for code in (gencc.GCC(K, N), gencc.BACC(K, N)):
+        Y_all, Y = f(code.encode(X)), f(X)
+
+        def loss(returned, code=code, Y_all=Y_all, Y=Y):
+            return gencc.metrics.rel_mse(code.decode(Y_all[returned], returned), Y)
+
+        brute = max(loss(np.setdiff1d(np.arange(N), st)) for st in combinations(range(N), S))
+        exact = worst_case_returned(loss, N, S)
+        search = worst_case_returned(loss, N, S, exact_limit=0)
+        assert exact.exact and exact.loss == pytest.approx(brute)
+        assert not search.exact and search.loss == pytest.approx(brute)

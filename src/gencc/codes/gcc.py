@@ -17,6 +17,7 @@ from . import gcc_low_redundancy as low_redundancy
 from . import robust, robust_search
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
 from .capabilities import Capabilities
+from .gaps import bridge_gaps
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -32,6 +33,8 @@ AUTO_DENSE_MAX = 512
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
 AUTO_SELECT_MAX = 64
 DECODERS = ("auto", "interpolate", "select")
+#: how the decoder reads a data point in a large gap of missing workers (`gencc.codes.gaps`)
+GAPS = ("fit", "bridge")
 #: LOO factorizations (G, and the decoding weights) kept per code for robust decoding, one per returned set
 LOO_CACHE_SIZE = 64
 #: the closed-form LOO of robust decoding needs the inverse of the bordered system: limited to this many results
@@ -57,6 +60,14 @@ class GCC(Code):
     readings of the results by leave-one-out on the returned systematic results, `gencc.codes.gcc_low_redundancy`;
     needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
     "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
+
+    gaps: "fit" (default) keeps the fit's rows everywhere; "bridge" reads the data points of a gap of returned
+    workers that holds at least `gaps.MIN_POINTS` (2) of them, between two returned workers or beyond the
+    outermost one, by a bounded linear reading (the mean of Berrut's rational interpolant and the straight line
+    across the gap, around the results' least-squares trend in the kernel's null space, so affine data stay exact;
+    `gencc.codes.gaps`) instead of the fit, which extrapolates its trend there and blew up the worst case at high
+    straggler fractions. Not the default yet: it costs accuracy where f o u_enc is smooth and N / K large
+    (docs/guides/codes.md).
     """
 
     name = "gcc"
@@ -73,6 +84,7 @@ class GCC(Code):
         alpha: str | np.ndarray = "chebyshev1",
         beta: str | np.ndarray = "chebyshev2-nested",
         decoder: str = "auto",
+        gaps: str = "fit",
     ):
         super().__init__(K, N)
         if isinstance(kernel, str) and kernel != "auto" and kernel not in KERNELS:
@@ -89,6 +101,10 @@ class GCC(Code):
         if not (isinstance(lam_dec, str) and lam_dec in ("gcv", "loo")):
             lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
         self.lam_dec = lam_dec
+        if not isinstance(gaps, str) or gaps not in GAPS:
+            raise ValueError(f"unknown gaps {gaps!r}; choose fit (the default: the fit's rows everywhere) or bridge "
+                             "(a bounded reading of large gaps)")
+        self.gaps = gaps
         self.alpha = _points(alpha, K, "alpha")
         if isinstance(beta, str) and beta in NESTED:
             self.beta = nested(design(beta.removesuffix("-nested"), N), self.alpha)
@@ -164,7 +180,14 @@ class GCC(Code):
             if Y is None:
                 raise ValueError(f"lam_dec={lam!r} chooses lam from the results: pass Y to decoding_matrix")
             lam = select_lam(t, Y, self.kernel_for(t.size), lam)
-        return smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), float(lam)
+        return self._bridged(smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), returned), float(lam)
+
+    def _bridged(self, D: np.ndarray, returned: np.ndarray) -> np.ndarray:
+        """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="bridge")."""
+        if self.gaps != "bridge":
+            return D
+        t = self.beta[returned]
+        return bridge_gaps(D, t, self.alpha, null_space=self.kernel_for(t.size).null_space)
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
@@ -202,8 +225,11 @@ class GCC(Code):
     def _selection(self, returned: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The select decoder's candidates and LOO maps for sorted `returned`, kept in the code's decoder cache
         (least recently used dropped first; a pickled copy starts empty, as for D_F)."""
-        return self._cache.get_or_build(("select", *returned.tolist()), lambda: low_redundancy.selection_matrices(
-            self.beta[returned], self.alpha, self.kernel, self.encoding_matrix, returned, self.systematic))
+        def build() -> tuple[list[np.ndarray], list[np.ndarray]]:
+            Ds, Ls = low_redundancy.selection_matrices(self.beta[returned], self.alpha, self.kernel,
+                                                       self.encoding_matrix, returned, self.systematic)
+            return [self._bridged(D, returned) for D in Ds], Ls
+        return self._cache.get_or_build(("select", *returned.tolist()), build)
 
     def decoding_matrix_and_lam(self, returned: Sequence[int], Y: Any = None) -> tuple[np.ndarray, float]:
         """D_F as `decoding_matrix` gives it, and the lam_dec it was fitted with: lam_dec itself, or the lam
@@ -261,7 +287,8 @@ class GCC(Code):
         keep = ~np.isin(returned, excluded)
         W = downdate_weights(G, Wt, np.flatnonzero(np.isin(srt, excluded)))  # rows: the kept, sorted
         ret_keep = returned[keep]
-        D = W.T[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
+        D = self._bridged(W.T, srt[~np.isin(srt, excluded)])
+        D = D[:, np.argsort(np.argsort(ret_keep, kind="stable"), kind="stable")]
         Ykeep = Y[np.flatnonzero(keep)] if is_torch(Y) else np.asarray(Y)[keep]
         return apply_matrix(D, Ykeep, "Y")
 
@@ -340,6 +367,7 @@ class GCC(Code):
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
         return (f"GCC(K={self.K}, N={self.N}, kernel={kern}, lam_enc={self.lam_enc}, "
                 f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design}"
+                + (f", gaps={self.gaps!r}" if self.gaps != "fit" else "")
                 + (", decoder='select')" if self.decoder == "select" else ")"))
 
 

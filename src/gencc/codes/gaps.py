@@ -1,0 +1,80 @@
+"""GCC's bounded reading of large gaps (`GCC(..., gaps="bridge")`): where many neighbouring workers are missing,
+the interpolating fit's rows are replaced by a bounded linear reading of the results (docs/design.md section 3).
+
+The kernel fit through the returned results extrapolates its trend into a large gap (an edge above all, where
+Chebyshev points cluster and a few returned workers beyond the gap fix a steep slope); Berrut's rational reading
+and the straight line between the gap's two returned ends stay within the results' range. The rows of D_F for the
+data points of a gap that holds at least MIN_POINTS of them (between two returned workers or beyond the outermost
+one) are the mean of the two, read around the results' least-squares trend in the fit's null space (so D_F still
+reproduces that null space, e.g. affine functions, exactly): still one fixed linear map per straggler pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .berrut import berrut_weights
+
+#: a gap of returned workers that holds at least this many data points is bridged (a narrower one holds one
+#: data point at most, where the fit stays accurate)
+MIN_POINTS = 2
+#: z within this of a returned point sits on it
+ON_POINT = 1e-12
+
+
+def points_in_gap(t: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """For each point z, how many of the points z lie in the same open gap of the sorted returned points t (the
+    gaps beyond the first and the last included); 0 for a z on a returned point."""
+    t = np.asarray(t, dtype=float)
+    z = np.asarray(z, dtype=float)
+    j = np.searchsorted(t, z)  # t[j - 1] < z <= t[j]
+    on = np.abs(t[np.clip(j, 0, t.size - 1)] - z) <= ON_POINT
+    gap = np.where(on, -1, j)
+    labels, counts = np.unique(gap, return_counts=True)
+    return np.where(on, 0, counts[np.searchsorted(labels, gap)])
+
+
+def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Rows (len(z), len(t)) of the bounded reading at z: the mean of Berrut's rational interpolant and the
+    straight line between the returned points that bracket z (the nearest returned result beyond the hull).
+    Every row sums to 1 and reproduces constants."""
+    t = np.asarray(t, dtype=float)
+    z = np.asarray(z, dtype=float)
+    n = t.size
+    L = np.zeros((z.size, n))
+    j = np.searchsorted(t, z)
+    rows = np.arange(z.size)
+    below, above = j == 0, j >= n
+    L[rows[below], 0] = 1.0
+    L[rows[above], n - 1] = 1.0
+    mid = ~(below | above)
+    if mid.any():
+        jm = j[mid]
+        w = (z[mid] - t[jm - 1]) / (t[jm] - t[jm - 1])
+        L[rows[mid], jm - 1] = 1.0 - w
+        L[rows[mid], jm] = w
+    return 0.5 * (berrut_weights(t, z) + L)
+
+
+def bridge_gaps(D: np.ndarray, t: np.ndarray, z: np.ndarray, min_points: int = MIN_POINTS,
+                null_space: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """D (len(z), len(t)) with the rows of the points z in a gap of the returned points t that holds at least
+    `min_points` of them replaced by `bridge_rows` (a copy when any row changes).
+
+    With `null_space` (points -> (n, q) basis, a kernel's) the bridged rows read the results' deviation from their
+    least-squares trend in that space and add the trend back: R + (Phi(z) - R Phi(t)) Phi(t)^+, exact on it."""
+    t = np.asarray(t, dtype=float)
+    rows = np.flatnonzero(points_in_gap(t, z) >= min_points)
+    if rows.size == 0 or t.size < 2:
+        return D
+    D = np.array(D, dtype=float, copy=True)
+    zr = np.asarray(z, dtype=float)[rows]
+    R = bridge_rows(t, zr)
+    if null_space is not None:
+        Pt = null_space(t)
+        if Pt.shape[1] and np.linalg.matrix_rank(Pt) == Pt.shape[1]:
+            R = R + (null_space(zr) - R @ Pt) @ np.linalg.pinv(Pt)
+    D[rows] = R
+    return D

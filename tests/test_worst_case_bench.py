@@ -1,0 +1,60 @@
+"""benchmarks/worst_case.py: its worst case is the largest rel_mse over every contiguous block and gencc's search,
+checked by brute force on a small row; the script prints its table."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gencc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("worst_case_under_test", ROOT / "benchmarks" / "worst_case.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_worst_is_at_least_every_block_and_at_most_the_brute_force_worst(bench):
+    K, N, S = 4, 10, 3  # C(10, 3) = 120 straggler sets: brute force is cheap
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(5, 3))
+
+    def f(X):
+        return np.tanh(np.asarray(X) @ W)
+
+    f.batched = True
+    X = rng.normal(size=(K, 5))
+    code = gencc.GCC(K, N, gaps="bridge")
+    worst, agreement = bench.worst(f, X, code, S)
+    perm = gencc.order_inputs(X)
+    Y_all, Y = f(code.encode(X[perm])), f(X)
+
+    def scores(stragglers):
+        r = np.setdiff1d(np.arange(N), stragglers)
+        out = np.empty_like(Y)
+        out[perm] = code.decode(Y_all[r], r)
+        return gencc.metrics.rel_mse(out, Y), gencc.metrics.agreement(out, Y)
+
+    every = [scores(st) for st in combinations(range(N), S)]
+    blocks = [scores(np.arange(s, s + S)) for s in range(N - S + 1)]
+    assert worst == pytest.approx(max(v for v, _ in every))  # enumeration is exact at this size
+    assert worst >= max(v for v, _ in blocks) and agreement <= min(a for _, a in blocks)
+
+
+def test_script_prints_the_table():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "worst_case.py"), "--rows", "6,12,2",
+                          "--workloads", "script-mlp", "--sets", "1", "--trials", "2"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| 6, 12, 2 |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["gcc", "gcc:gaps=bridge", "bacc"]
