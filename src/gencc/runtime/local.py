@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .._validate import check_int, check_positive
-from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers, blas
+from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers, blas, make_pool
 from ..faults import Faults
 from .executor import Batch, EngineBatch, Executor
 
@@ -108,11 +108,15 @@ class LocalExecutor(Executor):
         return None
 
     def _start(self, backend: object) -> None:
-        self._workers = self._pool(backend, self.max_threads, "gencc-worker")
+        threads: int | str | None = self.max_threads
+        if threads is None:  # per-input f: shared threads (processes: a thread per worker waits for its answer)
+            threads = None if self.processes else "shared"
+        self._workers = self._pool(backend, threads, "gencc-worker")
 
-    def _pool(self, backend: object, threads: int | None, name: str) -> Workers:
-        return Workers(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False, name=name,
-                       threads=threads, inline=True, blas_threads=self.blas_threads, task_timeout=self.task_timeout)
+    def _pool(self, backend: object, threads: int | str | None, name: str) -> Workers:
+        return make_pool(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False, name=name,
+                         threads=threads, inline=True, blas_threads=self.blas_threads,
+                         task_timeout=self.task_timeout)
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         if self._closed:
