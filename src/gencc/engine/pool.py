@@ -43,16 +43,17 @@ def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | Non
     raise ValueError(f"unknown backend {kind!r}; choose local or ray")
 
 
-def make_pool(n_workers: int, backend: Any, *, threads: int | str | None = None, **options: Any) -> Workers:
+def make_pool(n_workers: int, backend: Any, *args: Any, threads: int | str | None = None, **options: Any) -> Workers:
     """`Workers` over `backend` (an object, or a name for `make_backend`), served by `threads` (see the module
-    docstring: None, an integer, or "shared"); `options` are `Workers`'s keyword arguments."""
+    docstring: None, an integer, or "shared"); `args` and `options` are the rest of `Workers`'s arguments
+    (service times, stragglers, faults, ...)."""
     if isinstance(backend, str):
         backend = make_backend(backend, n_workers)
     if threads == "shared":
         if not hasattr(backend, "run_items"):
             raise ValueError("shared threads need a backend that runs tasks in the thread (run_items); "
                              f"{type(backend).__name__} blocks a thread per worker: use threads=None")
-        return Workers(n_workers, backend, threads=shared_threads(), shared=True, **options)
+        return Workers(n_workers, backend, *args, threads=shared_threads(), shared=True, **options)
     if isinstance(threads, str):
         raise ValueError(f"threads must be None, a positive integer or 'shared', got {threads!r}")
-    return Workers(n_workers, backend, threads=threads, **options)
+    return Workers(n_workers, backend, *args, threads=threads, **options)
