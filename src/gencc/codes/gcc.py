@@ -26,8 +26,10 @@ from .smoother_loo import (
 )
 from .systematic import UNCERTAINTY_CACHE_SIZE, _error_sd, decoder_error_var, reml_apply, reml_form
 
-#: with kernel="auto", fits through more points than this use the O(n) cubic spline
-AUTO_DENSE_MAX = 512
+#: with kernel="auto", fits through more points than this use the O(n) cubic spline: set by measurement, where
+#: the dense Matern solve (O(n^3)) costs about what the banded spline costs at twice the points (a cold decode
+#: does not get dearer as N halves) and the two kernels decode equally well (tests/codes/test_gcc.py)
+AUTO_DENSE_MAX = 256
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
 AUTO_SELECT_MAX = 64
 DECODERS = ("auto", "interpolate", "select")
