@@ -4,8 +4,8 @@ For (K, N) in `SIZES` (GCC, order=False, wait for 90% of the workers, an identit
 `DIM` features): the median time per job of `gencc.run` on the default executor, with a per-input f and with a
 batched f, against the floor (the job's own work with no runtime: encode, f on the N coded inputs in one call,
 and the decode of a straggler pattern seen for the first time, D_F built cold, as every job of a real cluster
-meets one; the code, and so E, is built once per size); and the most threads alive in the process while f ran (`threading.active_count()`, sampled in f).
-The per-input job is also given against the batched one.
+meets one; the code, and so E, is built once per size); and the most threads alive in the process while f ran
+(`threading.active_count()`, sampled in f). The per-input job is also given against the batched one.
 """
 
 from __future__ import annotations
