@@ -146,6 +146,51 @@ class MinimalJob:
         self._thread.join(5)
 
 
+class HandRolledJob:
+    """What a user writes instead of gencc for one coded job, with the standard library: a
+    `ThreadPoolExecutor(N)`, the encoding matrix E precomputed, f (one input at a time) submitted per worker, the
+    first `wait_for` finite results taken with `wait(FIRST_COMPLETED)`, the rest cancelled, D_F cached per
+    straggler pattern, decode = D_F @ Y_F. No injected latency, faults, records or hung-call handling."""
+
+    def __init__(self, f, code) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.f, self.code = f, code
+        self.E = code.encode(np.eye(code.K))  # (N, K): the encoding matrix, once
+        self.pool = ThreadPoolExecutor(code.N)
+        self.D: dict[tuple[int, ...], np.ndarray] = {}
+
+    def __call__(self, X: np.ndarray, wait_for: int | None = None) -> np.ndarray:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        code, f = self.code, self.f
+        need = wait_for or code.N
+        perm = np.arange(code.K) if isinstance(code, gencc.Replication) else gencc.order_inputs(X)
+        Z = np.tensordot(self.E, X[perm], axes=1)
+        futs = {self.pool.submit(f, Z[n]): n for n in range(code.N)}
+        got: dict[int, np.ndarray] = {}
+        pending = set(futs)
+        while len(got) < need and pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for d in done:
+                y = d.result()
+                if np.isfinite(y).all():
+                    got[futs[d]] = y
+        for p in pending:
+            p.cancel()
+        used = tuple(sorted(got)[:need])
+        D = self.D.get(used)
+        if D is None:  # D_F (K, |F|): the decode of the identity on the returned workers
+            D = self.D[used] = code.decode(np.eye(len(used)), np.asarray(used))
+        Y = np.stack([got[u] for u in used])
+        out = np.empty((code.K, *Y.shape[1:]))
+        out[perm] = np.tensordot(D, Y, axes=1)
+        return out
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 DEFAULT_EXECUTOR = "default executor (1 batched thread)"
 
 
@@ -461,7 +506,58 @@ def streams(args: argparse.Namespace) -> list[Figure]:
     return figs
 
 
-PARTS = {"per-job": per_job, "one-cpu": one_cpu, "digits-cnn": cnn_batching, "stream": streams,
+STDLIB_BLOCK = 100  # jobs per block of the side-by-side stdlib figures (blocks of each kind alternate)
+STDLIB_ROUNDS = 6
+
+
+def _identity_like(batched: bool):
+    """f = X * 2, per input (X one input) or batched (X a stack of inputs)."""
+    def double(X: np.ndarray) -> np.ndarray:
+        return np.asarray(X) * 2.0
+
+    double.batched = batched  # type: ignore[attr-defined]
+    return double
+
+
+def vs_stdlib(args: argparse.Namespace) -> list[Figure]:
+    """gencc.run on the default executor vs `HandRolledJob` (a ThreadPoolExecutor job), GCC K = 8, N = 12, first
+    10, an identity-like f: blocks of STDLIB_BLOCK jobs of each kind alternated STDLIB_ROUNDS times in this one
+    process; each figure is the median over rounds of its block's time per job."""
+    code = gencc.GCC(K, N)
+    rng = np.random.default_rng(7)
+    jobs = [rng.normal(size=(K, 64)) for _ in range(STDLIB_BLOCK)]
+    plain, batched = _identity_like(False), _identity_like(True)
+    hand = HandRolledJob(plain, code)
+    exs = {"per-input f": LocalExecutor(), "batched f": LocalExecutor()}
+    go = {"hand": lambda X: hand(X, WAIT_FOR),
+          "per-input f": lambda X: gencc.run(plain, X, code, exs["per-input f"], wait_for=WAIT_FOR),
+          "batched f": lambda X: gencc.run(batched, X, code, exs["batched f"], wait_for=WAIT_FOR)}
+    per: dict[str, list[float]] = defaultdict(list)
+    try:
+        for g in go.values():  # warm-up: threads started, every pattern's D_F cached
+            for j in range(WARM_JOBS):
+                g(jobs[j % len(jobs)])
+        for _ in range(STDLIB_ROUNDS):
+            for name, g in go.items():
+                t = time.perf_counter()
+                for X in jobs:
+                    g(X)
+                per[name].append((time.perf_counter() - t) / len(jobs))
+    finally:
+        hand.close()
+        for ex in exs.values():
+            ex.close()
+    figs = [Figure(SUITE, f"per-job latency, GCC K={K}, N={N}, first {WAIT_FOR}, hand-rolled stdlib job "
+                          "(ThreadPoolExecutor)", 1e3 * median(per["hand"]), 1e3 * median(per["hand"]),
+                   "itself")]
+    for name in ("per-input f", "batched f"):
+        figs.append(Figure(SUITE, f"per-job latency, GCC K={K}, N={N}, first {WAIT_FOR}, gencc.run, {name}, "
+                                  "default executor", 1e3 * median(per[name]), 1e3 * median(per["hand"]),
+                           "a hand-rolled stdlib job (HandRolledJob, per-input f)"))
+    return figs
+
+
+PARTS = {"stdlib": vs_stdlib, "per-job": per_job, "one-cpu": one_cpu, "digits-cnn": cnn_batching, "stream": streams,
          "blas": blas_under_load, "tails": tails}
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/instructions.py                  # gencc.run (GCC and uncoded) beside MinimalJob
     python benchmarks/instructions.py --schemes gcc    # one scheme
+    python benchmarks/instructions.py --schemes gcc --per-input   # a per-input f beside HandRolledJob
 
 Wall-clock figures on a shared VM move by 2x between runs minutes apart (docs/guides/runtime.md), so a change to
 the runtime's Python work is judged here: each scheme runs `--jobs` and then 2 x `--jobs` jobs (K = 8, a trivial
@@ -30,7 +31,7 @@ SCHEMES = ("gcc", "uncoded")
 WARM = 300
 
 
-def child(scheme: str, jobs: int, minimal: bool) -> None:
+def child(scheme: str, jobs: int, kind: str) -> None:
     """Run `jobs` jobs of `scheme` after the warm-up (under callgrind, started by `count`)."""
     sys.path.insert(0, str(HERE))
     import numpy as np
@@ -41,15 +42,21 @@ def child(scheme: str, jobs: int, minimal: bool) -> None:
     def double(X):
         return np.asarray(X) * 2.0
 
-    double.batched = True
+    double.batched = kind in ("batched", "minimal")
     rng = np.random.default_rng(1)
     inputs = [rng.normal(size=(K, 64)) for _ in range(100)]
     code, wait_for = (gencc.GCC(K, N), WAIT_FOR) if scheme == "gcc" else (gencc.Replication(K, K), None)
-    from bench_runtime import MinimalJob, warm_decoders
+    from bench_runtime import HandRolledJob, MinimalJob, warm_decoders
 
     if scheme == "gcc":  # every straggler pattern's decoder cached, so no job in the count builds one
         warm_decoders(code, rng.normal(size=(N, 3)))
-    if minimal:
+    if kind == "hand":
+        hand = HandRolledJob(double, code)
+        for j in range(WARM + jobs):
+            hand(inputs[j % len(inputs)], wait_for)
+        hand.close()
+        return
+    if kind == "minimal":
         job = MinimalJob(double)
         for j in range(WARM + jobs):
             job(inputs[j % len(inputs)], code, wait_for)
@@ -60,11 +67,11 @@ def child(scheme: str, jobs: int, minimal: bool) -> None:
             gencc.run(double, inputs[j % len(inputs)], code, ex, wait_for=wait_for)
 
 
-def count(scheme: str, jobs: int, minimal: bool) -> int:
+def count(scheme: str, jobs: int, kind: str) -> int:
     """Instructions of a child process running `jobs` jobs (callgrind's total)."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable, __file__,
-               "--child", scheme, str(jobs), "1" if minimal else "0"]
+               "--child", scheme, str(jobs), kind]
         # one BLAS thread: OpenBLAS's idle threads spin, and what they burn would be counted with the job
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -75,27 +82,33 @@ def count(scheme: str, jobs: int, minimal: bool) -> int:
     return int(m.group(1))
 
 
-def per_job(scheme: str, jobs: int, minimal: bool) -> float:
-    return (count(scheme, 2 * jobs, minimal) - count(scheme, jobs, minimal)) / jobs
+def per_job(scheme: str, jobs: int, kind: str) -> float:
+    return (count(scheme, 2 * jobs, kind) - count(scheme, jobs, kind)) / jobs
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        child(argv[1], int(argv[2]), argv[3] == "1")
+        child(argv[1], int(argv[2]), argv[3])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), help="default: both")
     ap.add_argument("--jobs", type=int, default=200, help="jobs in the shorter run (default 200)")
+    ap.add_argument("--per-input", action="store_true",
+                    help="f taking one input at a time, beside HandRolledJob (a ThreadPoolExecutor job) as the floor")
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs must be a positive integer, got {args.jobs}")
     if shutil.which("valgrind") is None:
         ap.error("valgrind is not installed (Debian: apt-get install valgrind)")
-    print("| scheme (K=8, trivial f, default executor) | gencc.run, instructions per job | MinimalJob | ratio |")
+    kind, floor_kind = ("plain", "hand") if args.per_input else ("batched", "minimal")
+    fname = "per-input" if args.per_input else "batched"
+    floor_name = "HandRolledJob" if args.per_input else "MinimalJob"
+    print(f"| scheme (K=8, trivial {fname} f, default executor) | gencc.run, instructions per job | {floor_name} | "
+          "ratio |")
     print("|---|---|---|---|")
     for scheme in args.schemes:
-        got, floor = per_job(scheme, args.jobs, False), per_job(scheme, args.jobs, True)
+        got, floor = per_job(scheme, args.jobs, kind), per_job(scheme, args.jobs, floor_kind)
         what = f"GCC, N={N}, first {WAIT_FOR}" if scheme == "gcc" else f"uncoded (Replication({K}, {K}))"
         print(f"| {what} | {got / 1e3:,.0f} k | {floor / 1e3:,.0f} k | {got / floor:.2f} |", flush=True)
     return 0

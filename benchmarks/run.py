@@ -3,6 +3,7 @@
     python benchmarks/run.py codes      # encode, decode, D_F builds, robust decode (about a minute)
     python benchmarks/run.py runtime    # gencc.run per-job overhead and p99 under stragglers (about a minute)
     python benchmarks/run.py serving    # coded vs uncoded serving in the simulator (virtual time, seconds)
+    python benchmarks/run.py scale      # per-job time and threads at N = 100, 1,000, 10,000 (threads backend)
     python benchmarks/run.py all [--out figures.md]
 
 Each figure is a ratio against its floor (the cheapest way to the same result, or what users run today); see
@@ -24,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the suites' modules,
 
 import bench_codes  # noqa: E402
 import bench_runtime  # noqa: E402
+import bench_scale  # noqa: E402
 import bench_serving  # noqa: E402
 import numpy as np  # noqa: E402
 from measure import render  # noqa: E402
 
-SUITES = {"codes": bench_codes, "runtime": bench_runtime, "serving": bench_serving}
+SUITES = {"codes": bench_codes, "runtime": bench_runtime, "serving": bench_serving, "scale": bench_scale}
 
 
 def positive_int(text: str) -> int:
@@ -54,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
 
 def check(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Every option validated before any work starts (argparse's exit 2 with one message)."""
-    for name in ("columns", "jobs"):
+    for name in ("columns", "jobs", "scale_jobs"):
         if getattr(args, name) < 1:
             ap.error(f"--{name} must be a positive integer, got {getattr(args, name)}")
     if args.large_N < 0:

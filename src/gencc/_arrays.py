@@ -255,11 +255,17 @@ def _product(M: np.ndarray, k: int, zero: np.ndarray | None, aug: np.ndarray | N
 
 
 def take_rows(Xt: Any, rows: Any) -> Any:
-    """Rows `rows` of coded inputs Xt stacked into one array of Xt's kind: Xt is an array (N, ...) or, when the
-    coded inputs differ in shape (packed parity queries), a list of N arrays; the rows taken must match."""
-    rows = [int(r) for r in np.asarray(rows).ravel()]
+    """Rows `rows` of Xt stacked into one array of Xt's kind (torch stays torch, on its device): Xt is an array
+    (N, ...) or a list of N arrays (coded inputs that differ in shape: packed parity queries); the rows taken
+    from a list must match in shape."""
     if not isinstance(Xt, list):
-        return Xt[np.asarray(rows, dtype=np.int64)] if not is_torch(Xt) else Xt[rows]
+        idx = np.asarray(rows, dtype=np.int64).ravel()
+        if is_torch(Xt):
+            import torch
+
+            return Xt[torch.as_tensor(idx, device=Xt.device)]
+        return Xt[idx]
+    rows = [int(r) for r in np.asarray(rows).ravel()]
     parts = [Xt[r] for r in rows]
     shapes = {tuple(p.shape) for p in parts}
     if len(shapes) > 1:

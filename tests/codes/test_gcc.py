@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.interpolate import CubicSpline as SciPyCubicSpline
 
-from gencc import GCC
+from gencc import GCC, order_inputs
 from gencc.codes.gcc import AUTO_DENSE_MAX
 from gencc.kernels import CubicSpline, Matern32
 from gencc.points import chebyshev1, chebyshev2, equispaced, nested
+from gencc.smoothing import smoother_weights
 
 
 def natural_spline_values(t, V, z):
@@ -225,3 +226,41 @@ def test_decode_without_a_set_is_the_decode_of_the_rest(S, perm, kernel):
     got = code._decode_excluding(Y[returned], returned, excluded)
     keep = np.setdiff1d(np.arange(30), excluded)
     np.testing.assert_allclose(got, code.decode(Y[keep], keep), atol=1e-9)
+
+
+def test_the_paths_on_either_side_of_the_threshold_agree():
+    """Through AUTO_DENSE_MAX points kernel="auto" solves the dense Matern system, through one more it takes the
+    banded cubic spline: both fits of a smooth function agree (with each other and with it) at the alphas."""
+    code = GCC(AUTO_DENSE_MAX // 2, AUTO_DENSE_MAX + AUTO_DENSE_MAX // 9)
+    rng = np.random.default_rng(0)
+    fits = []
+    for n in (AUTO_DENSE_MAX, AUTO_DENSE_MAX + 1):
+        t = code.beta[np.sort(rng.choice(code.N, n, replace=False))]
+        W = smoother_weights(t, code.alpha, code.kernel_for(n), 0.0)
+        fits.append(W @ f(t))
+    assert code.kernel_for(AUTO_DENSE_MAX) is code.kernel and isinstance(code.kernel_for(AUTO_DENSE_MAX + 1),
+                                                                          CubicSpline)
+    scale = np.max(np.abs(f(code.alpha)))
+    for fit in fits:
+        np.testing.assert_allclose(fit, f(code.alpha), atol=1e-5 * scale)
+    np.testing.assert_allclose(fits[0], fits[1], atol=1e-5 * scale)
+
+
+def test_above_the_threshold_the_spline_decodes_as_well_as_the_matern_kernel():
+    """The threshold is set where the banded spline costs less and decodes as well: a smooth f, 10% stragglers,
+    K = AUTO_DENSE_MAX * 3 / 5 inputs on twice the workers (fits above the threshold use the spline)."""
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(20, 10)) / 4
+    K = AUTO_DENSE_MAX * 3 // 5
+    X = rng.normal(size=(K, 20))
+    X = X[order_inputs(X)]
+    auto, matern = GCC(K, 2 * K), GCC(K, 2 * K, kernel=Matern32(0.3, null_degree=1))
+    assert isinstance(auto.kernel_for(2 * K - 2 * K // 10), CubicSpline)
+    for code in (auto, matern):
+        errs = []
+        for r in range(4):
+            used = np.sort(np.random.default_rng(r).choice(code.N, code.N - code.N // 10, replace=False))
+            Y = code.decode(np.tanh(code.encode(X) @ A)[used], used)
+            errs.append(np.sum((Y - np.tanh(X @ A)) ** 2) / np.sum(np.tanh(X @ A) ** 2))
+        code.err = float(np.median(errs))
+    assert auto.err <= 1.2 * matern.err

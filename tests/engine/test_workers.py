@@ -314,3 +314,56 @@ def test_blas_threads_are_capped_while_the_workers_run_and_restored_after():
     assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == before
     with pytest.raises(ValueError, match="blas_threads"):
         Workers(1, ThreadBackend(), blas_threads=0)
+
+
+def test_shared_threads_serve_every_worker_with_few_threads_and_keep_each_workers_order_and_delay(make):
+    """Shared threads: 40 workers on 2 threads, each worker's queue in order, one task per call, and a worker's
+    injected delay a hold that never blocks the thread (40 tasks delayed 0.3 s each finish together)."""
+    calls = []
+
+    def one(x):  # per input
+        calls.append(np.asarray(x).shape)
+        return 2 * np.asarray(x, dtype=float)
+
+    w = make(40, threads=2, shared=True)
+    done = []
+    t0 = time.perf_counter()
+    for i in range(80):  # the task's own callable, taking one input
+        w.send(i % 40, Task(x=np.full(3, i), fn=one, delay=0.3, slot=i, on_done=lambda t: done.append(t)))
+    wait_for(lambda: len(done) == 80)
+    took = time.perf_counter() - t0
+    assert len(w._wake) == 2 and len({id(q) for q in w._wake}) == 1  # two threads, one wake-up queue
+    assert all(t.ok and np.array_equal(t.output, 2 * t.x) for t in done)
+    for k in range(40):
+        assert [t.slot for t in done if t.worker == k] == [k, k + 40]
+    assert took < 0.3 * 80 / 2 / 2  # two rounds of holds, not a thread's sleep per task
+    assert all(s == (3,) for s in calls)  # each call one input
+
+
+def test_a_hung_call_on_shared_threads_holds_only_its_task_and_preempt_replaces_its_thread(make):
+    release = threading.Event()
+
+    def one(x):
+        if x[0] == 0:
+            release.wait(10)
+        return np.asarray(x, dtype=float)
+
+    w = make(6, threads=2, shared=True, preempt=True)
+    done = []
+    tasks = [Task(x=np.full(2, i), fn=one, slot=i, on_done=lambda t: done.append(t)) for i in range(6)]
+    for i, t in enumerate(tasks):
+        w.send(i, t)
+    wait_for(lambda: len(done) == 5)  # every task but the hung one, on the other thread
+    assert sorted(t.slot for t in done) == [1, 2, 3, 4, 5]
+    old = {t.ident for t in w.threads if t.is_alive()}
+    tasks[0].cancel()
+    wait_for(lambda: len(w.abandoned) == 1)
+    w.send(0, Task(x=np.full(2, 7), fn=one, slot=7, on_done=lambda t: done.append(t)))
+    wait_for(lambda: len(done) == 6)
+    assert done[-1].ok and done[-1].worker == 0 and {t.ident for t in w.threads if t.is_alive()} - old
+    release.set()
+
+
+def test_shared_threads_need_a_count(make):
+    with pytest.raises(ValueError, match="thread count"):
+        Workers(2, ThreadBackend(), shared=True)

@@ -11,6 +11,7 @@ import pytest
 from runtime_helpers import Faulty, reference, smooth
 
 import gencc
+from gencc.engine import shared_threads
 from gencc.runtime import JobFailed, JobTimeout, LocalExecutor, run
 
 INF = np.inf
@@ -109,22 +110,56 @@ def test_the_default_executor_batches_a_model_gencc_never_saw(X):
     np.testing.assert_allclose(r.outputs, want, atol=1e-5)
 
 
-def test_a_function_on_one_input_keeps_a_thread_per_worker(X):
-    class One:  # not batched: called on one input at a time, each on its own worker's thread
+def test_a_function_on_one_input_runs_on_a_shared_pool_where_a_hung_call_holds_only_its_task(X):
+    """A per-input f on the default executor: each call one input, on at most `shared_threads()` threads whatever
+    N; a call that hangs is a straggler (the others' tasks go to the other threads) and the job is answered."""
+    code = gencc.GCC(K=6, N=8)
+    stuck, release = code.encode(X)[3], threading.Event()
+
+    class One:  # not batched: called on one input at a time
         def __init__(self):
             self.threads, self.lock = set(), threading.Lock()
 
         def __call__(self, x):
             with self.lock:
                 self.threads.add(threading.get_ident())
+            if np.array_equal(x, stuck):
+                release.wait(10)
             return smooth(np.asarray(x)[None])[0]
 
     f = One()
-    code = gencc.GCC(K=6, N=8)
     with LocalExecutor() as e:
-        r = run(f, X, code, e, order=False)
-    assert len(f.threads) == 8
-    np.testing.assert_allclose(r.outputs, reference(code, X, range(8)), atol=1e-12)
+        t0 = time.perf_counter()
+        r = run(f, X, code, e, order=False, wait_for=7)
+        took = time.perf_counter() - t0
+        release.set()
+    assert took < 5 and 3 not in r.returned and len(r.returned) == 7
+    assert 1 <= len(f.threads) <= min(8, shared_threads())
+    np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-12)
+
+
+def test_threads_stay_few_at_a_thousand_workers():
+    """K = 100, N = 1,000: a per-input and a batched f each run with O(1) threads (at most 64 in the process)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 4))
+    code = gencc.GCC(K=100, N=1000)
+    seen = []
+
+    def plain(x):
+        seen.append(threading.active_count())
+        return np.asarray(x) * 2.0
+
+    def batched(Z):
+        seen.append(threading.active_count())
+        return np.asarray(Z) * 2.0
+
+    batched.batched = True
+    with LocalExecutor() as e:
+        for f in (plain, batched):
+            r = run(f, X, code, e, order=False, wait_for=900)
+            assert len(r.returned) == 900
+            np.testing.assert_allclose(r.outputs, reference(code, X, r.returned, f=lambda Z: 2 * Z), atol=1e-8)
+    assert max(seen) <= 64
 
 
 def test_a_hung_batch_fails_its_job_and_the_workers_recover(X):

@@ -120,3 +120,32 @@ def test_minimal_job_times_its_own_call_of_f(bench):
     finally:
         job.close()
     assert len(job.f_times) == 3 and all(0.0029 <= t < 1.0 for t in job.f_times)
+
+
+@pytest.mark.parametrize("code", [gencc.Replication(6, 6), gencc.GCC(6, 12, beta="chebyshev2")], ids=["uncoded", "gcc"])
+def test_the_hand_rolled_stdlib_job_matches_gencc_run_on_every_result(bench, code):
+    """HandRolledJob (what a user writes with a ThreadPoolExecutor, the stdlib floor) computes gencc.run's
+    outputs from every result, and from the first ones decodes with the cached D_F of the workers it used."""
+    W = np.random.default_rng(5).normal(size=(16, 3)) / 4
+
+    def f(x: np.ndarray) -> np.ndarray:  # one input at a time, a model of this test's own
+        return np.tanh(np.asarray(x).reshape(-1) @ W)
+
+    X = np.random.default_rng(1).normal(size=(6, 4, 4))
+    job = bench.HandRolledJob(f, code)
+    try:
+        got = job(X)
+        first = job(X, code.N - 2) if isinstance(code, gencc.GCC) else None
+    finally:
+        job.close()
+    with LocalExecutor() as ex:
+        want = gencc.run(f, X, code, ex).outputs
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    if first is not None:
+        assert sorted(len(u) for u in job.D) == [code.N - 2, code.N]  # one D_F cached per pattern
+        used = next(u for u in job.D if len(u) == code.N - 2)
+        perm = gencc.order_inputs(X)
+        Z = code.encode(X[perm])
+        ref = np.empty((6, 3))
+        ref[perm] = code.decode(np.stack([f(z) for z in Z])[list(used)], np.asarray(used))
+        np.testing.assert_allclose(first, ref, rtol=1e-10, atol=1e-12)

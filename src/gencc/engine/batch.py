@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch
+from .._arrays import is_torch, to_numpy
 from ..faults import InjectedFault
 from ..model import apply_batch, apply_one
 from .task import Task
@@ -93,8 +93,11 @@ def _call_batched(fn: Callable, items: list[Item], xs: list[Any]) -> bool:
 
 
 def _call_one(fn: Callable, x: Any, batched: bool | None) -> Any:
-    """`fn` on one input: its output, or the exception it raised."""
+    """`fn` on one input: its output (a float64 numpy array of its own), or the exception it raised. An f that
+    takes one input at a time is called on it directly (no batch of one around it)."""
     try:
+        if batched is False or batched is None and not getattr(fn, "batched", False):
+            return np.array(to_numpy(fn(x if is_torch(x) else np.asarray(x))), dtype=float)
         return apply_one(fn, x, batched)
     except Exception as e:  # noqa: BLE001 - f raised: that task (or row) fails
         return e

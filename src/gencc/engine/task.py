@@ -52,6 +52,7 @@ class Task:
     key: Any = field(default=None, repr=False)  # the backend's handle of the running task (Ray: a cancel key)
     state: str = ""  # the workers' view: "running" (in a call), "held" (waiting out injected time), "done"
     block: bool = False
+    thread: int = -1  # the workers' thread slot that took it (the workers' own bookkeeping)
 
     def record(self) -> TaskRecord:
         """What the workers keep of this task once it is done: no input, no output (see `TaskRecord`)."""

@@ -29,6 +29,8 @@ class WorkerThreads:
         self.running -= 1
         self._loads[w] -= 1
         self._free_since[w] = self.now() if now is None else now
+        if self.shared and self._queues[w]:  # its next task is ready for any thread
+            self._ready.append(w)
 
     def _finish(self, task: Task, out: list[Task], now: float | None = None) -> None:
         self._finish_all((task,), out, self.now() if now is None else now)
@@ -37,6 +39,7 @@ class WorkerThreads:
         """The bookkeeping of tasks that finished at `now` (their outcome set): each worker freed, recorded,
         counted, the task appended to `out` for delivery. One pass for a whole call's tasks."""
         current, loads, free_since, keep = self._current, self._loads, self._free_since, self.executed.append
+        queues, ready = self._queues, self._ready.append if self.shared else None
         ok = slow = 0
         for t in tasks:
             t.state, t.on_cancel, t.t_end, t.compute_time = "done", None, now, now - t.t_start
@@ -44,6 +47,8 @@ class WorkerThreads:
             current[w] = None
             loads[w] -= 1
             free_since[w] = now
+            if ready is not None and queues[w]:  # its next task is ready for any thread
+                ready(w)
             keep(t.record())
             if t.ok:
                 ok += 1
@@ -117,6 +122,11 @@ class WorkerThreads:
                 return
             self.dead[w] = False
             self.restarts[w] += 1
+            if self.shared:  # any thread serves it again
+                if self._queues[w]:
+                    self._ready.append(w)
+                    self._wake[0].put(None)
+                return
             s = self._slot[w]
             if self._thread[s] is None or not self._thread[s].is_alive():
                 self._start_thread(s)
@@ -125,12 +135,13 @@ class WorkerThreads:
     def _pick(self, s: int, now: float) -> list[Task]:
         """The head task of each idle live worker of slot s (cancelled ones dropped), in worker order, started at
         `now`."""
+        if self.shared:
+            return self._pick_one(s, now)
         picked: list[Task] = []
         queued = self._queued[s]
         if not queued:
             return picked
-        queues, current, dead, free_since = self._queues, self._current, self.dead, self._free_since
-        pickup, batching, preempt = self.lags["pickup"].append, self._batching, self.preempt
+        queues, current, dead = self._queues, self._current, self.dead
         for w in sorted(queued) if len(queued) > 1 else tuple(queued):
             if current[w] is not None or dead[w]:
                 continue
@@ -145,20 +156,46 @@ class WorkerThreads:
                 continue
             if not q:
                 queued.discard(w)
-            self.running += 1
-            task.busy, task.state, task.t_start = self.running, "running", now
-            if not batching:
-                task.stop = threading.Event()
-            current[w] = task
-            if not preempt:  # cancelling it from now on does not stop it
-                task.on_cancel = None
-            sent = task.t_sent
-            if sent != sent:  # nan: never stamped
-                sent = now
-            free = free_since[w]
-            pickup(now - (sent if sent > free else free))
+            self._start_task(s, w, task, now)
             picked.append(task)
         return picked
+
+    def _start_task(self, s: int, w: int, task: Task, now: float) -> None:
+        """Worker w starts `task` at `now` on thread slot s."""
+        self.running += 1
+        task.busy, task.state, task.t_start, task.thread = self.running, "running", now, s
+        if not self._batching:
+            task.stop = threading.Event()
+        self._current[w] = task
+        if not self.preempt:  # cancelling it from now on does not stop it
+            task.on_cancel = None
+        sent = task.t_sent
+        if sent != sent:  # nan: never stamped
+            sent = now
+        free = self._free_since[w]
+        self.lags["pickup"].append(now - (sent if sent > free else free))
+
+    def _pick_one(self, s: int, now: float) -> list[Task]:
+        """Shared threads: the head task of the first idle live worker with one (cancelled ones dropped), as a
+        list of one (none: empty). One task per call, so a hung call holds only its own task."""
+        ready, queues, current, dead = self._ready, self._queues, self._current, self.dead
+        while ready:
+            w = ready.popleft()
+            if current[w] is not None or dead[w]:  # listed again when it is free (or re-created)
+                continue
+            q = queues[w]
+            while q:
+                task = q.popleft()
+                if not task.cancelled:
+                    break
+                self.dropped += 1
+            else:
+                continue
+            self._start_task(s, w, task, now)
+            if ready and self._idle:  # more may be ready: one more thread looks (a chain, not a stampede)
+                self._wake[s].put(None)
+            return [task]
+        return []
 
     def _due(self, s: int, out: list[Task], now: float) -> float:
         """Finish slot s's held tasks whose time has come by `now`; returns the next one's due time (inf: none)."""
@@ -169,11 +206,15 @@ class WorkerThreads:
 
     # ----- worker threads ----------------------------------------------------------------------------
     def _work(self, s: int, gen: int) -> None:
-        wake, lock = self._wake[s], self._lock
+        wake, lock, shared = self._wake[s], self._lock, self.shared
         while True:
             done: list[Task] = []
+            waited = False
             while True:
                 with lock:
+                    if waited:
+                        self._idle -= 1
+                        waited = False
                     if self._stopped or self._gen[s] != gen:
                         return
                     now = self.now()
@@ -184,12 +225,17 @@ class WorkerThreads:
                             self._batch[s], self._t_call[s], self._t_cancel[s] = tasks, now, math.inf
                         break
                     wait = min(nxt - now, 0.5)
+                    if shared:
+                        self._idle += 1  # counted down at the next look (till then a sender may wake one more)
                 # a token put after the look above wakes this wait; one put before it only costs another look
                 if wait > 0:
                     try:
                         wake.get(timeout=wait)
                     except queue.Empty:
                         pass
+                if shared:  # each token wakes one thread: the others' are theirs
+                    waited = True
+                    continue
                 try:  # the tokens that came meanwhile: the next look serves them all
                     while True:
                         wake.get_nowait()

@@ -65,18 +65,24 @@ class Workers(WorkerThreads):
     def __init__(self, n_workers: int, backend: Any, service: ServiceTimes | None = None,
                  stragglers: PersistentStragglers | None = None, faults: Faults | None = None, seed: int = 0,
                  wrong: WrongResults | None = None, *, preempt: bool = False, mark_dead: bool = True,
-                 name: str = "gencc-worker", threads: int | None = None, inline: bool = False,
+                 name: str = "gencc-worker", threads: int | None = None, shared: bool = False,
+                 inline: bool = False,
                  restart_s: float | None = 0.5, task_timeout: float | None = None, max_abandoned: int = 32,
                  blas_threads: int | str | None = "auto", keep: int = 1000):
         if n_workers < 1:
             raise ValueError(f"need at least one worker, got {n_workers}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be None (one per worker) or a positive integer, got {threads!r}")
+        if shared and threads is None:
+            raise ValueError("shared threads need a thread count (threads=T)")
         for what, v in (("restart_s", restart_s), ("task_timeout", task_timeout)):
             if v is not None and not v > 0:
                 raise ValueError(f"{what} must be None or a positive number of seconds, got {v!r}")
         self.backend, self.wrong, self.preempt, self.name = backend, wrong, bool(preempt), name
         self.mark_dead, self.inline, self.n_threads = bool(mark_dead), bool(inline), threads
+        self.shared = bool(shared)
+        self._ready: deque[int] = deque()  # shared threads: workers that may be idle with a queued task (checked)
+        self._idle = 0  # shared threads: threads waiting for a wake-up token
         self.restart_s, self.task_timeout, self.max_abandoned = restart_s, task_timeout, int(max_abandoned)
         self._batching = hasattr(backend, "run_items")
         self._blas = blas.resolve(blas_threads, 2 if threads is None else threads)
@@ -139,26 +145,33 @@ class Workers(WorkerThreads):
                 self._queues.append(deque())
                 self._current.append(None)
                 self._free_since.append(0.0)
+                if self.shared:  # every worker in one queue group; threads added up to min(workers, T)
+                    self._slot.append(0)
+                    if len(self._wake) < self.n_threads:  # type: ignore[operator]
+                        self._add_slot(self._wake[0] if self._wake else queue.SimpleQueue())
+                    continue
                 s = w if self.n_threads is None else w % self.n_threads
                 self._slot.append(s)
                 if s == len(self._wake):
-                    self._wake.append(queue.SimpleQueue())
-                    self._gen.append(0)
-                    self._members.append([])
-                    self._queued.append(set())
-                    self._holds.append([])
-                    self._batch.append([])
-                    self._t_call.append(math.nan)
-                    self._t_cancel.append(math.inf)
-                    self._thread.append(None)
-                    self._members[s].append(w)
-                    self._start_thread(s)
-                else:
-                    self._members[s].append(w)
+                    self._add_slot(queue.SimpleQueue())
+                self._members[s].append(w)
             self.n_workers = n_workers
             if len(self._wake) > 1 and not self._blas_held:
                 blas.acquire(self._blas)
                 self._blas_held = True
+
+    def _add_slot(self, wake: queue.SimpleQueue) -> None:
+        """A new thread slot (its state, its thread started); `wake` is its wake-up queue (shared: one for all)."""
+        self._wake.append(wake)
+        self._gen.append(0)
+        self._members.append([])
+        self._queued.append(set())
+        self._holds.append([])
+        self._batch.append([])
+        self._t_call.append(math.nan)
+        self._t_cancel.append(math.inf)
+        self._thread.append(None)
+        self._start_thread(len(self._wake) - 1)
 
     def _start_thread(self, s: int) -> None:
         if len(self.threads) > 2 * len(self._wake) + 64:  # forget the threads that ended
@@ -192,7 +205,7 @@ class Workers(WorkerThreads):
                 raise RuntimeError("these workers are closed")
             wake = set()
             dead, loads, queues, slot, cancelled = self.dead, self._loads, self._queues, self._slot, self._cancelled
-            queued = self._queued
+            queued, shared, ready, n = self._queued, self.shared, self._ready.append, 0
             for worker, task in pairs:
                 task.worker = worker
                 if dead[worker]:
@@ -202,9 +215,15 @@ class Workers(WorkerThreads):
                 loads[worker] += 1
                 task.on_cancel = cancelled
                 queues[worker].append(task)
+                if shared:
+                    ready(worker)
+                    n += 1
+                    continue
                 s = slot[worker]
                 queued[s].add(worker)
                 wake.add(s)
+            if shared and n and self._idle:  # one waiting thread woken: it wakes the next if work remains
+                self._wake[0].put(None)
             for s in wake:  # one wake-up per thread, however many of its workers got a task
                 self._wake[s].put(None)
         self._emit(lost)
@@ -218,7 +237,7 @@ class Workers(WorkerThreads):
             if self._current[w] is not task:  # still queued
                 self._loads[w] -= 1
                 return
-            s = self._slot[w]
+            s = task.thread
             if task.state == "held":  # waiting out injected time: the worker is free at once
                 self._holds[s] = [h for h in self._holds[s] if h[2] is not task]
                 heapq.heapify(self._holds[s])

@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch
+from .._arrays import is_torch, take_rows
 from ..engine import Task, Workers
 from ..engine.batch import stack_inputs
 from ..engine.task import describe_error
-from .inputs import take_rows
 
 
 @dataclass(slots=True)
@@ -66,9 +65,9 @@ class JobTasks(Sequence[Task]):
     def block(self) -> Any | None:
         """The inputs in dispatch order as one array (one copy), or None when the tasks carry delays or were
         built already (then they travel one by one)."""
-        if self._tasks is not None or any(self._delays):
+        if self._tasks is not None or any(self._delays) or isinstance(self.X, list):
             return None
-        return take_rows(self.X, self.X, self.workers)
+        return take_rows(self.X, self.workers)
 
 
 @dataclass(slots=True)

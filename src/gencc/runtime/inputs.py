@@ -60,10 +60,3 @@ def restore_kind(out: np.ndarray, X: Any) -> Any:
     return out
 
 
-def take_rows(X: Any, Xn: np.ndarray, idx: Any) -> Any:
-    """Rows idx of X in X's own kind (torch stays torch, on its device); lists become numpy (Xn: X as numpy)."""
-    if is_torch(X):
-        import torch
-
-        return X[torch.as_tensor(np.ascontiguousarray(idx), device=X.device)]
-    return Xn[idx]

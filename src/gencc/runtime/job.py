@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch
+from .._arrays import is_torch, take_rows
 from .._validate import check_int
 from ..codes.base import Code
 from ..codes.replication import Replication
@@ -23,7 +23,7 @@ from ..ordering import METHODS, order_checked
 from .baselines import Baseline
 from .collect import execute
 from .executor import Executor, JobTasks
-from .inputs import as_rng, check_deadline, check_inputs, check_timeout, restore_kind, take_rows
+from .inputs import as_rng, check_deadline, check_inputs, check_timeout, restore_kind
 from .local import LocalExecutor
 from .policy import CodedPolicy
 from .results import RunResult
@@ -166,7 +166,7 @@ def run(
             order = False  # copies of each input: which worker holds which copy changes no output
         if order:
             perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order)
-            Xp = take_rows(X, Xn, perm)
+            Xp = take_rows(X if is_torch(X) else Xn, perm)  # torch stays torch; a list is read as numpy
         else:  # inputs in the caller's order: no copy into it, and none back out of it
             perm, Xp = None, X if is_torch(X) else Xn
         Xt = code.encode(Xp)

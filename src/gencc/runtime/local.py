@@ -6,7 +6,9 @@ computes f, then waits the task's injected delay, then delivers. A cancelled tas
 started; one waiting out its delay stops at once; one still in its call of f is left to it, and its thread
 is replaced if the call outlasts a short grace (the old thread ends after the call). By default a batched f
 (a `gencc.Model`, or any callable with `batched = True`) runs on `batch_threads()` threads, each running the
-ready tasks of its workers as one batched call; an f taking one input at a time gets a thread per worker.
+ready tasks of its workers as one batched call; an f taking one input at a time runs on a shared pool of
+`gencc.engine.shared_threads()` threads (O(1) in the workers) that take any idle worker's next task, one per
+call, so a hung call holds only its own task.
 `max_threads=T` puts every f on T threads (T at least the workers: a thread per worker, each task its own
 call). With `processes`, f is built once per process from a factory (or f itself, pickled); the delay and the
 cancellation stay on the master side.
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .._validate import check_int, check_positive
-from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers, blas
+from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers, blas, make_pool
 from ..faults import Faults
 from .executor import Batch, EngineBatch, Executor
 
@@ -47,8 +49,10 @@ class LocalExecutor(Executor):
     max_threads: None (default): a batched f (`takes_batches`) runs on `batch_threads()` threads, each running
     the tasks its workers have ready as one batched call of f (split back per worker; a failing batch is retried
     task by task), each worker keeping its own injected latency, faults and queue; an f taking one input at a
-    time gets a thread per worker. An integer T: every f on T threads (logical worker n on thread n % T; T at
-    least the workers: a thread per worker, whatever f does to one input stays with that worker). A batch
+    time runs on a shared pool (`gencc.engine.make_pool`, threads="shared": a few threads per core whatever the
+    workers, any free thread calling f on the next ready task of any idle worker; a hung call holds only its
+    task). An integer T: every f on T threads (logical worker n on thread n % T; T at least the workers: a
+    thread per worker, whatever f does to one input stays with that worker). A batch
     shares what f does to all of it: an input that hangs f delays its batch-mates (until the job stops and
     cancels them: the thread is then abandoned and a fresh one serves its workers), and an f that returns the
     wrong shape for one input returns it for the batch. Threads are daemons, so a hung f never blocks exit.
@@ -68,7 +72,7 @@ class LocalExecutor(Executor):
                  blas_threads: int | str | None = "auto", task_timeout: float | None = None):
         processes = check_int("processes", processes, 0, hint="0: threads")
         max_threads = check_int("max_threads", max_threads, 1, optional=True,
-                                hint="None: batched calls for a batched f, a thread per worker otherwise")
+                                hint="None: batched calls for a batched f, a shared pool otherwise")
         blas.resolve(blas_threads, 2 if max_threads is None else max_threads)  # checked now
         self.blas_threads = blas_threads
         self.task_timeout = check_positive("task_timeout", task_timeout, optional=True, unit="seconds")
@@ -79,7 +83,7 @@ class LocalExecutor(Executor):
         self.processes, self.factory, self.max_threads = processes, factory, max_threads
         self.faults, self.seed = faults, check_int("seed", seed, 0)
         self._lock = threading.Lock()
-        self._workers: Workers | None = None  # a thread per worker (or max_threads threads), or the processes
+        self._workers: Workers | None = None  # the shared pool (or max_threads threads), or the processes
         self._batching: Workers | None = None  # the default's pool for batched f (batch_threads() threads)
         self._pool_f: Callable | None = None
         self._local_f: Callable | None = None
@@ -108,11 +112,15 @@ class LocalExecutor(Executor):
         return None
 
     def _start(self, backend: object) -> None:
-        self._workers = self._pool(backend, self.max_threads, "gencc-worker")
+        threads: int | str | None = self.max_threads
+        if threads is None:  # per-input f: shared threads (processes: a thread per worker waits for its answer)
+            threads = None if self.processes else "shared"
+        self._workers = self._pool(backend, threads, "gencc-worker")
 
-    def _pool(self, backend: object, threads: int | None, name: str) -> Workers:
-        return Workers(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False, name=name,
-                       threads=threads, inline=True, blas_threads=self.blas_threads, task_timeout=self.task_timeout)
+    def _pool(self, backend: object, threads: int | str | None, name: str) -> Workers:
+        return make_pool(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False, name=name,
+                         threads=threads, inline=True, blas_threads=self.blas_threads,
+                         task_timeout=self.task_timeout)
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         if self._closed:

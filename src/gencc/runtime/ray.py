@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._validate import check_int, check_positive
-from ..engine import Constant, Task, Workers
+from ..engine import Constant, Task, Workers, make_pool
 from ..engine._ray import RayBackend
 from .executor import Batch, EngineBatch, Executor
 
@@ -105,7 +105,7 @@ class RayExecutor(Executor):
                                        actor_options=self.actor_options, init_kwargs=self.init_kwargs,
                                        temp_dir=self.temp_dir, ready_timeout=self.ready_timeout,
                                        on_ready=self.on_ready)
-            self._workers = Workers(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
+            self._workers = make_pool(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
                                     name="gencc-ray-worker")
             self.num_actors = n
         return self

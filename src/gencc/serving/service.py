@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..codes.registry import code_spec, make_code
-from ..engine import ThreadBackend, Workers
+from ..engine import ThreadBackend, Workers, make_pool
 from ..faults import Faults, WrongResults
 from ..ordering import order_inputs
 from ._policy.checked import CheckedDispatcher, ResultCheck
@@ -187,9 +187,9 @@ class Service:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(c.workers, factories, address=c.address)
         on_loop = c.backend == "local"  # the dispatcher may run on the front door's loop: see LoopEnv
-        pool = Workers(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
-                       seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
-                       inline=on_loop)
+        pool = make_pool(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
+                         seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
+                         inline=on_loop)
 
         def make(gate: Gate | None, check: str = c.check) -> Callable[[Env], Dispatcher]:
             return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,

@@ -20,7 +20,7 @@ from torch import nn
 
 from .._arrays import to_numpy
 from .._validate import check_int, check_nonneg, check_positive
-from ..engine import Task, ThreadBackend, Workers
+from ..engine import Task, Workers, make_backend, make_pool
 from ..faults import ServiceTimes
 from .injection import injection
 from .options import BACKENDS, OPTIMIZERS
@@ -91,14 +91,6 @@ def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(pred == y))
 
 
-def _backend(backend: str, N: int, ray_address: str | None, ray_options: dict | None) -> Any:
-    if backend == "threads":
-        return ThreadBackend()
-    from ..engine._ray import RayBackend
-
-    return RayBackend(N, {}, ray_address, **(ray_options or {}))
-
-
 def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, stragglers: Any = 0,
           steps: int = 100, batch_size: int | None = None, lr: float = 0.1, seed: int = 0,
           eval_data: Any = None, eval_every: int = 10, track_grad_error: bool = False, optimizer: str = "sgd",
@@ -163,9 +155,9 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     full_blocks = [Block(Xp, Tp) for Xp, Tp in plan.parts]
     opt = _optimizer(optimizer, model.parameters(), lr)
     rng = np.random.default_rng([seed, 19])
-    engine = Workers(N, _backend(backend, N, ray_address, ray_options), ServiceTimes(sample_s * compute),
-                     inj.persistent, inj.faults, seed=seed, preempt=True, mark_dead=backend != "ray",
-                     name="gencc-train")  # Ray replaces a dead actor: only that task is lost
+    engine = make_pool(N, make_backend(backend, N, address=ray_address, **(ray_options or {})),
+                       ServiceTimes(sample_s * compute), inj.persistent, inj.faults, seed=seed, preempt=True,
+                       mark_dead=backend != "ray", name="gencc-train")  # Ray replaces a dead actor
     history: list[dict] = []
     wall = 0.0
     try:
