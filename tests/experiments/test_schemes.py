@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gencc
-from gencc.experiments import make_code
+from gencc.experiments import sweep_code as make_code
 from gencc.experiments.schemes import scheme_label
 
 

@@ -14,10 +14,10 @@ from fastapi.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from gencc.cli import app as cli  # noqa: E402
+from gencc.cli.serve import is_loopback  # noqa: E402
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
 from gencc.serving import Service  # noqa: E402
 from gencc.serving.app import create_app  # noqa: E402
-from gencc.serving.commands import is_loopback  # noqa: E402
 from gencc.serving.http_limits import Limits, authorized  # noqa: E402
 from gencc.serving.service import make_dispatcher  # noqa: E402
 

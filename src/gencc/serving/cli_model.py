@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._cli_options import refuse
+from ..cli.options import refuse
 from .parity import PARITY_SCHEMES, parity_k
 
 

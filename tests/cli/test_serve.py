@@ -7,10 +7,10 @@ import csv
 import socket
 
 import pytest
-from serving_helpers import start_server
 from typer.testing import CliRunner
 
 from gencc.cli import app
+from gencc.serving.app import start_in_thread as start_server
 
 pytest.importorskip("fastapi")
 runner = CliRunner()
@@ -70,7 +70,7 @@ def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
     server, th, port = start_server(create_app(svc))
     out = tmp_path / "load.csv"
     r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
-                            "--out", str(out), "--plots", str(tmp_path / "png")])
+                            "--out", str(out), "--plot", str(tmp_path / "png")])
     server.should_exit = True
     th.join(20)
     assert r.exit_code == 0, r.output
@@ -108,11 +108,11 @@ def test_serve_logs_start_up_shutdown_and_errors(monkeypatch, caplog):
     assert r.exit_code == 0, r.output
     assert served["log_level"] == "info" and served["port"] == port
     text = [(rec.name, rec.levelname, rec.getMessage()) for rec in caplog.records]
-    assert ("gencc.serving.commands", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme sgcc, 6 local "
+    assert ("gencc.cli.serve", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme sgcc, 6 local "
             "workers, K=4, at most 1000 requests in flight") in text, text
     assert any(n == "gencc.serving.app" and m.startswith("shutting down: answering 0 requests") for n, _, m in text)
     assert any(n == "gencc.serving.app" and m == "shut down: sgcc service closed" for n, _, m in text)
-    assert ("gencc.serving.commands", "INFO", f"stopped serving at http://127.0.0.1:{port}") in text
+    assert ("gencc.cli.serve", "INFO", f"stopped serving at http://127.0.0.1:{port}") in text
 
     def crash(*a, **k):
         raise RuntimeError("boom")
