@@ -178,8 +178,6 @@ BAD = [
     (["serve", "--slow-fraction", "-0.1"], "'--slow-fraction': must be a finite number >= 0"),
     (["serve", "--slow-factor", "0.5"], "'--slow-factor': must be a finite number >= 1"),
     (["serve", "--address", "127.0.0.1:6379"], "'--address': --address needs --backend ray"),
-    (["serve", "--scheme", "parm", "--K", "5"], "'--K': must be an integer >= 2 and <= 4 for parm"),
-    (["serve", "--scheme", "parm", "--parm-k", "1"], "'--K': must be an integer >= 2 and <= 4 for parm"),
     (["serve", "--scheme", "hedged", "--max-wait-ms", "5"], "'--max-wait-ms': --max-wait-ms applies to the coded"),
     (["serve", "--slow-factor", "5"], "'--slow-factor': --slow-factor applies with --slow-fraction > 0"),
     (["serve", "--workers", "0"], "'--workers': must be an integer >= 1, got 0"),

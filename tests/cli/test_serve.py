@@ -166,3 +166,36 @@ def test_serve_max_batch_and_max_body_set_the_door(monkeypatch):
                             "--max-body", "16000"])
     assert r.exit_code == 0, r.output
     assert seen == {"ok": 200, "long": 422, "big": 413, "max_body": 16000}
+
+
+@pytest.mark.parametrize("scheme, warning", [
+    ("uncoded", "--K is not used by --scheme uncoded (it codes no groups; every request goes to its own worker(s)); "
+                "running without it"),
+    ("hedged", "--K is not used by --scheme hedged (it codes no groups; every request goes to its own worker(s)); "
+               "running without it"),
+    ("gcc", None)])
+def test_every_scheme_serves_with_the_shared_flags(scheme, warning, monkeypatch, caplog):
+    """`gencc serve --scheme S --workers 12 --K 8` with injected slowness serves on 12 workers for every scheme; a
+    scheme that does not use --K says so in one warning line (uvicorn.run is replaced by a TestClient session)."""
+    import logging
+
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    seen = {}
+
+    def fake_run(app_, host, port, **kwargs):
+        with TestClient(app_) as c:
+            seen["workers"] = c.get("/healthz").json()["workers"]
+            seen["status"] = c.post("/predict", json={"input": [[[0.0] * 8] * 8]}).status_code
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    caplog.set_level(logging.WARNING, logger="gencc.cli")
+    r = runner.invoke(app, ["serve", "--scheme", scheme, "--workers", "12", "--K", "8", "--service-ms", "1",
+                            "--slow-fraction", "0.1", "--slow-factor", "4", "--gate", "off", "--port", str(port)])
+    assert r.exit_code == 0, r.output
+    assert seen == {"workers": 12, "status": 200}
+    assert [rec.getMessage() for rec in caplog.records if rec.name == "gencc.cli"] == ([warning] if warning else [])

@@ -75,7 +75,7 @@ def run_command(
     data: Annotated[Path | None, typer.Option(help="--model: inputs to run (.npy / .npz; default: standard normal "
                                                    "inputs of --input-shape)")] = None,
     parity: Annotated[Path | None, typer.Option(help="--model with --scheme parm: the parity model from "
-                                                     "`gencc parity train --k 2`")] = None,
+                                                     "`gencc parity train --K 2`")] = None,
 ) -> None:
     """Run jobs of K digits through the CNN (or K inputs through your --model) with a coded scheme or a
     baseline; print latency percentiles and accuracy (agreement with f, accuracy on the labels). With --backend
@@ -177,7 +177,7 @@ def _user_model(spec: str, input_shape: str | None, data: Path | None, parity: P
     if scheme == "parm":
         if parity is None:
             raise refuse("--parity", f"--scheme parm runs a parity model: train one with `gencc parity train --model "
-                                     f"{spec} --data FILE --k 2 --out parity.pt`, then pass --parity parity.pt")
+                                     f"{spec} --data FILE --K 2 --out parity.pt`, then pass --parity parity.pt")
         from ..workloads.parity_training import load_parity_file
 
         try:

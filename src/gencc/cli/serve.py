@@ -173,8 +173,9 @@ def _group_size(scheme: str, K: int | None) -> tuple[int, int]:  # noqa: N803
     base = scheme.removesuffix("-hedge")
     if base == "parm":
         if K is not None and not 2 <= K <= MAX_PARITY_K:
-            raise refuse("--K", f"must be an integer >= 2 and <= {MAX_PARITY_K} for parm (inputs per parity "
-                                f"query), got {K}")
+            not_used("--K", scheme, f"ParM's parity models take 2 to {MAX_PARITY_K} inputs per query, not {K}; it "
+                                    "sends 2")
+            return 8, 2
         return 8, 2 if K is None else K
     if K is not None and base not in CHECKED_SCHEMES:
         not_used("--K", scheme, "it codes no groups; every request goes to its own worker(s)")

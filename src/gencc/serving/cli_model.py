@@ -39,7 +39,7 @@ def load_model(spec: str, input_shape: str | None, data: Path | None, parity: Pa
         return m, X, None
     if parity is None:
         raise refuse("--parity", f"{scheme} runs a parity model for k={pk}: train one with `gencc parity train "
-                                 f"--model {spec} --data FILE --k {pk} --out parity.pt`, then pass --parity parity.pt")
+                                 f"--model {spec} --data FILE --K {pk} --out parity.pt`, then pass --parity parity.pt")
     from ..workloads.parity_training import load_parity_file
 
     try:
