@@ -199,3 +199,48 @@ def test_every_scheme_serves_with_the_shared_flags(scheme, warning, monkeypatch,
     assert r.exit_code == 0, r.output
     assert seen == {"workers": 12, "status": 200}
     assert [rec.getMessage() for rec in caplog.records if rec.name == "gencc.cli"] == ([warning] if warning else [])
+
+
+def _picky_server(every: int):
+    """A server of this test, not gencc's: /healthz answers 200; POST /predict answers 422 with a detail to every
+    `every`-th request (1: to all) and 200 with an output to the others."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    api, seen = FastAPI(), [0]
+
+    @api.get("/healthz")
+    def healthz() -> dict:
+        return {"ok": True}
+
+    @api.post("/predict")
+    def predict(body: dict) -> JSONResponse:
+        seen[0] += 1
+        if seen[0] % every == 0:
+            return JSONResponse({"detail": "input must have shape (3,)"}, status_code=422)
+        return JSONResponse({"output": [0.0], "scheme": "picky", "degraded": False})
+
+    return api
+
+
+@pytest.mark.parametrize("every, code", [(1, 1), (4, 1), (40, 0)])
+def test_loadtest_exits_1_with_the_reasons_when_under_90_percent_are_answered(every, code, tmp_path):
+    """All refused (422) or one in four: exit 1, the first reasons (status and detail) on stderr; one in forty
+    (97.5% answered): exit 0."""
+    server, th, port = start_server(_picky_server(every))
+    try:
+        r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
+                                "--out", str(tmp_path / "x.csv"), "--workload", "digits-mlp"])
+    finally:
+        server.should_exit = True
+        th.join(20)
+    rows = list(csv.DictReader((tmp_path / "x.csv").open()))
+    answered = sum(row["status"] == "200" for row in rows)
+    assert r.exit_code == code, r.output
+    assert (answered < 0.9 * len(rows)) == (code == 1) and len(rows) > 15
+    if code:
+        assert f"only {answered} of {len(rows)} requests were answered (200), under 90%; first reasons:" in r.stderr
+        assert f"422: input must have shape (3,) (x{len(rows) - answered})" in r.stderr
+        assert "Traceback" not in r.output
+    else:
+        assert "first reasons" not in r.output
