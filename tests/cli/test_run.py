@@ -111,8 +111,8 @@ def test_every_scheme_takes_the_shared_flags_at_equal_resources(scheme, caplog):
                  "--slow-fraction", "0.1", "--slow-factor", "5", "--no-progress"])
     assert r.exit_code == 0, r.output
     warned = [rec.getMessage() for rec in caplog.records if rec.name == "gencc.cli"]
-    expected_n = {"uncoded": 8, "parm": 12}.get(scheme, 12)
-    assert f"K=8, N={expected_n}, 2 jobs" in r.output, r.output
+    used = "N=8 of 12" if scheme == "uncoded" else "N=12"  # parm's K + ceil(K/2) is 12 too
+    assert f"K=8, {used}, 2 jobs" in r.output, r.output
     if scheme == "uncoded":
         assert warned == ["--workers is not used by --scheme uncoded (a job sends its K=8 inputs to K of the N=12 "
                           "workers, one each); running without it"]

@@ -150,7 +150,8 @@ def run_command(
     a = np.array(lat) * 1e3
     injected = (f"{service_ms:g} ms per task, {slow_fraction:g} of them x{slow_factor:g}" if lat_model else
                 "no injected latency")
-    console.print(f"{scheme} on {backend}: K={code.K}, N={code.N}, {jobs} jobs, {injected}"
+    used = f"N={code.N}" + (f" of {workers}" if code.N != workers else "")
+    console.print(f"{scheme} on {backend}: K={code.K}, {used}, {jobs} jobs, {injected}"
                   + (f", wait_for={wait_for}, deadline={deadline}" if coded else ""))
     console.print(f"latency ms: p50 {np.percentile(a, 50):.2f}  p90 {np.percentile(a, 90):.2f}  "
                   f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
