@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import torch  # noqa: E402
 
 from gencc.faults import Bimodal, PersistentStragglers  # noqa: E402
-from gencc.training import SCHEMES, train  # noqa: E402
+from gencc.training import TRAINING_SCHEMES, train  # noqa: E402
 from gencc.training.workloads import train_workload  # noqa: E402
 
 N = 8
@@ -75,7 +75,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    ap.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=list(SCHEMES))
+    ap.add_argument("--schemes", nargs="+", default=list(TRAINING_SCHEMES), choices=list(TRAINING_SCHEMES))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--plot", type=Path, default=None, help="write accuracy-vs-time curves here (PNG)")

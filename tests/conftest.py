@@ -15,7 +15,7 @@ def pytest_collection_modifyitems(config, items):
     """`ray`-marked tests run only inside a loopback-only network namespace (each package's
     test_ray_namespace.py re-executes them there, with `unshare -n` as root or `unshare -rn` as an ordinary
     user), so Ray never binds a routable address; outside they are skipped with the reason."""
-    from gencc.testing.isolation import can_unshare, in_loopback_namespace
+    from gencc.netns import can_unshare, in_loopback_namespace
 
     if in_loopback_namespace():
         return
@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
 def run_ray_tests_in_namespace():
     """Run the `ray`-marked tests of the given files inside a loopback-only network namespace (Ray never binds a
     routable address there); skips where no namespace can be made, fails unless they all ran and passed."""
-    from gencc.testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
+    from gencc.netns import can_unshare, in_loopback_namespace, run_in_loopback
 
     def launch(*files: Path) -> None:
         pytest.importorskip("ray")

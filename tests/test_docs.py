@@ -70,6 +70,7 @@ class Block:
     body: str
     mark: str  # "", "not-run" or "slow"
     reason: str
+    after: str = ""  # the paragraph right after the block (the figures it names in backticks must be drawn)
 
     @property
     def id(self) -> str:
@@ -83,7 +84,8 @@ def _blocks(md: Path) -> list[Block]:
         before = [ln for ln in text[:m.start()].splitlines() if ln.strip()]
         mark = MARK.match(before[-1].strip()) if before else None
         out.append(Block(md, text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2),
-                         mark.group(1) if mark else "", mark.group(2) if mark else ""))
+                         mark.group(1) if mark else "", mark.group(2) if mark else "",
+                         text[m.end():].lstrip("\n").split("\n\n")[0]))
     return out
 
 
@@ -148,6 +150,8 @@ def test_code_block_runs(block: Block, tmp_path: Path) -> None:
         assert commands, f"the shell block at {block.id} has no command"
         for c in commands:
             _run(_argv(c), tmp_path, f"{c!r} (the block at {block.id})")
+    for figure in re.findall(r"`([^`\s]+\.png)`", block.after):  # a figure the text says the block draws
+        assert (tmp_path / figure).is_file(), f"the block at {block.id} did not draw {figure}, which its text names"
 
 
 def test_every_block_has_a_language_and_not_run_blocks_say_why() -> None:
@@ -272,14 +276,57 @@ def test_every_gencc_name_the_docs_print_exists() -> None:
     assert not missing, f"the docs name what gencc does not have: {missing}"
 
 
-def test_mkdocs_build_strict(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site built once (`mkdocs build --strict`) into a temporary folder."""
+    out = tmp_path_factory.mktemp("mkdocs") / "site"
     env = _env()
     env["NO_MKDOCS_2_WARNING"] = "1"
-    p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
-    assert (tmp_path / "site" / "reference" / "codes" / "index.html").exists()
-    assert "gencc.GCC" in (tmp_path / "site" / "reference" / "gencc" / "index.html").read_text()
+    return out
+
+
+def test_mkdocs_build_strict(site: Path) -> None:
+    assert (site / "reference" / "codes" / "index.html").exists()
+    assert "gencc.GCC" in (site / "reference" / "gencc" / "index.html").read_text()
+
+
+#: href and src attributes of the built HTML (the part before any #fragment or ?query)
+HREF = re.compile(r"""(?:href|src)=["']([^"'#?]*)""")
+
+
+def site_dead_links(site: Path) -> list[str]:
+    """'page -> target' for every relative href / src of the built site's HTML whose file does not exist (a
+    folder counts when it holds index.html): mkdocs --strict misses links into pages it excludes."""
+    from urllib.parse import unquote
+
+    dead = []
+    for page in sorted(site.rglob("*.html")):
+        for target in HREF.findall(page.read_text(errors="replace")):
+            if not target or re.match(r"[a-zA-Z][\w+.-]*:", target) or target.startswith("/"):
+                continue  # a fragment or query alone, another scheme (https:, mailto:, data:), site-absolute
+            path = page.parent / unquote(target)
+            if not (path.is_file() or (path / "index.html").is_file()):
+                dead.append(f"{page.relative_to(site)} -> {target}")
+    return dead
+
+
+def test_every_relative_link_of_the_built_site_resolves(site: Path) -> None:
+    dead = site_dead_links(site)
+    assert not dead, f"{len(dead)} dead relative links in the built site: {dead[:20]}"
+
+
+def test_the_dead_link_finder(tmp_path: Path) -> None:
+    (tmp_path / "guides").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "index.html").write_text("ok")
+    (tmp_path / "guides" / "index.html").write_text(
+        '<a href="../benchmarks/">b</a> <a href="../generated/benchmarks/#x">g</a> <img src="f%20g.png"> '
+        '<a href="https://x.org/a">w</a> <a href="#top">t</a> <a href="index.html?q=1">s</a>')
+    assert site_dead_links(tmp_path) == ["guides/index.html -> ../generated/benchmarks/",
+                                         "guides/index.html -> f%20g.png"]
 
 
 def test_nothing_points_outside_the_repository() -> None:

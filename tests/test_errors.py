@@ -16,6 +16,8 @@ from gencc import errors
 def _exception_classes() -> dict[str, type]:
     found: dict[str, type] = {}
     for info in pkgutil.walk_packages(gencc.__path__, "gencc."):
+        if info.name.rpartition(".")[2] == "__main__":  # `python -m` entry points run the command when imported
+            continue
         try:
             module = importlib.import_module(info.name)
         except ImportError as e:  # an optional dependency (ray) missing here: its module cannot define one we use

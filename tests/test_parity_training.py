@@ -1,5 +1,5 @@
-"""Parity models for a model gencc never saw: `gencc parity train` (metadata, resume, --packed), and `gencc serve`
-/ Service refusing a parity file made for another model, another k or with changed weights."""
+"""Parity models for a model gencc never saw: `gencc parity train` (metadata, resume, --packed-parity), and
+`gencc serve` / Service refusing a parity file made for another model, another k or with changed weights."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def work(tmp_path, monkeypatch):
 
 
 def _train(*extra: str):
-    return runner.invoke(app, ["parity", "train", "--model", "parity_user_model:make", "--data", "x.npy", "--k", "2",
+    return runner.invoke(app, ["parity", "train", "--model", "parity_user_model:make", "--data", "x.npy", "--K", "2",
                                "--out", "p.pt", "--epochs", "2", "--per-epoch", "1024", "--no-progress", *extra])
 
 
@@ -181,7 +181,7 @@ def test_packed_widens_the_first_layer_and_serves(work):
         def forward(self, x):
             return self.fc(x[:, :2])
 
-    with pytest.raises(ValueError, match="--packed needs a model whose first layer"):
+    with pytest.raises(ValueError, match="--packed-parity needs a model whose first layer"):
         pt.parity_module(as_model(Sliced(), input_shape=(3,)), 2, True)
 
 

@@ -221,13 +221,13 @@ def test_gencc_run_takes_your_model(user_dir):
 
     runner = CliRunner()
     res = runner.invoke(app, ["run", "--model", "usermodels_adapter_test.mod:make", "--input-shape", "4", "--jobs",
-                              "2", "--latency", "none", "--no-progress"])
+                              "2", "--service-ms", "0", "--no-progress"])
     assert res.exit_code == 0, res.output
     # which 12 of the 16 coded results come first is up to the threads: the decode is close, not exact
     agreement = float(re.search(r"agreement with f: ([0-9.]+)", res.output).group(1))
     assert agreement >= 0.75, res.output  # a wrong decode agrees on about 1/3 of the inputs (3 classes)
     res = runner.invoke(app, ["run", "--model", "usermodels_adapter_test.mod:make", "--input-shape", "4", "--jobs",
-                              "2", "--latency", "none", "--scheme", "uncoded", "--no-progress"])
+                              "2", "--service-ms", "0", "--scheme", "uncoded", "--no-progress"])
     assert res.exit_code == 0 and "agreement with f: 1.000" in res.output, res.output  # exact answers
     res = runner.invoke(app, ["run", "--data", "x.npy"])
     assert res.exit_code == 2 and "goes with --model" in res.output

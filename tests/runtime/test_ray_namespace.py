@@ -25,7 +25,7 @@ def test_ray_suite_in_loopback_namespace(run_ray_tests_in_namespace):
 def test_command_line_passes_on_only_what_was_typed(monkeypatch):
     from typer.testing import CliRunner
 
-    from gencc.testing.isolation import command_line
+    from gencc.cli.isolate import command_line
 
     app, seen = typer.Typer(), []
 
@@ -52,13 +52,13 @@ def test_command_line_passes_on_only_what_was_typed(monkeypatch):
 def test_a_socket_bound_outside_is_served_from_inside_the_namespace(tmp_path):
     """The mechanism of `gencc serve --backend ray`: the port is bound here, the server inside the loopback-only
     namespace inherits it and answers this network's clients; signals are passed on; its TMPDIR is removed."""
-    from gencc.testing.isolation import LISTEN_FD, can_unshare, listening_socket, run_forwarding
+    from gencc.netns import LISTEN_FD, can_unshare, listening_socket, run_forwarding
 
     ok, why = can_unshare()
     if not ok:
         pytest.skip(f"no loopback-only namespace here ({why})")
     child = ("import os, signal, time\n"
-             "from gencc.testing.isolation import inherited_socket, interfaces\n"
+             "from gencc.netns import inherited_socket, interfaces\n"
              "s = inherited_socket()\n"
              "c, _ = s.accept()\n"
              "c.sendall((repr(interfaces()) + ' ' + os.environ['TMPDIR']).encode()); c.close()\n"

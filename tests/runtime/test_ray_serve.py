@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gencc.testing.isolation import can_unshare, in_loopback_namespace
+from gencc.netns import can_unshare, in_loopback_namespace
 
 pytest.importorskip("ray")
 httpx = pytest.importorskip("httpx")

@@ -14,10 +14,10 @@ from fastapi.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from gencc.cli import app as cli  # noqa: E402
+from gencc.cli.serve import is_loopback  # noqa: E402
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
 from gencc.serving import Service, create_app, make_dispatcher  # noqa: E402
 from gencc.serving._http.limits import Limits, authorized  # noqa: E402
-from gencc.serving.commands import is_loopback  # noqa: E402
 
 KEY = "s3cret-key-for-tests"
 

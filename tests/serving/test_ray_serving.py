@@ -9,7 +9,7 @@ import pytest
 from serving_helpers import serve_until_quarantined, start_server
 
 from gencc.faults import Faults, WrongResults
-from gencc.testing.isolation import in_loopback_namespace
+from gencc.netns import in_loopback_namespace
 
 HERE = Path(__file__)
 

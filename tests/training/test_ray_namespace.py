@@ -19,18 +19,17 @@ def test_train_cli_on_ray_reruns_itself_in_the_loopback_namespace(tmp_path, monk
     The re-run itself is tested in tests/runtime/test_ray_namespace.py, and end to end (serve) in test_ray_serve.py."""
     from typer.testing import CliRunner
 
-    from gencc.cli import app
-    from gencc.testing import isolation
+    from gencc.cli import app, isolate
 
     seen = []
-    monkeypatch.setattr(isolation, "in_loopback_namespace", lambda: False)
-    monkeypatch.setattr(isolation, "can_unshare", lambda: (True, "a test"))
-    monkeypatch.setattr(isolation, "rerun_in_loopback", lambda ctx: seen.append(isolation.command_line(ctx)) or 5)
+    monkeypatch.setattr(isolate, "in_loopback_namespace", lambda: False)
+    monkeypatch.setattr(isolate, "can_unshare", lambda: (True, "a test"))
+    monkeypatch.setattr(isolate, "run_forwarding", lambda argv, **kw: seen.append(argv[:-1]) or 5)
     out = tmp_path / "h.csv"
     args = ["train", "--workload", "digits-logreg", "--workers", "3", "--steps", "2", "--backend", "ray"]
     r = CliRunner().invoke(app, [*args, "--out", str(out)])
     assert r.exit_code == 5, r.output
     assert seen[0][1:] == ["-m", "gencc.cli", *args, "--out", str(out)] and not out.exists()
     assert CliRunner().invoke(app, [*args, "--steps", "0"]).exit_code == 2 and len(seen) == 1
-    r = CliRunner().invoke(app, [*args, "--ray-address", "127.0.0.1:6379", "--steps", "0"])
+    r = CliRunner().invoke(app, [*args, "--address", "127.0.0.1:6379", "--steps", "0"])
     assert r.exit_code == 2 and len(seen) == 1

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gencc.faults import Bimodal, Faults, PersistentStragglers
-from gencc.training import SCHEMES, train
+from gencc.training import TRAINING_SCHEMES, train
 
 
 def fitted_slope(x, y) -> float:
@@ -33,7 +33,7 @@ def test_gc_is_exact_at_every_step_with_up_to_s_stragglers(problem, tiny, kind):
     assert sum(len(h["returned"]) == N - s for h in res.history) >= 4
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", TRAINING_SCHEMES)
 def test_each_scheme_trains_a_model_gencc_does_not_ship(problem, tiny, scheme):
     X, y, Xv, yv = problem
     before = copy.deepcopy(tiny.state_dict())
@@ -57,7 +57,7 @@ def test_each_scheme_trains_a_model_gencc_does_not_ship(problem, tiny, scheme):
 def test_compute_per_worker_follows_the_scheme(problem, linear):
     X, y, _, _ = problem
     got = {s: train(linear, (X, y), scheme=s, workers=8, stragglers=1, steps=1, batch_size=160).compute_per_worker
-           for s in SCHEMES}
+           for s in TRAINING_SCHEMES}
     assert got["sync"] == got["ignore"] == 20  # 160 / 8 rows per shard
     assert got["gc"] == 40 and got["agc"] == 40  # s + 1 = 2 shards; pairs
     assert got["gcc"] == got["bacc"] == 40  # K = ceil(8 / 2) = 4 partitions, 160 / 4 coded rows

@@ -2,7 +2,7 @@
 
 Ray is imported only here, inside functions, so `import gencc` never imports it. Without `address`, Ray starts
 privately on 127.0.0.1 (no dashboard, usage stats off unless set, its temp dir inside a private 0700 folder
-removed at close or exit); run it inside the loopback-only network namespace of `gencc.testing.isolation`
+removed at close or exit); run it inside the loopback-only network namespace of `gencc.netns`
 (tests, `gencc run`, `gencc serve`, `gencc train`). With `address` it joins an existing cluster
 ("127.0.0.1:6379", "auto"). A Ray already initialised in this process is used as it is.
 

@@ -23,6 +23,9 @@ from ..model import apply_one
 from .batch import Item, run_items
 from .task import Task, describe_error
 
+#: where a front end's workers run: `local` (the engine's threads in this process) or `ray` (one actor each)
+BACKENDS = ("local", "ray")
+
 
 class Constant:
     """A picklable factory returning a fixed callable (ships a plain f to a process or an actor)."""

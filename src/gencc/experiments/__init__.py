@@ -5,16 +5,15 @@ numpy only: matplotlib, rich and typer are imported inside the functions that ne
 """
 
 from .fit import SlopeFit, fit_slope
-from .schemes import SCHEMES, make_code
+from .schemes import sweep_code
 from .sweep import GridPoint, SweepSpec, parse_straggler, read_rows, run_sweep, stable_seed
 
 __all__ = [
-    "SCHEMES",
     "GridPoint",
     "SlopeFit",
     "SweepSpec",
     "fit_slope",
-    "make_code",
+    "sweep_code",
     "parse_straggler",
     "read_rows",
     "run_sweep",

@@ -23,7 +23,7 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 def command(preset: str, jobs: int = 1) -> str:
     """The command that regenerates preset `preset` in the repository's docs folder."""
-    return f"gencc reproduce --preset {preset} --out docs" + (f" --jobs {jobs}" if jobs > 1 else "")
+    return f"gencc reproduce --preset {preset} --out docs" + (f" --procs {jobs}" if jobs > 1 else "")
 
 
 def provenance(preset: str, jobs: int = 1) -> str:

@@ -183,7 +183,7 @@ def write_results(out: str | Path) -> Path:
         lines += [f"## {name}", "", preset.description, "", _grid_line(name)]
         t = timings.get(name)
         if t:
-            lines.append(f"{TIMING_PREFIX}{t['seconds']} s with --jobs {t['jobs']} ({t['points_run']} of "
+            lines.append(f"{TIMING_PREFIX}{t['seconds']} s with --procs {t['jobs']} ({t['points_run']} of "
                          f"{t['points']} grid points computed, the rest resumed from the CSV)"
                          + (", with grid overrides." if t.get("overridden") else "."))
         lines.append("")

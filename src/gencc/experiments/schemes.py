@@ -6,16 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import gencc
-from gencc.codes import CODES
-from gencc.codes import make_code as registry_code
-
-#: code names the sweeps understand (the registry's)
-SCHEMES = tuple(CODES)
+from gencc.codes import make_code
 
 
-def make_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: Any) -> gencc.Code:
+def sweep_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: Any) -> gencc.Code:
     """A code for `scheme` with K inputs on N workers; `opts` are checked by the registry, and omitted ones keep
-    the defaults of the math layer (so `make_code("gcc", K, N)` is exactly `gencc.GCC(K, N)`).
+    the defaults of the math layer (so `sweep_code("gcc", K, N)` is exactly `gencc.GCC(K, N)`); the sweeps' code
+    names are the registry's (`gencc.codes.CODES`).
 
     ParM without a `parity` option gets the parity model trained for `workload` with its k
     (`gencc.workloads.load_parity`, cached); the analytic `toy-` workloads have none, so their parity workers
@@ -25,7 +22,7 @@ def make_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: 
         from gencc.workloads import load_parity
 
         opts = {**opts, "parity": load_parity(workload, opts.get("k", 2), progress=False)}
-    return registry_code(scheme, K, N, **opts)
+    return make_code(scheme, K, N, **opts)
 
 
 def scheme_label(scheme: str, opts: dict[str, Any] | None = None) -> str:

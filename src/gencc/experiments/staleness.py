@@ -24,8 +24,8 @@ from .presets import PRESETS, TABLE_PRESETS
 from .reproduce import reproduce
 from .sweep import TIMING
 
-#: presets rebuilt by default: the sweeps each take under 20 s with --jobs 2 on a quiet 2-core machine (rate-worst:
-#: 139 s; adversarial: 19 s of CPU time with --jobs 1) and the parm table a few seconds; the other table presets
+#: presets rebuilt by default: the sweeps each take under 20 s with --procs 2 on a quiet 2-core machine (rate-worst:
+#: 139 s; adversarial: 19 s of CPU time with --procs 1) and the parm table a few seconds; the other table presets
 #: (gcc-defaults, robust, low-redundancy: minutes each, data/timings.csv) are listed as not rechecked
 CHEAP = ("rate-bernoulli", "vs-S", "redundancy", "adversarial", "parm")
 

@@ -30,7 +30,7 @@ import numpy as np
 from ..simulate import simulate
 from ..stragglers import Bernoulli, FixedCount
 from .adversarial import parse_adversary
-from .schemes import make_code, scheme_label
+from .schemes import scheme_label, sweep_code
 from .toy_workloads import get_workload
 
 #: columns of the tidy sweep CSV, in order (one row per straggler draw)
@@ -103,7 +103,7 @@ class GridPoint:
         return 1 if self.straggler.startswith("worst") else self.trials
 
     def code(self):
-        return make_code(self.scheme, self.K, self.N, self.workload, **dict(self.opts))
+        return sweep_code(self.scheme, self.K, self.N, self.workload, **dict(self.opts))
 
 
 @dataclass

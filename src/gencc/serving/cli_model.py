@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._cli_options import refuse
+from ..cli.options import refuse
 from .parity import PARITY_SCHEMES, parity_k
 
 
@@ -36,7 +36,7 @@ def load_model(spec: str, input_shape: str | None, data: Path | None, parity: Pa
         return m, X, None
     if parity is None:
         raise refuse("--parity", f"{scheme} runs a parity model for k={pk}: train one with `gencc parity train "
-                                 f"--model {spec} --data FILE --k {pk} --out parity.pt`, then pass --parity parity.pt")
+                                 f"--model {spec} --data FILE --K {pk} --out parity.pt`, then pass --parity parity.pt")
     from ..workloads.parity_training import load_parity_file
 
     try:

@@ -13,13 +13,13 @@ from typing import Any
 
 from .._validate import check_int, check_nonneg, check_positive, check_probability, check_real
 from ..codes.registry import CODES
+from ..engine.backends import BACKENDS
 from ..faults import PersistentStragglers, ServiceTimes
 
 #: wrong-result checks (gencc.serving._policy.checked): none, answers after the check, or every answer checked
 CHECKS = ("off", "on", "strict")
 #: the gate on decoded answers (gencc.serving._policy.gate): on (calibrated per model on training inputs) or off
 GATES = ("on", "off")
-BACKENDS = ("local", "ray")
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ def service_model(workload: Any, parity_k: int | None = None, packed: bool = Fal
                          f"{scheme or 'this one'}")
     if parity is None:
         raise ValueError(f"{scheme or 'this scheme'} runs a parity model for k={parity_k}: train one for your model "
-                         f"with `gencc parity train --model SPEC --data FILE --k {parity_k} --out parity.pt` and pass "
+                         f"with `gencc parity train --model SPEC --data FILE --K {parity_k} --out parity.pt` and pass "
                          "it (--parity parity.pt)")
     if isinstance(parity, (str, os.PathLike)):
         from ..workloads.parity_training import load_parity_file

@@ -1,8 +1,8 @@
 """Tooling for gencc's tests and benchmarks (like numpy.testing): not part of the coded-computing API.
 
 `check_code(code)` runs a Code (yours or gencc's) through the Code contract, like scikit-learn's
-`check_estimator`; `gencc.testing.isolation` runs Ray inside a loopback-only network namespace. Importing this
-package needs no pytest.
+`check_estimator`. Importing this package needs no pytest. (Ray inside a loopback-only network namespace is
+`gencc.netns`, production code the commands use too.)
 """
 
 from .code_checks import check_code

@@ -5,7 +5,7 @@
                 eval_data=(Xv, yv), eval_every=10, track_grad_error=True)
     res.model, res.history
 
-Schemes (`SCHEMES`): sync, ignore, gc (Tandon et al.'s exact gradient code), agc (ErasureHead-style FRC with
+Schemes (`TRAINING_SCHEMES`): sync, ignore, gc (Tandon et al.'s exact gradient code), agc (ErasureHead-style FRC with
 early stop), gcc and bacc (coded data placement, aggregated with `Code.decode_sum`). Workloads for the command
 line and the benchmark: `gencc.training.workloads`. torch is imported on first use of `train`, so the command
 line and `gencc.training`'s torch-free parts load without it.
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from .gradcodes import GC_KINDS, cyclic_matrix, frc_matrix, gc_weights
 from .injection import injection, parse_stragglers
-from .options import BACKENDS, OPTIMIZERS
-from .schemes import PLACEMENTS, SCHEMES, make_plan
+from .options import OPTIMIZERS
+from .schemes import PLACEMENTS, TRAINING_SCHEMES, make_plan
 
 if TYPE_CHECKING:  # for type checkers and the API reference; at run time __getattr__ loads them
     from .trainer import TrainResult, accuracy, train
@@ -32,5 +32,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BACKENDS", "GC_KINDS", "OPTIMIZERS", "PLACEMENTS", "SCHEMES", "TrainResult", "accuracy",
+__all__ = ["GC_KINDS", "OPTIMIZERS", "PLACEMENTS", "TRAINING_SCHEMES", "TrainResult", "accuracy",
            "cyclic_matrix", "frc_matrix", "gc_weights", "injection", "make_plan", "parse_stragglers", "train"]

@@ -3,7 +3,5 @@ them (and print its help) without importing it."""
 
 #: the optimizers `train` offers (from torch.optim)
 OPTIMIZERS = ("sgd", "momentum", "adam")
-#: where the workers run
-BACKENDS = ("threads", "ray")
 #: the workloads `gencc train` knows
 TRAIN_WORKLOADS = ("digits-cnn", "mnist1d-cnn", "digits-logreg")

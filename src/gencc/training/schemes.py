@@ -25,7 +25,7 @@ from ..codes.base import Code
 from .gradcodes import GC_KINDS, frc_group_weights, frc_matrix, gc_matrix, gc_weights
 
 #: the schemes `train` offers
-SCHEMES = ("sync", "ignore", "gc", "agc", "gcc", "bacc")
+TRAINING_SCHEMES = ("sync", "ignore", "gc", "agc", "gcc", "bacc")
 #: how the K partitions are formed from the training set
 PLACEMENTS = ("stratified", "by-label")
 
@@ -116,8 +116,8 @@ def default_partitions(scheme: str, N: int, S: int) -> int:
 def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S: int, *, K: int | None = None,
               gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", seed: int = 0) -> Plan:
     """The placement and aggregation rule of `scheme` for N workers planning for S stragglers per step."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    if scheme not in TRAINING_SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(TRAINING_SCHEMES)}")
     N = check_int("workers", N, 1)
     S = check_int("tolerate", S, 0, N - 1, what=f"an integer in [0, N - 1 = {N - 1}]")
     if gc_kind not in GC_KINDS:

@@ -21,9 +21,10 @@ from torch import nn
 from .._arrays import to_numpy
 from .._validate import check_int, check_nonneg, check_positive
 from ..engine import Task, Workers, make_backend, make_pool
+from ..engine.backends import BACKENDS
 from ..faults import ServiceTimes
 from .injection import injection
-from .options import BACKENDS, OPTIMIZERS
+from .options import OPTIMIZERS
 from .schemes import Block, Plan, make_plan
 from .worker import GradientWorker, flat_params, loss_and_grad, param_device, param_dtype, set_params, step_rows
 
@@ -94,12 +95,12 @@ def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray) -> float:
 def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, stragglers: Any = 0,
           steps: int = 100, batch_size: int | None = None, lr: float = 0.1, seed: int = 0,
           eval_data: Any = None, eval_every: int = 10, track_grad_error: bool = False, optimizer: str = "sgd",
-          backend: str = "threads", *, tolerate: int | None = None, partitions: int | None = None,
+          backend: str = "local", *, tolerate: int | None = None, partitions: int | None = None,
           gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", sample_s: float = 0.0,
-          delay_s: float = 0.05, step_timeout: float = 60.0, ray_address: str | None = None,
+          delay_s: float = 0.05, step_timeout: float = 60.0, address: str | None = None,
           ray_options: dict | None = None, progress: Callable[[dict], None] | None = None) -> TrainResult:
     """Train a copy of `model` (a torch.nn.Module giving class logits) on `data` = (X, y) with cross-entropy,
-    data-parallel over `workers` = N engine workers under `scheme` (one of `gencc.training.SCHEMES`).
+    data-parallel over `workers` = N engine workers under `scheme` (one of `gencc.training.TRAINING_SCHEMES`).
 
     stragglers: an int S (S random workers held back `delay_s` seconds each step), a gencc.faults
     LatencyModel / PersistentStragglers / Faults, or a list of them (`gencc.training.injection`).
@@ -109,7 +110,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     rows, the same rows of every partition); None: full batch. partitions: K for gcc / bacc (default
     ceil(N / (S + 1)): the compute of gradient coding with s = S). sample_s: modelled compute per sample,
     injected as each task's service time (slowed by persistent stragglers like real compute).
-    backend: "threads" (default) or "ray" (one actor per worker; `ray_address`, `ray_options` for
+    backend: "local" (engine threads; the default) or "ray" (one actor per worker; `address`, `ray_options` for
     `gencc.engine._ray.RayBackend`; tests run it in a loopback-only namespace).
 
     history: one dict per step with step, wall_s (training time so far, measurement excluded), step_s,
@@ -155,7 +156,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     full_blocks = [Block(Xp, Tp) for Xp, Tp in plan.parts]
     opt = _optimizer(optimizer, model.parameters(), lr)
     rng = np.random.default_rng([seed, 19])
-    engine = make_pool(N, make_backend(backend, N, address=ray_address, **(ray_options or {})),
+    engine = make_pool(N, make_backend(backend, N, address=address, **(ray_options or {})),
                        ServiceTimes(sample_s * compute), inj.persistent, inj.faults, seed=seed, preempt=True,
                        mark_dead=backend != "ray", name="gencc-train")  # Ray replaces a dead actor
     history: list[dict] = []

@@ -73,7 +73,8 @@ def _first_layer(module: torch.nn.Module, in_shape: tuple[int, ...]) -> tuple[st
     finally:
         for h in hooks:
             h.remove()
-    why = "--packed needs a model whose first layer is a Conv or Linear applied to the input (or its flattening)"
+    why = ("--packed-parity needs a model whose first layer is a Conv or Linear applied to the input (or its "
+           "flattening)")
     if not seen:
         raise ValueError(f"{why}; no Conv or Linear layer ran")
     name, layer, shape = seen[0]
@@ -99,7 +100,7 @@ def parity_module(model: Model, k: int, packed: bool, seed: int = 0) -> torch.nn
     if model.in_shape is None:
         raise ValueError("a packed parity model needs the model's input shape (give input_shape or data)")
     if isinstance(module, torch.jit.ScriptModule):
-        raise ValueError("--packed needs an nn.Module whose layers can be replaced, not a TorchScript module")
+        raise ValueError("--packed-parity needs an nn.Module whose layers can be replaced, not a TorchScript module")
     name, layer = _first_layer(module, model.in_shape)
     torch.manual_seed(seed)
     if isinstance(layer, torch.nn.Linear):

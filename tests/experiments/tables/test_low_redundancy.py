@@ -101,7 +101,7 @@ def test_table_on_the_digits_cnn():
 
 def test_sweep_runs_sgcc(tmp_path: Path):
     out = tmp_path / "s.csv"
-    res = CliRunner().invoke(app, ["sweep", "-w", "xsinx", "--schemes", "sgcc,gcc", "--K", "4", "--N", "6",
+    res = CliRunner().invoke(app, ["sweep", "-w", "xsinx", "--scheme", "sgcc,gcc", "--K", "4", "--workers", "6",
                                    "--stragglers", "random:1", "--trials", "3", "-o", str(out), "--no-progress"])
     assert res.exit_code == 0, res.output
     from gencc.experiments.sweep import read_rows

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .._cli_options import out_dir, out_file, refuse
+from .options import integer, out_dir, out_file, refuse
 
 
 def _opts(items: list[str]) -> dict[str, dict]:
@@ -35,7 +35,7 @@ def _opts(items: list[str]) -> dict[str, dict]:
 
 
 def _list(text: str, kind: type, option: str) -> tuple:
-    from .presets import parse_list
+    from ..experiments.presets import parse_list
 
     try:
         return parse_list(text, kind)
@@ -44,19 +44,22 @@ def _list(text: str, kind: type, option: str) -> tuple:
 
 
 def sweep(
-    workloads: Annotated[str, typer.Option("--workloads", "-w", help="comma-separated workload names")],
-    schemes: Annotated[str, typer.Option(help="comma-separated schemes: gcc, bacc, lcc, replication, "
-                                              "sgcc")] = "gcc,bacc",
+    workloads: Annotated[str, typer.Option("--workload", "-w", help="comma-separated workload names")],
+    schemes: Annotated[str, typer.Option("--scheme", help="comma-separated schemes: gcc, bacc, lcc, replication, "
+                                                          "sgcc")] = "gcc,bacc",
     K: Annotated[str, typer.Option("--K", help="comma-separated numbers of inputs")] = "10",
-    N: Annotated[str, typer.Option("--N", help="comma-separated numbers of workers")] = "",
-    ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides --N")] = "",
+    N: Annotated[str, typer.Option("--workers", "--N", help="comma-separated numbers of workers N")] = "",
+    ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides "
+                                             "--workers")] = "",
     stragglers: Annotated[str, typer.Option(help="comma-separated: worst:S, random:S, block:S, random:10%, "
                                                  "bernoulli:p")] = "worst:2",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds or lo:hi ranges (each draws new inputs)")] = "0",
-    trials: Annotated[int, typer.Option(min=1, help="straggler draws per grid point (the worst case runs once)")] = 20,
+    trials: Annotated[int, typer.Option(help="straggler draws per grid point (the worst case runs once)",
+                                        callback=integer(at_least=1))] = 20,
     out: Annotated[Path, typer.Option("--out", "-o", help="tidy CSV, appended to and resumed (its folder must "
                                                           "exist)", callback=out_file)] = Path("sweep.csv"),
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="processes (results do not depend on it)")] = 1,
+    procs: Annotated[int, typer.Option("--procs", "-j", help="processes (results do not depend on it)",
+                                       callback=integer(at_least=1))] = 1,
     opt: Annotated[list[str] | None, typer.Option("--opt", help="code option scheme.key=value, repeatable "
                                                                 "(e.g. gcc.lam_dec=0)")] = None,
     adversaries: Annotated[str, typer.Option(help="comma-separated adversary models, model:A or model:N^a (A = "
@@ -68,24 +71,24 @@ def sweep(
     """Run a grid of simulations into a tidy CSV; rerunning skips the grid points already in it. Grid points
     with N < K, with S >= N stragglers, or with adversaries and worst-case stragglers are left out (and
     listed)."""
-    from .sweep import SweepSpec, read_rows, run_sweep
+    from ..experiments.sweep import SweepSpec, read_rows, run_sweep
 
     if not N and not ratios:
-        raise refuse("--N", "give the worker counts with --N and/or --ratios")
-    spec = SweepSpec(workloads=_list(workloads, str, "--workloads"), schemes=_list(schemes, str, "--schemes"),
-                     K=_list(K, int, "--K"), N=_list(N, int, "--N"), ratios=_list(ratios, float, "--ratios"),
+        raise refuse("--workers", "give the worker counts with --workers and/or --ratios")
+    spec = SweepSpec(workloads=_list(workloads, str, "--workload"), schemes=_list(schemes, str, "--scheme"),
+                     K=_list(K, int, "--K"), N=_list(N, int, "--workers"), ratios=_list(ratios, float, "--ratios"),
                      stragglers=_list(stragglers, str, "--stragglers"), seeds=_list(seeds, int, "--seeds"),
                      trials=trials, opts=_opts(opt or []), adversaries=_list(adversaries, str, "--adversaries"))
     stray = sorted(set(spec.opts) - set(spec.schemes))
     if stray:
-        raise refuse("--opt", f"options for {', '.join(stray)}, which is not in --schemes {schemes}")
+        raise refuse("--opt", f"options for {', '.join(stray)}, which is not in --scheme {schemes}")
     check_grid(spec)
     if out.exists():  # a CSV to resume must be a sweep's: refused here, before any point runs
         try:
             read_rows(out)
         except ValueError as e:
             raise refuse("--out", str(e)) from None
-    res = run_sweep(spec, out, jobs=jobs, progress=progress)
+    res = run_sweep(spec, out, jobs=procs, progress=progress)
     for why in res.dropped:
         typer.echo(f"left out {why}", err=True)
     typer.echo(f"{res.total} grid points: {res.skipped} already in {out}, {res.ran} run now, "
@@ -95,7 +98,7 @@ def sweep(
 #: the most workers one code of a sweep may have
 MAX_WORKERS = 100_000
 #: the option of `gencc sweep` each grid field comes from
-_SWEEP_OPTIONS = {"workloads": "--workloads", "schemes": "--schemes", "K": "--K", "N": "--N", "ratios": "--ratios",
+_SWEEP_OPTIONS = {"workloads": "--workload", "schemes": "--scheme", "K": "--K", "N": "--workers", "ratios": "--ratios",
                   "stragglers": "--stragglers", "seeds": "--seeds", "adversaries": "--adversaries", "opts": "--opt",
                   "trials": "--trials"}
 
@@ -106,8 +109,8 @@ def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
     not empty, and each grid point's code built (ParM without its parity model). `options` names the option
     each field came from (default: `gencc sweep`'s); the usage error names it."""
     from ..codes.registry import make_code
-    from .sweep import parse_straggler
-    from .toy_workloads import TOYS
+    from ..experiments.sweep import parse_straggler
+    from ..experiments.toy_workloads import TOYS
 
     opt = {**_SWEEP_OPTIONS, **(options or {})}
     for name in ("workloads", "schemes", "K", "stragglers", "seeds"):
@@ -164,8 +167,8 @@ def plot(
 ) -> None:
     """Figures (PNG) and the CSV data behind them: rel_mse against N with fitted slopes and theory lines,
     rel_mse against S, agreement and RelAcc against N/K, and the RMSE / RelAcc configuration table."""
-    from .plots import KINDS, NEEDS, detect_kinds, make_outputs
-    from .sweep import read_rows
+    from ..experiments.plots import KINDS, NEEDS, detect_kinds, make_outputs
+    from ..experiments.sweep import read_rows
 
     if not prefix.strip() or any(c in prefix for c in "/\\") or prefix.startswith("."):
         raise refuse("--prefix", f"the prefix starts file names: a non-empty name without / or \\ that does not "
@@ -205,7 +208,8 @@ def reproduce(
     out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs; its "
                                                           "parent folder must exist)", callback=out_dir)]
     = Path("."),
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="processes (results do not depend on it)")] = 1,
+    procs: Annotated[int, typer.Option("--procs", "-j", help="processes (results do not depend on it)",
+                                       callback=integer(at_least=1))] = 1,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a grid field, key=value, e.g. "
                                                                  "seeds=0:2 or workloads=xsinx (repeatable)")] = None,
     check: Annotated[bool, typer.Option("--check", help="rebuild the preset (all: the cheap ones) from scratch in "
@@ -214,8 +218,8 @@ def reproduce(
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
     """Regenerate the figures, tables and results.md of a preset (resuming its sweep), or check them."""
-    from .presets import PRESET_NAMES
-    from .reproduce import reproduce as run
+    from ..experiments.presets import PRESET_NAMES
+    from ..experiments.reproduce import reproduce as run
 
     if preset not in PRESET_NAMES:
         raise refuse("--preset", f"unknown preset {preset!r}; choose one of {', '.join(PRESET_NAMES)}")
@@ -223,9 +227,9 @@ def reproduce(
         raise refuse("--out", f"no results.md in {out}: pass the docs folder to check, e.g. --out docs")
     _check_overrides(preset, set_ or [], check)
     if check:
-        _check(preset, out, set_, jobs, progress)
+        _check(preset, out, set_, procs, progress)
         return
-    res = run(preset, out, set_ or None, jobs=jobs, progress=progress)
+    res = run(preset, out, set_ or None, jobs=procs, progress=progress)
     for name, r in ({preset: res} if preset != "all" else res).items():
         typer.echo(f"{name}: {r['seconds']:.1f} s, {r['rows']} rows")
     typer.echo(f"wrote {out / 'results.md'}")
@@ -233,10 +237,10 @@ def reproduce(
 
 def _check_overrides(preset: str, overrides: list[str], check: bool) -> None:
     """Refuse bad --set values, and the grid of every preset that will run, before any of them runs."""
-    from .presets import PRESETS, TABLE_PRESETS, preset_spec
-    from .staleness import CHEAP
-    from .tables import TABLES, low_redundancy
-    from .tables.options import parse_overrides
+    from ..experiments.presets import PRESETS, TABLE_PRESETS, preset_spec
+    from ..experiments.staleness import CHEAP
+    from ..experiments.tables import TABLES, low_redundancy
+    from ..experiments.tables.options import parse_overrides
 
     if preset == "all":
         names = list(CHEAP) if check else [*PRESETS, *TABLE_PRESETS]
@@ -264,8 +268,8 @@ def _check_overrides(preset: str, overrides: list[str], check: bool) -> None:
 
 
 def _check(preset: str, out: Path, set_: list[str] | None, jobs: int, progress: bool) -> None:
-    from . import analysis as A
-    from .staleness import check
+    from ..experiments import analysis as A
+    from ..experiments.staleness import check
 
     res = check(out, None if preset == "all" else [preset], set_ or None, jobs=jobs, progress=progress)
     typer.echo(f"rebuilt {', '.join(res.checked)} from scratch in {res.seconds:.0f} s and compared with {out}")
@@ -281,7 +285,7 @@ def _check(preset: str, out: Path, set_: list[str] | None, jobs: int, progress: 
     for rel, why in res.differ.items():
         typer.echo(f"differs: {out / rel}: {why}")
     stale = [n for n in res.checked if any(Path(rel).name.startswith(n) for rel in res.differ)] or res.checked
-    cmd = " && ".join(f"rm -f {out}/data/sweeps/{n}.csv && gencc reproduce --preset {n} --out {out} --jobs 2"
+    cmd = " && ".join(f"rm -f {out}/data/sweeps/{n}.csv && gencc reproduce --preset {n} --out {out} --procs 2"
                       for n in stale)
     typer.echo(f"{out} is stale; regenerate from scratch with: {cmd}")
     raise typer.Exit(1)

@@ -50,7 +50,7 @@ def test_sweep_then_plot_cli(tmp_path: Path) -> None:
 
 def test_plot_rejects_unknown_kind(tmp_path: Path) -> None:
     csv = tmp_path / "s.csv"
-    runner.invoke(app, ["sweep", "-w", "toy-xsinx", "--K", "4", "--N", "8", "-o", str(csv), "--no-progress"])
+    runner.invoke(app, ["sweep", "-w", "toy-xsinx", "--K", "4", "--workers", "8", "-o", str(csv), "--no-progress"])
     res = runner.invoke(app, ["plot", str(csv), "-o", str(tmp_path), "--kind", "pie"])
     assert res.exit_code == 2 and "'--kind'" in res.output, res.output
 

@@ -54,7 +54,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A sweep CSV on one N (no rate data), a CSV with other columns, a plain file, a missing path."""
     d = tmp_path_factory.mktemp("cli")
     one_n = d / "one-n.csv"
-    res = runner.invoke(app, [*SWEEP, "--N", "8", "--trials", "2", "-o", str(one_n)])
+    res = runner.invoke(app, [*SWEEP, "--workers", "8", "--trials", "2", "-o", str(one_n)])
     assert res.exit_code == 0, res.output
     junk = d / "junk.csv"
     junk.write_text("x,y\n1,2\n")
@@ -69,49 +69,51 @@ LOADTEST = ["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1", "--duratio
 
 # (arguments, a fragment the message must contain); {name} is filled from the `files` fixture
 BAD = [
-    ([*SWEEP, "--N", "8", "--opt", "gcc.nokey=1"], "gcc has no option 'nokey'; its options: kernel"),
-    ([*SWEEP, "--N", "8", "--opt", "bacc.alpha=x", "--schemes", "gcc"], "'--opt': options for bacc, which is not in"),
-    ([*SWEEP, "--N", "8", "--opt", "nokeyvalue"], "'--opt': code options look like scheme.key=value"),
-    ([*SWEEP, "--N", "8", "--opt", "gcc.kernel=spline"], "kernel must be one of auto, cubic"),
-    ([*SWEEP, "--N", "8", "--opt", "gcc.beta=halton"], "chebyshev2-nested"),
-    ([*SWEEP, "--N", "abc"], "'--N': expected an integer or a lo:hi range, got 'abc'"),
+    ([*SWEEP, "--workers", "8", "--opt", "gcc.nokey=1"], "gcc has no option 'nokey'; its options: kernel"),
+    ([*SWEEP, "--workers", "8", "--opt", "bacc.alpha=x", "--scheme", "gcc"],
+     "'--opt': options for bacc, which is not in"),
+    ([*SWEEP, "--workers", "8", "--opt", "nokeyvalue"], "'--opt': code options look like scheme.key=value"),
+    ([*SWEEP, "--workers", "8", "--opt", "gcc.kernel=spline"], "kernel must be one of auto, cubic"),
+    ([*SWEEP, "--workers", "8", "--opt", "gcc.beta=halton"], "chebyshev2-nested"),
+    ([*SWEEP, "--workers", "abc"], "'--workers': expected an integer or a lo:hi range, got 'abc'"),
     ([*SWEEP, "--ratios", "abc"], "'--ratios': expected a number, got 'abc'"),
     ([*SWEEP, "--ratios", "inf"], "'--ratios': ratios must be finite numbers > 0"),
     ([*SWEEP, "--ratios", "nan"], "'--ratios': ratios must be finite numbers > 0"),
     ([*SWEEP, "--ratios", "-2"], "'--ratios': ratios must be finite numbers > 0 (N = round(ratio K)), got -2"),
     ([*SWEEP, "--ratios", "1e9"], "'--ratios': N must be at most 100000 workers"),
-    ([*SWEEP, "--N", "200000"], "'--N': N must be at most 100000 workers"),
-    (["run", "--N", "5000"], "'--N': at most 1024 workers"),
-    (["serve", "--workers", "5000"], "'--workers': at most 1024 workers"),
-    ([*SWEEP, "--N", "8", "--K", "x"], "'--K': expected an integer"),
-    (["sweep", "-w", "toy-xsinx", "--K", "0", "--N", "8", "--no-progress"],
+    ([*SWEEP, "--workers", "200000"], "'--workers': N must be at most 100000 workers"),
+    (["run", "--workers", "5000"], "'--workers': must be an integer <= 1024"),
+    (["serve", "--workers", "5000"], "'--workers': must be an integer <= 1024"),
+    (["run", "--N", "5000"], "'--workers': must be an integer <= 1024"),
+    ([*SWEEP, "--workers", "8", "--K", "x"], "'--K': expected an integer"),
+    (["sweep", "-w", "toy-xsinx", "--K", "0", "--workers", "8", "--no-progress"],
      "'--K': K (inputs per code) must be a positive integer, got 0"),
-    ([*SWEEP, "--N", "3"], "the grid is empty: N=3 < K=4"),
-    ([*SWEEP, "--N", "-3"], "the grid is empty: N=-3 < K=4"),
-    ([*SWEEP, "--N", "20", "--stragglers", "worst:20"], "S=20 >= N"),
-    ([*SWEEP, "--N", "8", "--seeds", "3:1"], "empty range '3:1'"),
-    ([*SWEEP, "--N", "8", "--seeds", ","], "'--seeds': no seeds given"),
-    ([*SWEEP, "--N", "8", "--schemes", ""], "'--schemes': no schemes given"),
-    ([*SWEEP, "--N", "8", "--stragglers", "worst:x"], "'--stragglers': bad straggler spec 'worst:x'"),
-    ([*SWEEP, "--N", "8", "--stragglers", "bernoulli:2"], "bad straggler spec"),
-    ([*SWEEP, "--N", "8", "--stragglers", "random:inf%"], "'--stragglers': bad straggler spec 'random:inf%'"),
-    ([*SWEEP, "--N", "8", "--stragglers", "random:-1"], "'--stragglers': bad straggler spec 'random:-1'"),
-    ([*SWEEP, "--N", "8", "--adversaries", "nope:2"], "bad adversary spec 'nope:2'; use model:A or model:N^a"),
-    ([*SWEEP, "--N", "8", "--adversaries", "signflip:N^2"], "bad adversary spec 'signflip:N^2'"),
-    ([*SWEEP, "--N", "8", "--adversaries", "signflip:2", "--stragglers", "worst:1"],
+    ([*SWEEP, "--workers", "3"], "the grid is empty: N=3 < K=4"),
+    ([*SWEEP, "--workers", "-3"], "the grid is empty: N=-3 < K=4"),
+    ([*SWEEP, "--workers", "20", "--stragglers", "worst:20"], "S=20 >= N"),
+    ([*SWEEP, "--workers", "8", "--seeds", "3:1"], "empty range '3:1'"),
+    ([*SWEEP, "--workers", "8", "--seeds", ","], "'--seeds': no seeds given"),
+    ([*SWEEP, "--workers", "8", "--scheme", ""], "'--scheme': no schemes given"),
+    ([*SWEEP, "--workers", "8", "--stragglers", "worst:x"], "'--stragglers': bad straggler spec 'worst:x'"),
+    ([*SWEEP, "--workers", "8", "--stragglers", "bernoulli:2"], "bad straggler spec"),
+    ([*SWEEP, "--workers", "8", "--stragglers", "random:inf%"], "'--stragglers': bad straggler spec 'random:inf%'"),
+    ([*SWEEP, "--workers", "8", "--stragglers", "random:-1"], "'--stragglers': bad straggler spec 'random:-1'"),
+    ([*SWEEP, "--workers", "8", "--adversaries", "nope:2"], "bad adversary spec 'nope:2'; use model:A or model:N^a"),
+    ([*SWEEP, "--workers", "8", "--adversaries", "signflip:N^2"], "bad adversary spec 'signflip:N^2'"),
+    ([*SWEEP, "--workers", "8", "--adversaries", "signflip:2", "--stragglers", "worst:1"],
      "the grid is empty: adversaries with worst:1"),
     (["reproduce", "--preset", "adversarial", "-o", "{dir}", "--set", "adversaries=offset"], "bad adversary spec"),
-    ([*SWEEP, "--N", "8", "--schemes", "nope"], "'--schemes': unknown code 'nope'"),
-    ([*SWEEP, "--N", "8", "--schemes", "lcc"], "'--opt': lcc needs option(s) degree"),
-    ([*SWEEP, "--N", "8", "--schemes", "parm"], "parm with K=4 and these options runs on N=6 workers, got N=8"),
-    (["sweep", "-w", "nope", "--K", "4", "--N", "8", "--no-progress"], "'--workloads': unknown workload 'nope'"),
-    ([*SWEEP], "--N and/or --ratios"),
-    ([*SWEEP, "--N", "8", "--trials", "0"], "--trials"),
-    ([*SWEEP, "--N", "8", "--jobs", "0"], "--jobs"),
-    ([*SWEEP, "--N", "8", "-o", "{junk}"], "'--out': {junk} is not a sweep CSV"),
-    ([*SWEEP, "--N", "8", "-o", "{dir}"], "'--out': {dir} is a folder"),
-    ([*SWEEP, "--N", "8", "-o", "/nonexistent/dir/x.csv"], "'--out': the folder /nonexistent/dir of"),
-    ([*SWEEP, "--N", "8", "-o", "{afile}/x.csv"], "is a file, not a folder"),
+    ([*SWEEP, "--workers", "8", "--scheme", "nope"], "'--scheme': unknown code 'nope'"),
+    ([*SWEEP, "--workers", "8", "--scheme", "lcc"], "'--opt': lcc needs option(s) degree"),
+    ([*SWEEP, "--workers", "8", "--scheme", "parm"], "parm with K=4 and these options runs on N=6 workers, got N=8"),
+    (["sweep", "-w", "nope", "--K", "4", "--workers", "8", "--no-progress"], "'--workload': unknown workload 'nope'"),
+    ([*SWEEP], "--workers and/or --ratios"),
+    ([*SWEEP, "--workers", "8", "--trials", "0"], "--trials"),
+    ([*SWEEP, "--workers", "8", "--procs", "0"], "'--procs': must be an integer >= 1, got 0"),
+    ([*SWEEP, "--workers", "8", "-o", "{junk}"], "'--out': {junk} is not a sweep CSV"),
+    ([*SWEEP, "--workers", "8", "-o", "{dir}"], "'--out': {dir} is a folder"),
+    ([*SWEEP, "--workers", "8", "-o", "/nonexistent/dir/x.csv"], "'--out': the folder /nonexistent/dir of"),
+    ([*SWEEP, "--workers", "8", "-o", "{afile}/x.csv"], "is a file, not a folder"),
     (["plot", "{missing}"], "'CSV...': {missing} does not exist"),
     (["plot", "{dir}"], "is a folder, not a sweep CSV"),
     (["plot", "{junk}"], "missing column(s) workload"),
@@ -136,62 +138,59 @@ BAD = [
     (["reproduce", "--check", "-o", "{dir}/docs", "--set", "trials=0"], "'--set': preset rate-bernoulli: trials"),
     (["reproduce", "-o", "/nonexistent/dir/docs"], "'--out': the folder /nonexistent/dir of"),
     (["reproduce", "-o", "{afile}"], "'--out': {afile} is a file, not a folder"),
-    (["reproduce", "--jobs", "0"], "--jobs"),
-    (["run", "--backend", "nope"], "'--backend': backend must be local or ray"),
-    (["run", "--scheme", "nope"], "'--scheme': scheme must be one of"),
+    (["reproduce", "-j", "0"], "'--procs': must be an integer >= 1, got 0"),
+    (["run", "--backend", "nope"], "'--backend': must be one of local, ray, got 'nope'"),
+    (["run", "--scheme", "nope"], "'--scheme': must be one of"),
     (["run", "--actors", "3"], "'--actors': --actors needs --backend ray"),
     (["run", "--address", "127.0.0.1:6379"], "'--address': --address needs --backend ray"),
-    (["run", "--K", "361", "--N", "400"], "'--K': a job takes K distinct held-out digits, of which there are 360"),
-    (["run", "--K", "0"], "'--K'"),
-    (["run", "--N", "0"], "'--N'"),
-    (["run", "--K", "8", "--N", "4"], "'--N': need at least as many workers as inputs: N=4 < K=8"),
-    (["run", "--wait-for", "20"], "'--wait-for': must lie in [2, N=16]"),
-    (["run", "--K", "4", "--N", "8", "--wait-for", "9"], "'--wait-for': must lie in [2, N=8]"),
+    (["run", "--K", "361", "--workers", "400"],
+     "'--K': a job takes K distinct held-out digits, of which there are 360"),
+    (["run", "--K", "0"], "'--K': must be an integer >= 1, got 0"),
+    (["run", "--workers", "0"], "'--workers': must be an integer >= 1, got 0"),
+    (["run", "--K", "8", "--workers", "4"], "'--workers': need at least as many workers as inputs: N=4 < K=8"),
+    (["run", "--wait-for", "20"], "'--wait-for': must be an integer in [2, N=16]"),
+    (["run", "--K", "4", "--workers", "8", "--wait-for", "9"], "'--wait-for': must be an integer in [2, N=8]"),
     (["run", "--scheme", "uncoded", "--wait-for", "3"], "'--wait-for': --wait-for applies to the coded schemes"),
     (["run", "--scheme", "hedged", "--deadline", "1"], "'--deadline': --deadline applies to the coded schemes"),
     (["run", "--deadline", "inf"], "'--deadline': must be a finite number > 0, got inf"),
     (["run", "--deadline", "0"], "'--deadline': must be a finite number > 0, got 0"),
     (["run", "--hedge-delay", "0.1"], "'--hedge-delay': --hedge-delay applies to --scheme hedged"),
     (["run", "--scheme", "hedged", "--hedge-delay", "nan"], "'--hedge-delay': must be a finite number >= 0"),
-    (["run", "--scheme", "uncoded", "--N", "5"], "'--N': --N does not apply to --scheme uncoded"),
-    (["run", "--scheme", "parm", "--N", "5"], "'--N': parm with K=8 and these options runs on N=12 workers"),
-    (["run", "--seed", "-1"], "'--seed': a seed must be an integer >= 0, got -1"),
-    (["run", "--latency", "bimodal:q=1"], "'--latency': bimodal takes p, factor, base"),
-    (["run", "--latency", "bimodal:p=nan"], "'--latency': p must be a finite number"),
-    (["run", "--latency", "pareto:a=-1"], "'--latency': a must be a positive"),
-    (["run", "--latency", "lognormal"], "'--latency': unknown latency model"),
-    (["run", "--jobs", "0"], "--jobs"),
-    (["run", "--in-flight", "0"], "--in-flight"),
+    (["run", "--scheme", "uncoded", "--K", "8", "--workers", "5"], "'--workers': need at least as many workers as "
+                                                                   "inputs: N=5 < K=8"),
+    (["run", "--seed", "-1"], "'--seed': must be an integer >= 0 (a seed), got -1"),
+    (["run", "--slow-fraction", "1"], "'--slow-fraction': must be a finite number >= 0 and < 1, got 1"),
+    (["run", "--slow-fraction", "nan"], "'--slow-fraction': must be a finite number >= 0, got nan"),
+    (["run", "--slow-factor", "0.5"], "'--slow-factor': must be a finite number >= 1, got 0.5"),
+    (["run", "--service-ms", "-1"], "'--service-ms': must be a finite number >= 0, got -1"),
+    (["run", "--jobs", "0"], "'--jobs': must be an integer >= 1, got 0"),
+    (["run", "--in-flight", "0"], "'--in-flight': must be an integer >= 1, got 0"),
     (["run", "--jobs", "x"], "'--jobs'"),
-    (["demo", "--batches", "0"], "--batches"),
+    (["demo", "--batches", "0"], "'--batches': must be an integer >= 1, got 0"),
     (["demo", "--trials", "abc"], "--trials"),
     (["demo", "--jobs", "-1"], "--jobs"),
-    (["demo", "--seed", "-1"], "'--seed': a seed must be an integer >= 0, got -1"),
+    (["demo", "--seed", "-1"], "'--seed': must be an integer >= 0 (a seed), got -1"),
     (["serve", "--max-wait-ms", "inf"], "'--max-wait-ms': must be a finite number > 0, got inf"),
     (["serve", "--max-wait-ms", "0"], "'--max-wait-ms': must be a finite number > 0, got 0"),
     (["serve", "--service-ms", "nan"], "'--service-ms': must be a finite number >= 0, got nan"),
     (["serve", "--service-ms", "-1"], "'--service-ms': must be a finite number >= 0"),
-    (["serve", "--slow-fraction", "1"], "'--slow-fraction': must lie in [0, 1)"),
+    (["serve", "--slow-fraction", "1"], "'--slow-fraction': must be a finite number >= 0 and < 1"),
     (["serve", "--slow-fraction", "-0.1"], "'--slow-fraction': must be a finite number >= 0"),
     (["serve", "--slow-factor", "0.5"], "'--slow-factor': must be a finite number >= 1"),
     (["serve", "--address", "127.0.0.1:6379"], "'--address': --address needs --backend ray"),
-    (["serve", "--scheme", "uncoded", "--K", "4"], "'--K': --K applies to the schemes that code groups of K"),
-    (["serve", "--scheme", "parm", "--K", "4"], "(parm groups --parm-k requests)"),
-    (["serve", "--scheme", "gcc", "--parm-k", "3"], "'--parm-k': --parm-k applies to parm and parm-hedge, not gcc"),
     (["serve", "--scheme", "hedged", "--max-wait-ms", "5"], "'--max-wait-ms': --max-wait-ms applies to the coded"),
     (["serve", "--slow-factor", "5"], "'--slow-factor': --slow-factor applies with --slow-fraction > 0"),
-    (["serve", "--workers", "0"], "'--workers'"),
-    (["serve", "--K", "0"], "'--K'"),
-    (["serve", "--max-pending", "0"], "'--max-pending'"),
-    (["serve", "--port", "0"], "'--port'"),
-    (["serve", "--port", "70000"], "'--port'"),
-    (["serve", "--parm-k", "5"], "'--parm-k'"),
-    (["serve", "--scheme", "nope"], "'--scheme': --scheme must be one of"),
-    (["serve", "--backend", "nope"], "'--backend': --backend must be local or ray"),
+    (["serve", "--workers", "0"], "'--workers': must be an integer >= 1, got 0"),
+    (["serve", "--K", "0"], "'--K': must be an integer >= 1, got 0"),
+    (["serve", "--max-pending", "0"], "'--max-pending': must be an integer >= 1, got 0"),
+    (["serve", "--port", "0"], "'--port': must be an integer >= 1 and <= 65535, got 0"),
+    (["serve", "--port", "70000"], "'--port': must be an integer >= 1 and <= 65535, got 70000"),
+    (["serve", "--scheme", "nope"], "'--scheme': must be one of"),
+    (["serve", "--backend", "nope"], "'--backend': must be one of local, ray, got 'nope'"),
     (["serve", "--workload", "nope"], "'--workload': unknown workload 'nope'"),
     (["serve", "--scheme", "gcc", "--workers", "8", "--K", "8"], "'--workers': gcc needs more workers than K=8"),
     (["serve", "--scheme", "sgcc-parity", "--workers", "9", "--K", "8"], "'--K': sgcc-parity on 9 workers with K=8"),
-    (["serve", "--scheme", "parm", "--workers", "2"], "'--workers': parm with --parm-k 2 runs groups on 3"),
+    (["serve", "--scheme", "parm", "--workers", "2"], "'--workers': parm with --K 2 runs groups on 3"),
     (["serve", "--scheme", "replication", "--workers", "1"], "'--workers': replication sends two copies"),
     (["serve", "--check-results", "maybe"], "'--check-results': --check-results must be one of off, on, strict"),
     (["serve", "--scheme", "uncoded", "--check-results", "on"], "'--check-results': wrong-result checks apply to"),
@@ -203,9 +202,9 @@ BAD = [
     ([*LOADTEST, "--out", "x.csv"], "'--url': cannot reach http://127.0.0.1:1 (connection refused)"),
     ([*LOADTEST, "--out", "{dir}"], "'--out': {dir} is a folder; give the path of a file to write"),
     ([*LOADTEST, "--out", "/nonexistent/dir/x.csv"], "'--out': the folder /nonexistent/dir of"),
-    ([*LOADTEST, "--out", "x.csv", "--plots", "/nonexistent/dir/png"], "'--plots': the folder /nonexistent/dir of"),
-    ([*LOADTEST, "--out", "x.csv", "--plots", "{afile}"], "'--plots': {afile} is a file, not a folder"),
-    ([*LOADTEST, "--out", "x.csv", "--seed", "-1"], "'--seed': a seed must be an integer >= 0"),
+    ([*LOADTEST, "--out", "x.csv", "--plot", "/nonexistent/dir/png"], "'--plot': the folder /nonexistent/dir of"),
+    ([*LOADTEST, "--out", "x.csv", "--plot", "{afile}"], "'--plot': {afile} is a file, not a folder"),
+    ([*LOADTEST, "--out", "x.csv", "--seed", "-1"], "'--seed': must be an integer >= 0 (a seed)"),
     ([*LOADTEST, "--out", "x.csv", "--timeout", "inf"], "'--timeout': must be a finite number > 0, got inf"),
     ([*LOADTEST, "--out", "x.csv", "--workload", "nope"], "'--workload': unknown workload 'nope'"),
     ([*LOADTEST[:4], "inf", *LOADTEST[5:], "--out", "x.csv"], "'--rate': must be a finite number > 0, got inf"),
@@ -246,7 +245,8 @@ def test_a_malformed_ray_address_is_refused_before_ray_starts(no_slow_work: list
 
 
 def test_a_mixed_grid_says_what_it_left_out(tmp_path: Path) -> None:
-    res = runner.invoke(app, [*SWEEP, "--N", "3,8", "--stragglers", "worst:1,worst:8", "-o", str(tmp_path / "s.csv")])
+    res = runner.invoke(app, [*SWEEP, "--workers", "3,8", "--stragglers", "worst:1,worst:8", "-o",
+                              str(tmp_path / "s.csv")])
     assert res.exit_code == 0, res.output
     assert "left out N=3 < K=4 (a code needs at least K workers): 4 points" in res.output
     assert "left out worst:8 at N=8 (S=8 >= N: no worker would return): 2 points" in res.output
@@ -271,7 +271,7 @@ def test_run_on_ray_without_ray_installed() -> None:
 
 
 def test_the_entry_point_turns_library_errors_into_exit_2(tmp_path: Path) -> None:
-    p = _gencc(["sweep", "-w", "toy-xsinx", "--K", "4", "--N", "8", "--opt", "gcc.nokey=1", "--no-progress",
+    p = _gencc(["sweep", "-w", "toy-xsinx", "--K", "4", "--workers", "8", "--opt", "gcc.nokey=1", "--no-progress",
                 "-o", str(tmp_path / "x.csv")])
     _check_usage_error(p.returncode, p.stdout + p.stderr, "gcc has no option 'nokey'")
 
@@ -328,7 +328,7 @@ def test_importing_gencc_configures_no_logging() -> None:
     assert out.split() == ["[]", "[]", "0"]
 
 
-@pytest.mark.parametrize("args", [["run", "--K", "4", "--N", "8", "--wait-for", "9"],
+@pytest.mark.parametrize("args", [["run", "--K", "4", "--workers", "8", "--wait-for", "9"],
                                   ["sweep", "-w", "toy-xsinx", "--K", "4", "--ratios", "inf"],
                                   ["serve", "--max-wait-ms", "inf"]])
 def test_a_refusal_from_the_entry_point_is_exit_2_and_one_message(args: list[str]) -> None:
@@ -339,7 +339,7 @@ def test_a_refusal_from_the_entry_point_is_exit_2_and_one_message(args: list[str
 def test_output_paths_are_checked_without_creating_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import typer
 
-    from gencc import _cli_options as opts
+    from gencc.cli import options as opts
 
     (tmp_path / "a").mkdir()
     (tmp_path / "f").write_text("x")

@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 import typer
 
-from . import BACC, GCC, FixedCount, Replication, simulate, summarize
-from ._cli_options import seed as check_seed
-from .stragglers import Bimodal
+from .. import BACC, GCC, FixedCount, Replication, simulate, summarize
+from ..stragglers import Bimodal
+from .options import integer
+from .options import seed as check_seed
 
 
 def demo_command(
-    batches: int = typer.Option(20, min=1, help="batches of K inputs per (N, S) point in the simulation table"),
-    trials: int = typer.Option(5, min=1, help="random straggler sets per batch"),
-    jobs: int = typer.Option(40, min=1, help="jobs per scheme on the local runtime"),
+    batches: int = typer.Option(20, help="batches of K inputs per (N, S) point in the simulation table",
+                                callback=integer(at_least=1)),
+    trials: int = typer.Option(5, help="random straggler sets per batch", callback=integer(at_least=1)),
+    jobs: int = typer.Option(40, help="jobs per scheme on the local runtime", callback=integer(at_least=1)),
     seed: int = typer.Option(0, help="seed for inputs, straggler sets and latencies", callback=check_seed),
 ) -> None:
     """Train (once, cached) a LeNet-style CNN on scikit-learn's digits, then compare GCC, BACC and
@@ -23,8 +25,8 @@ def demo_command(
     from rich.progress import track
     from rich.table import Table
 
-    from .runtime import LocalExecutor, Uncoded, stream
-    from .workloads import load
+    from ..runtime import Hedged, LocalExecutor, Replicated, Uncoded, stream
+    from ..workloads import load
 
     console = Console()
     w = load("digits-cnn", progress=True)
@@ -49,12 +51,14 @@ def demo_command(
     # Real jobs: threads compute f, a seeded latency model delays each result, the master stops early.
     K, N, wait = 8, 16, 12
     latency = Bimodal(p=0.05, factor=10.0, base=0.01)
-    table = Table(title=f"Local runtime, K={K}, bimodal latency (5% of workers 10x slower), {jobs} jobs")
-    for col in ("scheme", "workers", "p50 ms", "p99 ms", "agreement"):
+    table = Table(title=f"Local runtime, K={K} inputs on N={N} workers for every scheme (uncoded uses K of them), "
+                        f"bimodal latency (5% of tasks 10x slower), {jobs} jobs")
+    for col in ("scheme", "workers used", "p50 ms", "p99 ms", "agreement"):
         table.add_column(col, justify="right")
     inputs = [w.sample(K, rng) for _ in range(jobs)]
     with LocalExecutor() as ex:
-        for label, code, kw in (("uncoded", Uncoded(K), {}), ("gcc", GCC(K, N), {"wait_for": wait}),
+        for label, code, kw in (("uncoded", Uncoded(K), {}), ("replication", Replicated(K, N), {}),
+                                ("hedged", Hedged(K, N), {}), ("gcc", GCC(K, N), {"wait_for": wait}),
                                 ("bacc", BACC(K, N), {"wait_for": wait})):
             lat, agree = [], []
             results = stream(w.f, (X for X, _ in inputs), code, ex, max_in_flight=2, seed=seed, latency=latency,
@@ -63,6 +67,6 @@ def demo_command(
                                    console=console):
                 lat.append(r.latency)
                 agree.append(np.mean(np.argmax(r.outputs, 1) == np.argmax(w.f(X), 1)))
-            table.add_row(label, str(code.N), f"{1e3 * np.percentile(lat, 50):.1f}",
+            table.add_row(label, f"{code.N} of {N}", f"{1e3 * np.percentile(lat, 50):.1f}",
                           f"{1e3 * np.percentile(lat, 99):.1f}", f"{np.mean(agree):.3f}")
     console.print(table)

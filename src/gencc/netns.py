@@ -3,7 +3,8 @@
 Ray binds the machine's network address unless told otherwise; inside a fresh network namespace there is
 nothing but the loopback interface, so nothing can leave the machine. The tests, the latency benchmark,
 `gencc run`, `gencc serve` and `gencc train` with `--backend ray` re-execute their Ray part this way (a server's
-port is bound outside first and handed over, so clients still reach it). Root gets the namespace from `unshare -n`; an
+port is bound outside first and handed over, so clients still reach it; the commands' re-run wrapper is
+`gencc.cli.isolate`). Root gets the namespace from `unshare -n`; an
 ordinary user from `unshare -rn` (a user namespace in which it is root, where the kernel allows user
 namespaces: /proc/sys/user/max_user_namespaces > 0).
 """
@@ -16,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -128,41 +128,6 @@ def run_forwarding(argv: Sequence[str], *, pass_fds: Sequence[int] = (), env: di
         shutil.rmtree(env["TMPDIR"], ignore_errors=True)
 
 
-def command_line(ctx: Any) -> list[str]:
-    """`python -m gencc.cli` with the (sub)commands of the Typer/click context `ctx` and the options given on the
-    command line to each (`gencc --log-level debug serve --port 9000`: both), not those from defaults or
-    environment variables, which the re-executed command gets the same way (a secret read from the environment
-    never appears in a process listing)."""
-    chain = []
-    c = ctx
-    while c is not None:
-        chain.insert(0, c)
-        c = c.parent
-    argv = [sys.executable, "-m", "gencc.cli"]
-    for i, c in enumerate(chain):
-        if i > 0:
-            argv.append(c.info_name)
-        argv += _typed_options(c)
-    return argv
-
-
-def _typed_options(ctx: Any) -> list[str]:
-    """The options of `ctx`'s own command that were given on the command line, as they would be typed."""
-    argv: list[str] = []
-    for p in ctx.command.params:
-        source = ctx.get_parameter_source(p.name)
-        if getattr(p, "param_type_name", "") != "option" or getattr(source, "name", "") != "COMMANDLINE":
-            continue
-        value = ctx.params[p.name]
-        if p.is_flag and isinstance(value, bool):
-            if value or p.secondary_opts:
-                argv.append(p.opts[0] if value else p.secondary_opts[0])
-            continue
-        for v in value if p.multiple else [value]:
-            argv += [p.opts[0], str(getattr(v, "value", v))]
-    return argv
-
-
 def listening_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to host:port and listening, inheritable: bound here, outside the namespace, it keeps
     accepting connections from this network while the server that inherits it runs inside."""
@@ -183,21 +148,3 @@ def inherited_socket() -> socket.socket | None:
     sock = socket.socket(fileno=int(fd))
     sock.set_inheritable(False)  # not passed on to Ray's processes
     return sock
-
-
-def rerun_in_loopback(ctx: Any) -> int:
-    """Re-run the command of the Typer/click context `ctx` (with --no-isolate) inside a loopback-only namespace,
-    signals passed on; returns its exit status."""
-    return run_forwarding([*command_line(ctx), "--no-isolate"])
-
-
-def serve_in_loopback(ctx: Any, host: str, port: int) -> int:
-    """Re-run the server command of `ctx` (with --no-isolate) inside a loopback-only namespace, its port bound
-    here first and handed over ($GENCC_LISTEN_FD), so clients reach it as before while Ray inside sees only
-    `lo`; returns its exit status."""
-    sock = listening_socket(host, port)
-    try:
-        env = {**os.environ, LISTEN_FD: str(sock.fileno())}
-        return run_forwarding([*command_line(ctx), "--no-isolate"], pass_fds=[sock.fileno()], env=env)
-    finally:
-        sock.close()

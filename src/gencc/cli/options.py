@@ -1,11 +1,18 @@
-"""Checks of the CLI's option values, run by Typer while it parses the command line (option callbacks), so a bad
-value is refused with exit code 2 and one message naming the option before a command does any work.
+"""The options the commands share and the checks of their values, run by Typer while it parses the command line
+(option callbacks), so a bad value is refused with exit code 2 and one message naming the option before a command
+does any work. Every range error has one wording: "must be <what>, got <value>".
 
     seed: int = typer.Option(0, callback=seed)                  # an integer >= 0
     rate: float = typer.Option(..., callback=number(above=0))   # finite and > 0
+    steps: int = typer.Option(100, callback=integer(at_least=1))
     out: Path = typer.Option(..., callback=out_file)            # a file path in an existing folder
+
+The shared vocabulary (docs/guides/cli.md has the table; tests/cli/test_vocabulary.py holds the commands to it):
+`--backend local|ray`, `--address`, `--workers` (alias `--N`), `--K`, `--workload`, `--jobs` (a count of jobs),
+`--procs` (processes), `--service-ms` / `--slow-fraction` / `--slow-factor` (injected slowness), `--plot DIR`.
 """
 
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -21,7 +28,7 @@ def refuse(option: str, message: str) -> typer.BadParameter:
 
 
 def _name(param: Any) -> str:
-    return max(getattr(param, "opts", None) or [f"--{param.name}"], key=len)
+    return (getattr(param, "opts", None) or [f"--{param.name}"])[0]  # the first name given is the canonical one
 
 
 def number(*, above: float | None = None, at_least: float | None = None, at_most: float | None = None
@@ -43,10 +50,26 @@ def number(*, above: float | None = None, at_least: float | None = None, at_most
     return check
 
 
+def integer(*, at_least: int | None = None, at_most: int | None = None) -> Callable[..., Any]:
+    """A callback refusing integers outside the bounds, in the wording of `number` (None passes)."""
+    words = [w for w in (f">= {at_least}" if at_least is not None else "", f"<= {at_most}" if at_most is not None
+                         else "") if w]
+    want = "an integer" + (" " + " and ".join(words) if words else "")
+
+    def check(param: typer.CallbackParam, value: Any) -> Any:
+        if value is None:
+            return value
+        if (at_least is not None and value < at_least) or (at_most is not None and value > at_most):
+            raise refuse(_name(param), f"must be {want}, got {value}")
+        return value
+
+    return check
+
+
 def seed(param: typer.CallbackParam, value: int | None) -> int | None:
     """A seed: an integer >= 0 (numpy's generators take no negative seed)."""
     if value is not None and value < 0:
-        raise refuse(_name(param), f"a seed must be an integer >= 0, got {value}")
+        raise refuse(_name(param), f"must be an integer >= 0 (a seed), got {value}")
     return value
 
 
@@ -101,3 +124,28 @@ def check_ray_address(option: str, address: str) -> str:
         raise refuse(option, f"a Ray address is auto, HOST:PORT or ray://HOST:PORT (port in 1..65535), got "
                              f"{address!r}")
     return address
+
+
+log = logging.getLogger("gencc.cli")
+
+#: where the workers run, with the word `gencc train` also takes for local (its threads)
+BACKEND_ALIASES = {"threads": "local"}
+
+
+def check_backend(value: str, aliases: dict[str, str] | None = None) -> str:
+    """--backend: local or ray (an alias in `aliases` maps to one of them); Ray must be installed for ray."""
+    import importlib.util
+
+    from ..engine.backends import BACKENDS
+
+    value = (aliases or {}).get(value, value)
+    if value not in BACKENDS:
+        raise refuse("--backend", f"must be one of {', '.join(BACKENDS)}, got {value!r}")
+    if value == "ray" and importlib.util.find_spec("ray") is None:
+        raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
+    return value
+
+
+def not_used(option: str, scheme: str, why: str) -> None:
+    """Say, in one warning line on stderr, that `scheme` does not use `option` (the command runs on)."""
+    log.warning("%s is not used by --scheme %s (%s); running without it", option, scheme, why)

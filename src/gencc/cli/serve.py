@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import logging
 from pathlib import Path
@@ -11,13 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .._cli_options import check_ray_address, number, refuse
-from .cli_model import check_model_options, load_model
-from .config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
-from .parity import PARITY_SCHEMES, coded_workers, parity_k
+from ..serving.cli_model import check_model_options, load_model
+from ..serving.config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
+from ..serving.parity import MAX_PARITY_K, PARITY_SCHEMES, coded_workers, parity_k
+from .isolate import rerun_isolated
+from .options import check_backend, check_ray_address, integer, not_used, number, refuse
 
 if TYPE_CHECKING:
-    from ._http.limits import Limits
+    from ..serving._http.limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,13 @@ def serve_command(
     parity: Annotated[Path | None, typer.Option(help="--model with parm / sgcc-parity: the parity model from "
                                                      "`gencc parity train` (checked against the model and k)")] = None,
     scheme: Annotated[str | None, typer.Option(help=SCHEME_HELP)] = None,
-    workers: Annotated[int, typer.Option(min=1, help="model replicas (every scheme gets the same number)")] = 12,
-    K: Annotated[int | None, typer.Option("--K", min=1, help="gcc, bacc, sgcc, sgcc-parity (and -hedge): requests "
-                                                             "per coding group (default 8)")] = None,  # noqa: N803
+    workers: Annotated[int, typer.Option("--workers", "--N", help="model replicas (every scheme gets the same "
+                                                                  "number)", callback=integer(at_least=1))] = 12,
+    K: Annotated[int | None, typer.Option("--K", "--parm-k", help="requests per coding group: gcc, bacc, sgcc, "
+                                                                  "sgcc-parity (and -hedge) code groups of K (default "
+                                                                  "8); parm sends K (2 to 4, default 2) per parity "
+                                                                  "query", callback=integer(at_least=1))
+             ] = None,  # noqa: N803
     backend: Annotated[str, typer.Option(help="local (threads) or ray (one actor per worker)")] = "local",
     address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
     service_ms: Annotated[float, typer.Option(help="injected service time per task, ms",
@@ -54,8 +58,6 @@ def serve_command(
                                                            "default 10)", callback=number(at_least=1))] = None,
     max_wait_ms: Annotated[float | None, typer.Option(help="coded: flush a group after this many ms (default 50)",
                                                       callback=number(above=0))] = None,
-    parm_k: Annotated[int | None, typer.Option(min=2, max=4, help="parm: inputs per parity query (2 to 4; "
-                                                                  "default 2)")] = None,
     check_results: Annotated[str, typer.Option(
         help="wrong-result check (gcc, bacc, sgcc, sgcc-parity): off; on (answers wait for the group's check, "
              "inconsistent results are outvoted and their workers quarantined); strict (every answer checked "
@@ -67,19 +69,20 @@ def serve_command(
         help="coded schemes: on (a decoded answer is sent only when its uncertainty says it is likely right, the "
              "threshold calibrated on the model's training inputs; else the request waits for its own result or "
              "a copy) or off")] = "on",
-    max_pending: Annotated[int, typer.Option(min=1, help="requests in flight before answering 503")] = 1000,
+    max_pending: Annotated[int, typer.Option(help="requests in flight before answering 503",
+                                             callback=integer(at_least=1))] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="port to bind")] = 8000,
+    port: Annotated[int, typer.Option(help="port to bind", callback=integer(at_least=1, at_most=65535))] = 8000,
     api_key: Annotated[str | None, typer.Option(
         envvar="GENCC_API_KEY", show_default=False,
         help="key every request must carry (header 'Authorization: Bearer KEY' or 'X-API-Key: KEY'); required "
              "with a --host other than loopback")] = None,
     read_timeout: Annotated[float, typer.Option(help="seconds a request's headers and body may take to arrive",
                                                 callback=number(above=0))] = 10.0,
-    max_batch: Annotated[int, typer.Option(min=1, max=MAX_BATCH, help="most inputs in one POST /predict/batch or "
-                                                                           "/v2 infer")] = 64,
+    max_batch: Annotated[int, typer.Option(help="most inputs in one POST /predict/batch or /v2 infer",
+                                           callback=integer(at_least=1, at_most=MAX_BATCH))] = 64,
     max_body: Annotated[int | None, typer.Option(
-        min=1024, max=MAX_BODY, show_default=False,
+        callback=integer(at_least=1024, at_most=MAX_BODY), show_default=False,
         help="largest request body in bytes, refused with 413 before it is parsed (default: what --max-batch "
              "inputs of the model's shape need, at least 64 KiB)")] = None,
     name: Annotated[str, typer.Option(help="the model's name in the Open Inference Protocol's routes "
@@ -92,35 +95,36 @@ def serve_command(
     and no --address, the command re-runs itself inside a loopback-only network namespace (as `gencc run`
     does) and starts a private Ray there; the port is bound here first, so clients reach it as before."""
     scheme = scheme if scheme is not None else default_scheme(parity=parity is not None)
-    _check_not_ignored(scheme, K, parm_k, max_wait_ms, slow_fraction, slow_factor)
-    K, parm_k = (8 if K is None else K), (2 if parm_k is None else parm_k)  # noqa: N806
+    K, parm_k = _group_size(scheme, K)  # noqa: N806
+    _check_not_ignored(scheme, max_wait_ms, slow_fraction, slow_factor)
     slow_factor = 10.0 if slow_factor is None else slow_factor
     max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
     check_model_options(workload, model, input_shape, data, parity)
     workload = workload or ("digits-cnn" if model is None else None)
+    backend = check_backend(backend)
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
     if gate not in GATES:
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
-    from ._http.v2 import check_model_name
+    from ..serving._http.v2 import check_model_name
 
     try:
         check_model_name(name)
     except ValueError as e:
         raise refuse("--name", str(e)) from None
-    from ..testing.isolation import inherited_socket
+    from ..netns import inherited_socket
 
     sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
     if sock is None:
         _check_bindable(host, port)
     limits = _check_access(host, api_key, read_timeout, max_batch, max_body)
     if sock is None and backend == "ray" and address is None and isolate:
-        _serve_isolated(ctx, host, port)
+        rerun_isolated(ctx, "serving from", host=host, port=port)
     import uvicorn
 
-    from ._http.app import create_app
-    from ._http.limits import uvicorn_options
-    from .service import Service, freeze_heap
+    from ..serving._http.app import create_app
+    from ..serving._http.limits import uvicorn_options
+    from ..serving.service import Service, freeze_heap
 
     target, X, parity_model = workload, None, None
     if model is not None:
@@ -172,31 +176,25 @@ def serve_command(
     log.info("stopped serving at %s", url)
 
 
-def _serve_isolated(ctx: typer.Context, host: str, port: int) -> None:
-    """Run this same command again inside a loopback-only network namespace, the port bound here and handed
-    over, then exit with its status (nothing to do when already inside one)."""
-    from ..testing.isolation import can_unshare, in_loopback_namespace, serve_in_loopback
-
-    if in_loopback_namespace():
-        return
-    ok, how = can_unshare()
-    if not ok:
-        raise refuse("--backend", f"a local Ray runs inside a loopback-only network namespace, which cannot be made "
-                                  f"here ({how}); pass --address of a cluster you run, or --no-isolate to start Ray "
-                                  "bound to 127.0.0.1 without the namespace")
-    typer.echo(f"serving from inside a loopback-only network namespace, made with {how}", err=True)
-    raise typer.Exit(serve_in_loopback(ctx, host, port))
-
-
-def _check_not_ignored(scheme: str, K: int | None, parm_k: int | None, max_wait_ms: float | None,  # noqa: N803
-                       slow_fraction: float, slow_factor: float | None) -> None:
-    """Refuse an option given for a scheme that would ignore it."""
+def _group_size(scheme: str, K: int | None) -> tuple[int, int]:  # noqa: N803
+    """(K of the coded groups, ParM's inputs per parity query) from --K: parm takes 2 to 4 (default 2), the
+    group-coding schemes any K (default 8); a scheme that codes no groups says it does not use --K."""
     base = scheme.removesuffix("-hedge")
+    if base == "parm":
+        if K is not None and not 2 <= K <= MAX_PARITY_K:
+            not_used("--K", scheme, f"ParM's parity models take 2 to {MAX_PARITY_K} inputs per query, not {K}; it "
+                                    "sends 2")
+            return 8, 2
+        return 8, 2 if K is None else K
     if K is not None and base not in CHECKED_SCHEMES:
-        raise refuse("--K", f"--K applies to the schemes that code groups of K requests ({', '.join(CHECKED_SCHEMES)} "
-                            f"and their -hedge forms), not {scheme} (parm groups --parm-k requests)")
-    if parm_k is not None and base != "parm":
-        raise refuse("--parm-k", f"--parm-k applies to parm and parm-hedge, not {scheme}")
+        not_used("--K", scheme, "it codes no groups; every request goes to its own worker(s)")
+        return 8, 2
+    return 8 if K is None else K, 2
+
+
+def _check_not_ignored(scheme: str, max_wait_ms: float | None, slow_fraction: float,
+                       slow_factor: float | None) -> None:
+    """Refuse an option of one scheme given for a scheme that would ignore it."""
     if max_wait_ms is not None and scheme in BASELINES:
         raise refuse("--max-wait-ms", f"--max-wait-ms applies to the coded schemes (a group waits to fill), not "
                                       f"{scheme}")
@@ -214,20 +212,17 @@ def _check_serve_options(workload: str | None, scheme: str, workers: int, K: int
     if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
     if scheme not in SCHEMES:
-        raise refuse("--scheme", f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    if backend not in ("local", "ray"):
-        raise refuse("--backend", f"--backend must be local or ray, got {backend!r}")
+        raise refuse("--scheme", f"must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     if backend == "local" and address is not None:
         raise refuse("--address", "--address needs --backend ray (the local backend runs threads in this process)")
-    if backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
     if address is not None:
         check_ray_address("--address", address)
     if workers > MAX_WORKERS:
-        raise refuse("--workers", f"at most {MAX_WORKERS} workers (one thread or Ray actor each), got {workers}")
+        raise refuse("--workers", f"must be an integer <= {MAX_WORKERS} (one thread or Ray actor each), got "
+                                  f"{workers}")
     if slow_fraction >= 1:
-        raise refuse("--slow-fraction", f"must lie in [0, 1) (a worker slow all the time is a slower worker), "
-                                        f"got {slow_fraction:g}")
+        raise refuse("--slow-fraction", f"must be a finite number >= 0 and < 1 (a worker slow all the time is a "
+                                        f"slower worker), got {slow_fraction:g}")
     if check_results not in CHECKS:
         raise refuse("--check-results", f"--check-results must be one of {', '.join(CHECKS)}, got "
                                         f"{check_results!r}")
@@ -242,7 +237,7 @@ def _check_serve_options(workload: str | None, scheme: str, workers: int, K: int
         raise refuse("--workers", f"replication sends two copies to distinct workers: needs --workers >= 2, "
                                   f"got {workers}")
     if base == "parm" and workers < parm_k + 1:
-        raise refuse("--workers", f"parm with --parm-k {parm_k} runs groups on {parm_k + 1} distinct workers; "
+        raise refuse("--workers", f"parm with --K {parm_k} runs groups on {parm_k + 1} distinct workers; "
                                   f"got --workers {workers}")
     if base in CHECKED_SCHEMES and coded_workers(K, workers) <= K:
         raise refuse("--workers", f"{base} needs more workers than K={K} (got workers={workers}); lower --K")
@@ -290,7 +285,7 @@ def _check_access(host: str, api_key: str | None, read_timeout: float, max_batch
                   max_body: int | None = None) -> Limits:
     """The door's limits for `gencc serve`: a --host other than loopback needs an API key (and is warned about);
     loopback without a key stays open."""
-    from ._http.limits import Limits
+    from ..serving._http.limits import Limits
 
     if api_key is not None and len(api_key) < 8:
         raise refuse("--api-key", "an API key must have at least 8 characters")

@@ -7,10 +7,10 @@ import csv
 import socket
 
 import pytest
-from serving_helpers import start_server
 from typer.testing import CliRunner
 
 from gencc.cli import app
+from gencc.serving import start_in_thread as start_server
 
 pytest.importorskip("fastapi")
 runner = CliRunner()
@@ -69,7 +69,7 @@ def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
     server, th, port = start_server(create_app(svc))
     out = tmp_path / "load.csv"
     r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
-                            "--out", str(out), "--plots", str(tmp_path / "png")])
+                            "--out", str(out), "--plot", str(tmp_path / "png")])
     server.should_exit = True
     th.join(20)
     assert r.exit_code == 0, r.output
@@ -107,12 +107,12 @@ def test_serve_logs_start_up_shutdown_and_errors(monkeypatch, caplog):
     assert r.exit_code == 0, r.output
     assert served["log_level"] == "info" and served["port"] == port
     text = [(rec.name, rec.levelname, rec.getMessage()) for rec in caplog.records]
-    assert ("gencc.serving.commands", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme sgcc, 6 local "
+    assert ("gencc.cli.serve", "INFO", f"serving digits-cnn at http://127.0.0.1:{port}: scheme sgcc, 6 local "
             "workers, K=4, at most 1000 requests in flight") in text, text
     assert any(n == "gencc.serving._http.app" and m.startswith("shutting down: answering 0 requests")
                for n, _, m in text)
     assert any(n == "gencc.serving._http.app" and m == "shut down: sgcc service closed" for n, _, m in text)
-    assert ("gencc.serving.commands", "INFO", f"stopped serving at http://127.0.0.1:{port}") in text
+    assert ("gencc.cli.serve", "INFO", f"stopped serving at http://127.0.0.1:{port}") in text
 
     def crash(*a, **k):
         raise RuntimeError("boom")
@@ -166,3 +166,81 @@ def test_serve_max_batch_and_max_body_set_the_door(monkeypatch):
                             "--max-body", "16000"])
     assert r.exit_code == 0, r.output
     assert seen == {"ok": 200, "long": 422, "big": 413, "max_body": 16000}
+
+
+@pytest.mark.parametrize("scheme, warning", [
+    ("uncoded", "--K is not used by --scheme uncoded (it codes no groups; every request goes to its own worker(s)); "
+                "running without it"),
+    ("hedged", "--K is not used by --scheme hedged (it codes no groups; every request goes to its own worker(s)); "
+               "running without it"),
+    ("gcc", None)])
+def test_every_scheme_serves_with_the_shared_flags(scheme, warning, monkeypatch, caplog):
+    """`gencc serve --scheme S --workers 12 --K 8` with injected slowness serves on 12 workers for every scheme; a
+    scheme that does not use --K says so in one warning line (uvicorn.run is replaced by a TestClient session)."""
+    import logging
+
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    seen = {}
+
+    def fake_run(app_, host, port, **kwargs):
+        with TestClient(app_) as c:
+            seen["workers"] = c.get("/healthz").json()["workers"]
+            seen["status"] = c.post("/predict", json={"input": [[[0.0] * 8] * 8]}).status_code
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    caplog.set_level(logging.WARNING, logger="gencc.cli")
+    r = runner.invoke(app, ["serve", "--scheme", scheme, "--workers", "12", "--K", "8", "--service-ms", "1",
+                            "--slow-fraction", "0.1", "--slow-factor", "4", "--gate", "off", "--port", str(port)])
+    assert r.exit_code == 0, r.output
+    assert seen == {"workers": 12, "status": 200}
+    assert [rec.getMessage() for rec in caplog.records if rec.name == "gencc.cli"] == ([warning] if warning else [])
+
+
+def _picky_server(every: int):
+    """A server of this test, not gencc's: /healthz answers 200; POST /predict answers 422 with a detail to every
+    `every`-th request (1: to all) and 200 with an output to the others."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    api, seen = FastAPI(), [0]
+
+    @api.get("/healthz")
+    def healthz() -> dict:
+        return {"ok": True}
+
+    @api.post("/predict")
+    def predict(body: dict) -> JSONResponse:
+        seen[0] += 1
+        if seen[0] % every == 0:
+            return JSONResponse({"detail": "input must have shape (3,)"}, status_code=422)
+        return JSONResponse({"output": [0.0], "scheme": "picky", "degraded": False})
+
+    return api
+
+
+@pytest.mark.parametrize("every, code", [(1, 1), (4, 1), (40, 0)])
+def test_loadtest_exits_1_with_the_reasons_when_under_90_percent_are_answered(every, code, tmp_path):
+    """All refused (422) or one in four: exit 1, the first reasons (status and detail) on stderr; one in forty
+    (97.5% answered): exit 0."""
+    server, th, port = start_server(_picky_server(every))
+    try:
+        r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
+                                "--out", str(tmp_path / "x.csv"), "--workload", "digits-mlp"])
+    finally:
+        server.should_exit = True
+        th.join(20)
+    rows = list(csv.DictReader((tmp_path / "x.csv").open()))
+    answered = sum(row["status"] == "200" for row in rows)
+    assert r.exit_code == code, r.output
+    assert (answered < 0.9 * len(rows)) == (code == 1) and len(rows) > 15
+    if code:
+        assert f"only {answered} of {len(rows)} requests were answered (200), under 90%; first reasons:" in r.stderr
+        assert f"422: input must have shape (3,) (x{len(rows) - answered})" in r.stderr
+        assert "Traceback" not in r.output
+    else:
+        assert "first reasons" not in r.output

@@ -1,4 +1,6 @@
-"""The `gencc` command line (Typer). Subcommands live beside what they drive and are registered here."""
+"""The `gencc` command line (Typer): `app` and `main`, the root options, and one module per subcommand in this
+package (run, serve, loadtest, train, sweep/plot/reproduce, parity train, demo) registered below; shared options
+and their checks are `gencc.cli.options`, the namespace re-run `gencc.cli.isolate`."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from . import __version__
+from .. import __version__
 
 #: what a command raises on bad input (the library's ValueError; OSError: a missing file, an --out that is a
 #: file, no permission; ImportError: a missing optional package): Typer's usage box with the message, exit 2
@@ -32,8 +35,30 @@ def usage_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _untyped_flags(params: list[Any]) -> list[Any]:
+    """`params` with no type label on the on/off flags (Typer's rich help writes `<bool>` beside each)."""
+    for p in params:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    """A gencc subcommand: its flags shown without a type label in --help."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    """A gencc command group: its flags shown without a type label in --help."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))
+
+
 app = typer.Typer(help="gencc: general coded computing (straggler-resilient computation of any function).",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, cls=_Group)
 
 
 #: the levels --log-level takes
@@ -87,17 +112,17 @@ def _root(
     configure_logging(log_level)
 
 
-@app.command()
+@app.command(cls=_Command)
 @usage_errors
 def info() -> None:
     """Print the codes (with their options), kernels, point designs and straggler patterns this install provides."""
     from rich.console import Console
     from rich.markup import escape
 
-    from .codes.registry import CODES
-    from .kernels import KERNELS
-    from .points import DESIGNS, NESTED
-    from .stragglers import PATTERNS
+    from ..codes.registry import CODES
+    from ..kernels import KERNELS
+    from ..points import DESIGNS, NESTED
+    from ..stragglers import PATTERNS
 
     c = Console(soft_wrap=True)
     c.print(f"gencc {__version__}")
@@ -111,28 +136,29 @@ def info() -> None:
     c.print(f"straggler patterns: {', '.join(PATTERNS)}, bernoulli")
 
 
-def _register(name: str, module: str, attr: str, group: typer.Typer = app) -> None:
-    group.command(name)(usage_errors(getattr(__import__(module, fromlist=[attr]), attr)))
+def _add(group: typer.Typer, name: str, command: Callable[..., Any]) -> None:
+    group.command(name, cls=_Command)(usage_errors(command))
 
 
-# Subcommands registered from their own modules (each adds one line below).
-_register("demo", "gencc.demo", "demo_command")
-_register("sweep", "gencc.experiments.commands", "sweep")
-_register("plot", "gencc.experiments.commands", "plot")
-_register("reproduce", "gencc.experiments.commands", "reproduce")
-_register("run", "gencc.runtime.commands", "run_command")
-_register("serve", "gencc.serving.commands", "serve_command")
-_register("loadtest", "gencc.serving.loadtest_cli", "loadtest_command")
-_register("train", "gencc.training.commands", "train_command")
+# The subcommands, one module each in this package.
+from .demo import demo_command  # noqa: E402
+from .experiments import plot, reproduce, sweep  # noqa: E402
+from .loadtest import loadtest_command  # noqa: E402
+from .parity import parity_train_command  # noqa: E402
+from .run import run_command  # noqa: E402
+from .serve import serve_command  # noqa: E402
+from .train import train_command  # noqa: E402
 
-parity_app = typer.Typer(help="ParM parity models for your own model.", no_args_is_help=True)
-_register("train", "gencc.workloads.parity_commands", "parity_train_command", parity_app)
+for _name, _command in (("demo", demo_command), ("sweep", sweep), ("plot", plot), ("reproduce", reproduce),
+                        ("run", run_command), ("serve", serve_command), ("loadtest", loadtest_command),
+                        ("train", train_command)):
+    _add(app, _name, _command)
+
+parity_app = typer.Typer(help="ParM parity models for your own model.", no_args_is_help=True, cls=_Group)
+_add(parity_app, "train", parity_train_command)
 app.add_typer(parity_app, name="parity")
 
 
 def main() -> None:
     app()
 
-
-if __name__ == "__main__":
-    main()

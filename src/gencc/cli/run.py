@@ -2,81 +2,67 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import math
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
 
-from .._cli_options import check_ray_address, number, refuse
-from .._cli_options import seed as check_seed
 from ..codes.registry import CODES
-from ..faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
+from ..faults import Bimodal
+from .isolate import rerun_isolated
+from .options import check_backend, check_ray_address, integer, not_used, number, refuse
+from .options import seed as check_seed
 
 log = logging.getLogger(__name__)
 
 #: codes from the registry (lcc needs a polynomial f; "replication" here is the Replicated baseline)
 CODED = tuple(name for name in CODES if name not in ("lcc", "replication"))
-SCHEMES = (*CODED, "replication", "hedged", "uncoded")
+RUN_SCHEMES = (*CODED, "replication", "hedged", "uncoded")
 #: held-out inputs of the digits-cnn workload (scikit-learn's 1,797 digits, 20% held out), the most one job takes;
 #: a constant so that --K is checked before the model loads (tests/runtime/test_commands.py keeps it true)
 DIGITS_TEST_INPUTS = 360
 #: the most workers `gencc run` starts (one thread or Ray actor each)
 MAX_WORKERS = 1024
-LATENCIES = {
-    "none": (None, {}),
-    "bimodal": (Bimodal, {"p": 0.05, "factor": 10.0, "base": 0.005}),
-    "shifted-exp": (ShiftedExponential, {"shift": 0.005, "rate": 200.0}),
-    "pareto": (Pareto, {"x_m": 0.005, "a": 2.0}),
-}
+#: `gencc run`'s injected slowness by default: 5 ms per task, 5% of tasks 10 times slower
+SERVICE_MS, SLOW_FRACTION, SLOW_FACTOR = 5.0, 0.05, 10.0
 
 
-def parse_latency(spec: str) -> LatencyModel | None:
-    """'none', 'bimodal', 'shifted-exp' or 'pareto', optionally with parameters: 'bimodal:p=0.1,base=0.01'."""
-    name, _, params = spec.partition(":")
-    if name not in LATENCIES:
-        raise refuse("--latency", f"unknown latency model {name!r}; choose one of {', '.join(LATENCIES)}")
-    cls, kw = LATENCIES[name]
-    kw = dict(kw)
-    for item in filter(None, params.split(",")):
-        key, eq, val = item.partition("=")
-        if not eq or key not in kw:
-            raise refuse("--latency", f"{name} takes {', '.join(kw) or 'no parameters'}; got {item!r}")
-        try:
-            kw[key] = float(val)
-        except ValueError:
-            raise refuse("--latency", f"{key} must be a number, got {val!r}") from None
-        if not math.isfinite(kw[key]):
-            raise refuse("--latency", f"{key} must be a finite number, got {val!r}")
-    if cls is None:
+def injected_latency(service_ms: float, slow_fraction: float, slow_factor: float) -> Bimodal | None:
+    """The per-task latency of --service-ms, --slow-fraction and --slow-factor: each task takes `service_ms`, a
+    `slow_fraction` of them (drawn independently) `slow_factor` times longer; None when nothing is injected."""
+    if service_ms == 0:
         return None
-    try:
-        return cls(**kw)
-    except ValueError as e:
-        raise refuse("--latency", str(e)) from None
+    return Bimodal(p=slow_fraction, factor=slow_factor, base=service_ms / 1e3)
 
 
 def run_command(
+    ctx: typer.Context,
     backend: Annotated[str, typer.Option(help="local (threads) or ray (actors on 127.0.0.1 or --address)")] = "local",
-    scheme: Annotated[str, typer.Option(help=f"{', '.join(SCHEMES)} (parm: k=2, the trained parity model)")] = "gcc",
-    K: Annotated[int, typer.Option("--K", min=1, help="inputs per job")] = 8,  # noqa: N803
-    N: Annotated[int | None, typer.Option("--N", min=1, help="workers (default 16; uncoded runs K, parm "
-                                                             "K + ceil(K/2))")] = None,  # noqa: N803
-    wait_for: Annotated[int | None, typer.Option(min=1, help="coded: stop at the first this many results "
-                                                             "(default: halfway from K to N)")] = None,
+    scheme: Annotated[str, typer.Option(help=f"{', '.join(RUN_SCHEMES)} (parm: k=2, the trained parity model)")
+                      ] = "gcc",
+    K: Annotated[int, typer.Option("--K", help="inputs per job", callback=integer(at_least=1))] = 8,  # noqa: N803
+    workers: Annotated[int, typer.Option("--workers", "--N", help="workers N, the same for every scheme (uncoded "
+                                                                  "uses K of them, parm its K + ceil(K/2))",
+                                         callback=integer(at_least=1))] = 16,
+    wait_for: Annotated[int | None, typer.Option(help="coded: stop at the first this many results "
+                                                      "(default: halfway from K to N)", callback=integer(at_least=1))
+                        ] = None,
     deadline: Annotated[float | None, typer.Option(help="coded: stop this many seconds after dispatch",
                                                    callback=number(above=0))] = None,
-    latency: Annotated[str, typer.Option(help="injected latency: none, bimodal, shifted-exp, pareto "
-                                              "(parameters as bimodal:p=0.05,factor=10,base=0.005)")] = "bimodal",
-    jobs: Annotated[int, typer.Option(min=1, help="jobs to run")] = 100,
-    in_flight: Annotated[int, typer.Option(min=1, help="jobs in flight at once")] = 1,
-    hedge_delay: Annotated[float | None, typer.Option(help="hedged: seconds (default: p95 of --latency)",
-                                                      callback=number(at_least=0))] = None,
-    actors: Annotated[int | None, typer.Option(min=1, help="ray: actors (default one per worker)")] = None,
+    service_ms: Annotated[float, typer.Option(help="injected service time per task, ms (0: none)",
+                                              callback=number(at_least=0))] = SERVICE_MS,
+    slow_fraction: Annotated[float, typer.Option(help="stragglers: fraction of tasks slow, in [0, 1)",
+                                                 callback=number(at_least=0))] = SLOW_FRACTION,
+    slow_factor: Annotated[float, typer.Option(help="stragglers: slowdown of a slow task (>= 1)",
+                                               callback=number(at_least=1))] = SLOW_FACTOR,
+    jobs: Annotated[int, typer.Option(help="jobs to run", callback=integer(at_least=1))] = 100,
+    in_flight: Annotated[int, typer.Option(help="jobs in flight at once", callback=integer(at_least=1))] = 1,
+    hedge_delay: Annotated[float | None, typer.Option(help="hedged: seconds (default: p95 of the injected "
+                                                           "latency)", callback=number(at_least=0))] = None,
+    actors: Annotated[int | None, typer.Option(help="ray: actors (default one per worker)",
+                                               callback=integer(at_least=1))] = None,
     address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
     isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
                                                "namespace (unshare -n, or -rn as an ordinary user)")] = True,
@@ -89,7 +75,7 @@ def run_command(
     data: Annotated[Path | None, typer.Option(help="--model: inputs to run (.npy / .npz; default: standard normal "
                                                    "inputs of --input-shape)")] = None,
     parity: Annotated[Path | None, typer.Option(help="--model with --scheme parm: the parity model from "
-                                                     "`gencc parity train --k 2`")] = None,
+                                                     "`gencc parity train --K 2`")] = None,
 ) -> None:
     """Run jobs of K digits through the CNN (or K inputs through your --model) with a coded scheme or a
     baseline; print latency percentiles and accuracy (agreement with f, accuracy on the labels). With --backend
@@ -101,22 +87,26 @@ def run_command(
                 raise refuse(option, f"{option} goes with --model (your own model)")
     elif scheme != "parm" and parity is not None:
         raise refuse("--parity", f"--parity applies to --scheme parm, not {scheme}")
-    lat_model, code, wait_for = _checked_options(backend, scheme, K, N, wait_for, deadline, latency, hedge_delay,
-                                                 actors, address, own=model is not None)
+    if slow_fraction >= 1:
+        raise refuse("--slow-fraction", f"must be a finite number >= 0 and < 1, got {slow_fraction:g}")
+    backend = check_backend(backend)
+    lat_model = injected_latency(service_ms, slow_fraction, slow_factor)
+    code, wait_for = _checked_options(backend, scheme, K, workers, wait_for, deadline, hedge_delay, actors, address,
+                                      own=model is not None)
     user = _user_model(model, input_shape, data, parity, scheme, K, jobs, seed) if model is not None else None
     from rich.console import Console
     from rich.progress import Progress, track
 
     from .. import metrics
     from ..codes.registry import make_code
+    from ..runtime.job import stream
+    from ..runtime.local import LocalExecutor
+    from ..runtime.ray import RayExecutor
     from ..workloads import load, load_parity
-    from .job import stream
-    from .local import LocalExecutor
-    from .ray import RayExecutor
 
     console = Console()
     if backend == "ray" and address is None and isolate:
-        _rerun_isolated(console, locals())
+        rerun_isolated(ctx, "running")
     log.info("run: %s on %s, K=%d, N=%d, %d jobs", scheme, backend, code.K, code.N, jobs)
     coded = scheme in CODED
     if user is None:
@@ -158,7 +148,10 @@ def run_command(
     finally:
         ex.close()
     a = np.array(lat) * 1e3
-    console.print(f"{scheme} on {backend}: K={code.K}, N={code.N}, {jobs} jobs, latency {latency}"
+    injected = (f"{service_ms:g} ms per task, {slow_fraction:g} of them x{slow_factor:g}" if lat_model else
+                "no injected latency")
+    used = f"N={code.N}" + (f" of {workers}" if code.N != workers else "")
+    console.print(f"{scheme} on {backend}: K={code.K}, {used}, {jobs} jobs, {injected}"
                   + (f", wait_for={wait_for}, deadline={deadline}" if coded else ""))
     console.print(f"latency ms: p50 {np.percentile(a, 50):.2f}  p90 {np.percentile(a, 90):.2f}  "
                   f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
@@ -181,7 +174,7 @@ def _user_model(spec: str, input_shape: str | None, data: Path | None, parity: P
     if scheme == "parm":
         if parity is None:
             raise refuse("--parity", f"--scheme parm runs a parity model: train one with `gencc parity train --model "
-                                     f"{spec} --data FILE --k 2 --out parity.pt`, then pass --parity parity.pt")
+                                     f"{spec} --data FILE --K 2 --out parity.pt`, then pass --parity parity.pt")
         from ..workloads.parity_training import load_parity_file
 
         try:
@@ -197,25 +190,22 @@ def default_wait_for(K: int, N: int, min_results: int = 1) -> int:  # noqa: N803
     return min(N, max(min_results, 1, (K + N + 1) // 2))
 
 
-def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for: int | None,  # noqa: N803
-                     deadline: float | None, latency: str, hedge_delay: float | None, actors: int | None,
-                     address: str | None, own: bool = False) -> tuple[LatencyModel | None, Any, int | None]:
-    """Every check of `gencc run`'s options that needs no model: (latency model, code, wait_for), else the
-    usage error naming the option. The code of --scheme parm is built here without its parity model."""
+def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | None,  # noqa: N803
+                     deadline: float | None, hedge_delay: float | None, actors: int | None,
+                     address: str | None, own: bool = False) -> tuple[Any, int | None]:
+    """Every check of `gencc run`'s options that needs no model: (code, wait_for), else the usage error naming
+    the option. Every scheme gets the same N workers; one that cannot use them all says so. The code of
+    --scheme parm is built here without its parity model."""
     from ..codes.registry import make_code
-    from .baselines import Hedged, Replicated, Uncoded
+    from ..runtime.baselines import Hedged, Replicated, Uncoded
 
-    if backend not in ("local", "ray"):
-        raise refuse("--backend", f"backend must be local or ray, got {backend!r}")
-    if backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
-    if scheme not in SCHEMES:
-        raise refuse("--scheme", f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    if scheme not in RUN_SCHEMES:
+        raise refuse("--scheme", f"must be one of {', '.join(RUN_SCHEMES)}, got {scheme!r}")
     for option, value in (("--address", address), ("--actors", actors)):
-        if backend == "local" and value is not None:
+        if value is not None and backend != "ray":
             raise refuse(option, f"{option} needs --backend ray (the local backend runs its workers in this process)")
-    if N is not None and N > MAX_WORKERS:
-        raise refuse("--N", f"at most {MAX_WORKERS} workers (threads or Ray actors), got {N}")
+    if N > MAX_WORKERS:
+        raise refuse("--workers", f"must be an integer <= {MAX_WORKERS} (one thread or Ray actor each), got {N}")
     if K > DIGITS_TEST_INPUTS and not own:
         raise refuse("--K", f"a job takes K distinct held-out digits, of which there are {DIGITS_TEST_INPUTS}; "
                             f"got K={K}")
@@ -229,20 +219,22 @@ def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for:
                                       "has its own stop rule (the first answer per input)")
     if hedge_delay is not None and scheme != "hedged":
         raise refuse("--hedge-delay", f"--hedge-delay applies to --scheme hedged, not {scheme}")
-    if N is not None and scheme == "uncoded":
-        raise refuse("--N", "--N does not apply to --scheme uncoded (it runs K workers, one per input)")
-    model = parse_latency(latency)
+    if K > N:
+        raise refuse("--workers", f"need at least as many workers as inputs: N={N} < K={K}")
     try:
         if scheme == "parm":
-            code = make_code(scheme, K, N)
+            code = make_code(scheme, K, None)
+            if code.N != N:
+                not_used("--workers", scheme, f"ParM with K={K} and k=2 runs on its own N={code.N} workers")
         elif coded:
-            code = make_code(scheme, K, 16 if N is None else N)
+            code = make_code(scheme, K, N)
         else:
-            n = 16 if N is None else N
-            code = {"replication": lambda: Replicated(K, n), "hedged": lambda: Hedged(K, n, hedge_delay),
+            code = {"replication": lambda: Replicated(K, N), "hedged": lambda: Hedged(K, N, hedge_delay),
                     "uncoded": lambda: Uncoded(K)}[scheme]()
+            if scheme == "uncoded" and N > K:
+                not_used("--workers", scheme, f"a job sends its K={K} inputs to K of the N={N} workers, one each")
     except ValueError as e:
-        raise refuse("--N" if N is not None else "--K", str(e)) from None
+        raise refuse("--workers", str(e)) from None
     if actors is not None and actors > code.N:
         raise refuse("--actors", f"--actors {actors} exceeds the {code.N} workers of {scheme} (K={K}, N={code.N})")
     if coded:
@@ -250,31 +242,6 @@ def _checked_options(backend: str, scheme: str, K: int, N: int | None, wait_for:
         if wait_for is None:
             wait_for = default_wait_for(code.K, code.N, lo)
         elif not lo <= wait_for <= code.N:
-            raise refuse("--wait-for", f"must lie in [{lo}, N={code.N}] ({scheme} decodes from at least {lo} "
+            raise refuse("--wait-for", f"must be an integer in [{lo}, N={code.N}] ({scheme} decodes from at least {lo} "
                                        f"results and runs {code.N} workers), got {wait_for}")
-    return model, code, wait_for
-
-
-def _rerun_isolated(console: Any, params: dict[str, Any]) -> None:
-    """Run this same command again inside a loopback-only network namespace, then exit with its status."""
-    from ..testing.isolation import can_unshare, in_loopback_namespace, run_in_loopback
-
-    if in_loopback_namespace():
-        return
-    ok, how = can_unshare()
-    if not ok:
-        raise typer.BadParameter(f"a local Ray runs inside a loopback-only network namespace, which cannot be made "
-                                 f"here ({how}); pass --address of a cluster you run, or --no-isolate to start Ray "
-                                 "bound to 127.0.0.1 without the namespace", param_hint="--backend ray")
-    argv = ["run", "--no-isolate"]
-    for name, val in params.items():
-        if name in OPTIONS and val is not None:
-            flag = "--" + ("K" if name == "K" else "N" if name == "N" else name.replace("_", "-"))
-            argv += [flag, str(val)] if not isinstance(val, bool) else [flag if val else f"--no-{flag[2:]}"]
-    console.print(f"running inside a loopback-only network namespace, made with {how}")
-    raise typer.Exit(run_in_loopback([sys.executable, "-m", "gencc.cli", *argv]).returncode)
-
-
-#: the options `_rerun_isolated` passes on
-OPTIONS = ("backend", "scheme", "K", "N", "wait_for", "deadline", "latency", "jobs", "in_flight", "hedge_delay",
-           "actors", "seed", "progress", "model", "input_shape", "data", "parity")
+    return code, wait_for

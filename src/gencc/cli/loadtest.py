@@ -10,11 +10,26 @@ from urllib.parse import urlparse
 
 import typer
 
-from .._cli_options import check_out_dir, check_out_file, number, out_dir, out_file, refuse
-from .._cli_options import seed as check_seed
+from .options import check_out_dir, check_out_file, number, out_dir, out_file, refuse
+from .options import seed as check_seed
 
 #: most requests one loadtest may send
 MAX_REQUESTS = 200_000
+#: the share of requests that must be answered (200) for `gencc loadtest` to exit 0
+MIN_ANSWERED = 0.9
+
+
+def failure_reasons(rows: list[dict], most: int = 5) -> list[str]:
+    """The first `most` distinct reasons requests went unanswered, in order of first occurrence, with their
+    counts: "422: <error> (x14)"; status 0 is no HTTP answer."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if int(r["status"]) != 200:
+            status = "no answer" if int(r["status"]) == 0 else str(r["status"])
+            error = " ".join(str(r.get("error") or "").split())[:200]
+            key = f"{status}: {error}" if error else status
+            counts[key] = counts.get(key, 0) + 1
+    return [f"{k} (x{n})" for k, n in list(counts.items())[:most]]
 
 
 def loadtest_command(
@@ -25,7 +40,8 @@ def loadtest_command(
     workload: Annotated[str, typer.Option(help="workload whose test inputs are sent")] = "digits-cnn",
     data: Annotated[Path | None, typer.Option(help="send these inputs instead (your model's): .npy / .npz, "
                                                    "shape (n, *input shape)")] = None,
-    plots: Annotated[Path | None, typer.Option(help="folder for percentile and CDF PNGs", callback=out_dir)] = None,
+    plot: Annotated[Path | None, typer.Option(help="folder for the figures (PNG: percentiles and CDF)",
+                                              callback=out_dir)] = None,
     timeout: Annotated[float, typer.Option(help="seconds before a request counts as unanswered",
                                            callback=number(above=0))] = 30.0,
     seed: Annotated[int, typer.Option(help="seeds the arrival times", callback=check_seed)] = 0,
@@ -33,7 +49,8 @@ def loadtest_command(
                                                 help="the server's API key (sent as a Bearer token)")] = None,
 ) -> None:
     """Send open-loop Poisson load to URL/predict; write one CSV row per request and print percentiles, the
-    generator's lag against its schedule and its own cost, and the server's own histogram over the run."""
+    generator's lag against its schedule and its own cost, and the server's own histogram over the run. Exits
+    with status 1, the first distinct reasons on stderr, when fewer than 90% of the requests were answered."""
     import numpy as np
 
     from ..workloads import WORKLOADS
@@ -53,7 +70,8 @@ def loadtest_command(
     except ValueError:
         pass
     _check_reachable(url, min(timeout, 5.0))
-    from ..loadgen.load import accounting, histogram_quantiles, plot, run_http, summary, write_csv
+    from ..loadgen.load import accounting, histogram_quantiles, run_http, summary, write_csv
+    from ..loadgen.load import plot as draw
     from ..workloads import load
 
     inputs = (load(workload, progress=False).X_test if X is None else X).tolist()
@@ -83,10 +101,16 @@ def loadtest_command(
                f"{rep['client_cpu_ms_per_request']:.3f} ms CPU per request")
     if acc["lost"]:
         typer.echo(f"{acc['lost']} requests got no HTTP answer (connection refused or timed out)", err=True)
-    if plots is not None and lat.size:
-        check_out_dir("--plots", plots)
-        for p in plot(rows, plots):
+    if plot is not None and lat.size:
+        check_out_dir("--plot", plot)
+        for p in draw(rows, plot):
             typer.echo(f"wrote {p}")
+    if acc["answered_200"] < MIN_ANSWERED * acc["sent"]:
+        typer.echo(f"only {acc['answered_200']} of {acc['sent']} requests were answered (200), under "
+                   f"{MIN_ANSWERED:.0%}; first reasons:", err=True)
+        for reason in failure_reasons(rows):
+            typer.echo(f"  {reason}", err=True)
+        raise typer.Exit(1)
 
 
 def _scrape(url: str, api_key: str | None) -> str | None:

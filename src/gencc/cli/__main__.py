@@ -1,0 +1,5 @@
+"""`python -m gencc.cli`: the `gencc` command line."""
+
+from . import main
+
+main()

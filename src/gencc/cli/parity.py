@@ -1,0 +1,55 @@
+"""`gencc parity train`: ParM's parity model for your own model (`gencc.workloads.parity_training`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..workloads.parity_commands import load_cli_model
+from .options import integer, out_file, refuse
+from .options import seed as check_seed
+
+
+def parity_train_command(
+    model: Annotated[str, typer.Option(help="your model: an import path package.module:attr (a torch module, or a "
+                                            "zero-argument factory of one) or a .pt2 / TorchScript file")],
+    data: Annotated[Path, typer.Option(help="training inputs: a .npy or .npz file, shape (n, *input shape)")],
+    out: Annotated[Path, typer.Option(help="parity weights to write (.pt); the metadata goes beside it (.json), a "
+                                           "checkpoint (.ckpt) while training", callback=out_file)],
+    k: Annotated[int, typer.Option("--K", "--k", help="inputs per parity query (2 to 4)",
+                                   callback=integer(at_least=2, at_most=4))] = 2,
+    packed: Annotated[bool, typer.Option("--packed-parity", help="the parity model takes the K inputs stacked (its "
+                                                                 "first Conv / Linear layer gets K times the input "
+                                                                 "channels)")] = False,
+    input_shape: Annotated[str | None, typer.Option(help="the shape of one input, e.g. 1,8,8 (default: read from "
+                                                         "--data)")] = None,
+    epochs: Annotated[int, typer.Option(help="epochs of --per-epoch random k-tuples each (the built-in workloads' "
+                                             "setting)", callback=integer(at_least=1))] = 40,
+    per_epoch: Annotated[int, typer.Option(help="random k-tuples per epoch", callback=integer(at_least=1))] = 8192,
+    seed: Annotated[int, typer.Option(help="seeds the k-tuples and the held-out split", callback=check_seed)] = 0,
+    fresh: Annotated[bool, typer.Option(help="ignore a checkpoint from an interrupted run")] = False,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+) -> None:
+    """Train ParM's parity model for your model: its own architecture, from its weights, so that
+    F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k) on random k-tuples of the training inputs. Resumable: rerun the
+    same command after an interruption. Serve it with `gencc serve --model SPEC --parity OUT --scheme sgcc-parity`."""
+    if out.suffix in (".json", ".ckpt"):
+        raise refuse("--out", f"--out is the weights file (e.g. parity.pt); {out.suffix} is the metadata's or the "
+                              "checkpoint's suffix")
+    m, X = load_cli_model(model, input_shape, data)
+    from ..workloads.parity_training import MIN_INPUTS, meta_path, parity_module, train_parity_model
+
+    if len(X) < max(MIN_INPUTS, 2 * k):
+        raise refuse("--data", f"parity training needs at least {max(MIN_INPUTS, 2 * k)} inputs, got {len(X)}")
+    try:
+        parity_module(m, k, packed)  # refuses a model it cannot train (a plain callable, --packed unsupported)
+    except ValueError as e:
+        raise refuse("--packed-parity" if packed else "--model", str(e)) from None
+    meta = train_parity_model(m, X, k, out, packed=packed, epochs=epochs, per_epoch=per_epoch, seed=seed,
+                              progress=progress, resume=not fresh)
+    h = meta["held_out"]
+    typer.echo(f"parity model for {m.name} (k={k}{', packed' if packed else ''}) -> {out} and {meta_path(out).name}; "
+               f"{meta['train_seconds']:.1f} s; held out ({meta['n_held_out']} inputs): reconstruction rel_mse "
+               f"{h['rel_mse']:.3f}, top-1 agreement {h['agreement']:.3f}")
