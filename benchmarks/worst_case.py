@@ -3,7 +3,7 @@
 For each (K, N, S) row and each scheme: the worst case over every contiguous block of S workers by position
 (edges included) together with gencc's own search (`FixedCount(S, "worst")` through `simulate`), and the mean over
 random straggler sets. Scored on trained classifiers: a digits MLP this script defines and trains itself
-(scikit-learn, a model gencc does not ship) and the trained workloads named by --workloads, several input sets
+(scikit-learn, a model gencc does not ship) and the trained workloads named by --workload, several input sets
 each (K test inputs drawn per set). The worst-case rel_mse of a set is the largest found; agreement is the
 smallest over the same candidates; each is averaged over the sets and the workloads.
 
@@ -91,7 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schemes", default="gcc,gcc:gaps=bridge,bacc",
                     help="comma-separated schemes (default gcc,gcc:gaps=bridge,bacc)")
-    ap.add_argument("--workloads", default="script-mlp,digits-cnn",
+    ap.add_argument("--workload", default="script-mlp,digits-cnn",
                     help="script-mlp (defined here) and/or gencc workloads (default script-mlp,digits-cnn)")
     ap.add_argument("--rows", nargs="*", default=None, help="K,N,S rows (default: the five of issue 33)")
     ap.add_argument("--sets", type=int, default=3, help="input sets per workload (default 3)")
@@ -99,7 +99,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = [tuple(int(v) for v in r.split(",")) for r in args.rows] if args.rows else ROWS
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    loads = {name: workload(name) for name in args.workloads.split(",")}
+    loads = {name: workload(name) for name in args.workload.split(",")}
     print(f"workloads {', '.join(loads)}; {args.sets} input sets each; random: {args.trials} draws per set")
     print("| K, N, S | scheme | worst rel_mse | worst agreement | random rel_mse | random RelAcc | seconds |")
     print("|---|---|---|---|---|---|---|")

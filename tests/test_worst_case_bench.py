@@ -54,7 +54,7 @@ def test_worst_is_at_least_every_block_and_at_most_the_brute_force_worst(bench):
 
 def test_script_prints_the_table():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "worst_case.py"), "--rows", "6,12,2",
-                          "--workloads", "script-mlp", "--sets", "1", "--trials", "2"],
+                          "--workload", "script-mlp", "--sets", "1", "--trials", "2"],
                          capture_output=True, text=True, timeout=300, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| 6, 12, 2 |")]
     assert [r.split("|")[2].strip() for r in rows] == ["gcc", "gcc:gaps=bridge", "bacc"]
