@@ -12,7 +12,7 @@ W = 12 workers, K = 8, 40 ms service, persistent stragglers (10% of the time slo
 arrivals at 30% of uncoded capacity. Models: digits-cnn (gencc's) and "mlp", a model gencc does not ship: a
 two-layer tanh MLP on the flattened sklearn digits (64 inputs), trained here in seconds, with a parity model of
 its own (same architecture, trained here with MSE so that F_P(x_1 + x_2) ~ f(x_1) + f(x_2)). Per scheme the gate
-is calibrated on *training* inputs (`gencc.serving._policy.gate.calibrate`, its own seed), then every threshold is
+is calibrated on *training* inputs (`gencc.serving.calibrate_gate`, its own seed), then every threshold is
 served test inputs: the calibrated one, multiples of it, 0 (every decode sent, the deadline copies kept), inf
 (no decode sent) and no gate at all. Bar: agreement >= 0.95 among degraded answers sent, and a (p99.9 - p50)
 gap at most 0.3 of uncoded's. --seeds N: the calibration itself at N seeds, each threshold served. --real: the
@@ -29,19 +29,28 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import torch  # noqa: E402
-
-from gencc.engine import VirtualWorkers  # noqa: E402
-from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
-from gencc.serving import make_dispatcher, simulate_load  # noqa: E402
-from gencc.serving._policy.gate import CALIBRATION_RUNS, Gate, Memo, calibrate  # noqa: E402
-from gencc.serving.parity import calibrate_sgcc, coded_workers  # noqa: E402
+from gencc.engine import ThreadBackend, VirtualWorkers, Workers
+from gencc.faults import PersistentStragglers, ServiceTimes
+from gencc.model import apply_batch
+from gencc.serving import (
+    CALIBRATION_RUNS,
+    Gate,
+    Service,
+    ServiceConfig,
+    Slowdown,
+    calibrate_gate,
+    freeze_heap,
+    make_dispatcher,
+    service_gate,
+    simulate_load,
+)
+from gencc.serving.parity import calibrate_sgcc, coded_workers
 
 W, K, SERVICE_MS, SLOW_F, SLOW_X, LOAD = 12, 8, 40.0, 0.1, 10.0, 0.3
 SCHEMES = ("gcc", "sgcc", "bacc", "sgcc-parity")
@@ -62,6 +71,35 @@ class TorchModel:
     def __call__(self, X: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             return self.module(torch.as_tensor(np.asarray(X, dtype=np.float32))).double().numpy()
+
+
+class Memo:
+    """A batched f that looks up the outputs of inputs it was given up front (computed in one batch) and calls f
+    on the others: the simulated systematic tasks and copies of test inputs then cost nothing, only the coded
+    tasks run f (what the gate's calibration does with the training inputs)."""
+
+    batched = True
+
+    def __init__(self, f: Callable, X: np.ndarray):
+        self.f = f
+        X = np.asarray(X, dtype=np.float32)
+        F = apply_batch(f, X)
+        self.out_shape = F.shape[1:]
+        self.table = {x.tobytes(): y for x, y in zip(X, F, strict=True)}
+
+    def __call__(self, Z: np.ndarray) -> np.ndarray:
+        Z = np.asarray(Z, dtype=np.float32)
+        out = np.empty((len(Z), *self.out_shape))
+        miss = []
+        for i, z in enumerate(Z):
+            y = self.table.get(z.tobytes())
+            if y is None:
+                miss.append(i)
+            else:
+                out[i] = y
+        if miss:
+            out[miss] = apply_batch(self.f, Z[miss]).reshape(len(miss), *self.out_shape)
+        return out
 
 
 class UserModel:
@@ -145,11 +183,6 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int, timeline
     """The same conditions on the engine's worker threads (wall clock): the service's own gate (calibrated in
     the background on training inputs; waited for; or, given `threshold`, a gate at it), Poisson arrivals of test
     inputs for `duration` seconds; `run` varies the arrivals and slow periods (not the calibration)."""
-    from gencc.engine import ThreadBackend, Workers
-    from gencc.serving import Service, freeze_heap
-    from gencc.serving._policy.gate import service_gate
-    from gencc.serving.config import ServiceConfig, Slowdown
-
     cfg = ServiceConfig(scheme=scheme, workers=W, K=K, seed=seed)
     slow = Slowdown(service_ms=SERVICE_MS, slow_fraction=SLOW_F, slow_factor=SLOW_X)
     cal = calibrate_sgcc(m, K, coded_workers(K, W), m.parity) if scheme.startswith("sgcc-parity") else None
@@ -290,7 +323,7 @@ def _calibrate(m: UserModel, scheme: str, seed: int, duration: float):
     def make(gate):
         return lambda env: make_dispatcher(scheme, env, K=K, seed=seed, gate=gate, parity=m.parity, calibration=cal)
 
-    return calibrate(make, {"f": m.f, "parity": m.parity}, m.X_train, workers=W, service_ms=SERVICE_MS,
+    return calibrate_gate(make, {"f": m.f, "parity": m.parity}, m.X_train, workers=W, service_ms=SERVICE_MS,
                      slow_fraction=SLOW_F, slow_factor=SLOW_X, load=LOAD, duration=duration, seed=seed), cal
 
 

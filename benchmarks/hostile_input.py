@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -23,13 +22,11 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+import numpy as np
+from measure import machine
 
-import numpy as np  # noqa: E402
-from measure import machine  # noqa: E402
-
-from gencc.loadgen.client import HttpClient  # noqa: E402
+from gencc.loadgen import HttpClient
+from gencc.workloads import load
 
 MB = 2 ** 20
 V2 = "/v2/models/model/infer"
@@ -218,10 +215,9 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     cmd = [sys.executable, "-m", "gencc.cli", "serve", "--workload", "digits-cnn", "--scheme", "gcc",
            "--port", str(port), "--read-timeout", str(args.read_timeout)]
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     lines = []
     try:
         t_end = time.monotonic() + 120
@@ -229,8 +225,6 @@ def main() -> None:
             if server.poll() is not None or time.monotonic() > t_end:
                 raise SystemExit(f"gencc serve did not start: {server.stderr.read().decode()[-2000:]}")
             time.sleep(0.3)
-        from gencc.workloads import load
-
         X = load("digits-cnn", progress=False).X_test
         x = X[0].tolist()
         lines += ["| case | status | answer ms | /healthz after | RSS growth MB |", "|---|---|---|---|---|"]

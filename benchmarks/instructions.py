@@ -33,7 +33,6 @@ WARM = 300
 
 def child(scheme: str, jobs: int, kind: str) -> None:
     """Run `jobs` jobs of `scheme` after the warm-up (under callgrind, started by `count`)."""
-    sys.path.insert(0, str(HERE))
     import numpy as np
 
     import gencc
@@ -73,8 +72,7 @@ def count(scheme: str, jobs: int, kind: str) -> int:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable, __file__,
                "--child", scheme, str(jobs), kind]
         # one BLAS thread: OpenBLAS's idle threads spin, and what they burn would be counted with the job
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     m = re.search(r"Collected : (\d+)", out.stderr)
     if out.returncode != 0 or m is None:

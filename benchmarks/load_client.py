@@ -14,7 +14,6 @@ they are accurate to a bucket's width. The client's latency also covers HTTP par
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import subprocess
 import sys
@@ -22,13 +21,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+import numpy as np
+from measure import machine
 
-import numpy as np  # noqa: E402
-from measure import machine  # noqa: E402
-
-from gencc.loadgen.load import client_cost, histogram_quantiles, run_http, summary  # noqa: E402
+from gencc.loadgen import poisson_arrivals
+from gencc.loadgen.load import client_cost, histogram_quantiles, run_http, summary
+from gencc.workloads import load
 
 
 def httpx_load(url: str, rate: float, duration: float, inputs: list) -> np.ndarray:
@@ -37,8 +35,6 @@ def httpx_load(url: str, rate: float, duration: float, inputs: list) -> np.ndarr
     import asyncio
 
     import httpx
-
-    from gencc.loadgen import poisson_arrivals
 
     async def run() -> list[float]:
         times = poisson_arrivals(rate, duration, np.random.default_rng(0))
@@ -95,9 +91,8 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     server = subprocess.Popen([sys.executable, "-m", "gencc.cli", "serve", "--workload", "digits-cnn", "--scheme",
-                               args.scheme, "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                               args.scheme, "--port", str(port)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
     try:
         t_end = time.monotonic() + 120
@@ -105,8 +100,6 @@ def main() -> None:
             if server.poll() is not None or time.monotonic() > t_end:
                 raise SystemExit(f"gencc serve did not start: {server.stderr.read().decode()[-2000:]}")
             time.sleep(0.3)
-        from gencc.workloads import load
-
         X = load("digits-cnn", progress=False).X_test[:200].tolist()
         run_http(url, 20, 1.0, X)  # warm-up (first calls, connections); not counted
         before = get(url + "/metrics")[1]

@@ -21,14 +21,12 @@ import platform
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the suites' modules, when run from elsewhere
-
-import bench_codes  # noqa: E402
-import bench_runtime  # noqa: E402
-import bench_scale  # noqa: E402
-import bench_serving  # noqa: E402
-import numpy as np  # noqa: E402
-from measure import render  # noqa: E402
+import bench_codes
+import bench_runtime
+import bench_scale
+import bench_serving
+import numpy as np
+from measure import render
 
 SUITES = {"codes": bench_codes, "runtime": bench_runtime, "serving": bench_serving, "scale": bench_scale}
 

@@ -124,12 +124,11 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
     import uvicorn
 
     target, f = load_model(model)
-    svc = None
+    svc, submitted = None, [0]
     if kind == "minimal":
         app, kw = minimal_app(f, workers), {}
     else:
-        from gencc.serving import Service, create_app, freeze_heap
-        from gencc.serving._http.limits import Limits, uvicorn_options
+        from gencc.serving import Limits, Service, create_app, freeze_heap, uvicorn_options
 
         svc = Service.build(target, scheme.removesuffix("-ctl"), workers, K, gate=gate,
                             **(HEDGE_SLOW if slow else {}))
@@ -137,6 +136,14 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
             svc.attach_loop = lambda loop: False
         if svc.gate is not None:
             svc.gate.ready.wait()
+        if profile is not None:  # count the requests the door submits to the service (503s included)
+            submit = svc.submit
+
+            def counted(*a: Any, **kw: Any) -> Any:
+                submitted[0] += 1
+                return submit(*a, **kw)
+
+            svc.submit = counted
         freeze_heap()
         limits = Limits()
         app, kw = create_app(svc, limits=limits), uvicorn_options(limits)
@@ -166,7 +173,7 @@ def child(kind: str, model: str, scheme: str, workers: int, K: int, slow: bool, 
     prof.dump_stats(profile + ".prof")
     d = getattr(svc, "dispatcher", None)
     counts = {k: int(getattr(d, k, 0)) for k in ("tasks_sent", "decodes", "copies")}
-    counts["requests"] = next(svc._ids) if svc is not None else 0
+    counts["requests"] = submitted[0]
     counts["executed"] = int(sum(svc.pool.counts.values())) if svc is not None else 0
     Path(profile + ".counts.json").write_text(json.dumps(counts))
     Path(profile + ".samples.json").write_text(json.dumps([[n, f, c] for (n, f), c in samples.items()]))

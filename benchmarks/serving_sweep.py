@@ -26,24 +26,25 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from gencc.engine import VirtualWorkers  # noqa: E402
-from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
-from gencc.serving import (  # noqa: E402  # noqa: E402
+from gencc.engine import VirtualWorkers
+from gencc.faults import PersistentStragglers, ServiceTimes
+from gencc.loadgen import poisson_arrivals
+from gencc.serving import (
     DEFAULT_REDUNDANCY,
     SCHEMES,
-    Gate,  # noqa: E402
+    Gate,
     Redundancy,
+    Service,
+    freeze_heap,
     make_dispatcher,
     simulate_load,
 )
+from gencc.workloads import load as load_workload
 
 SIM_SCHEMES = ["uncoded", "hedged", "gcc-full", "gcc", "sgcc-full", "sgcc", "gcc-hedge"]
 REAL_SCHEMES = ["uncoded", "hedged", "gcc", "sgcc", "gcc-hedge"]
@@ -115,8 +116,6 @@ def sim_point(name: str, load: float, a: argparse.Namespace, redundancy: Redunda
 
 def real_point(name: str, load: float, a: argparse.Namespace, w) -> dict:
     """One point on real threads (digits-cnn in process), and the simulator's prediction of it."""
-    from gencc.loadgen.arrivals import poisson_arrivals
-    from gencc.serving import Service, freeze_heap
 
     if name not in SCHEMES:
         raise SystemExit(f"real: unknown scheme {name!r} (the -full variants are simulator-only)")
@@ -270,8 +269,6 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(sim_point(name, load, a))
                 print(rows[-1], flush=True)
     else:
-        from gencc.workloads import load as load_workload
-
         w = load_workload("digits-cnn", progress=False)
         for load in a.loads:
             for name in a.schemes or REAL_SCHEMES:

@@ -27,13 +27,15 @@ import gc
 import json
 import math
 import os
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gencc.faults import Faults, WrongResults
+from gencc.loadgen import poisson_arrivals
+from gencc.serving import Service, freeze_heap
 
 TARGET_P99_RATIO, TARGET_RSS_MB = 1.5, 30.0
 
@@ -234,7 +236,7 @@ async def _http(port: int, times: np.ndarray, bodies: list[bytes], minutes: Minu
 
 
 def run_http(svc: Any, times: np.ndarray, X: np.ndarray, minutes: Minutes, health_s: float = 1.0) -> None:
-    from gencc.serving import create_app, start_in_thread
+    from gencc.serving import create_app, start_in_thread  # FastAPI: imported only for --http
 
     server, th, port = start_in_thread(create_app(svc))
     bodies = [json.dumps({"input": x.tolist()}).encode() for x in X[:256]]
@@ -306,9 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes * 60 < args.minute_s:
         ap.error(f"--minutes must cover at least one interval of --minute-s {args.minute_s:g} s")
 
-    from gencc.faults import Faults, WrongResults
-    from gencc.serving import Service, freeze_heap
-
     try:
         svc = Service.build(args.workload, args.scheme, args.workers, args.K, service_ms=args.service_ms,
                             max_pending=100_000, check=args.check,
@@ -337,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
 def soak(svc: Any, rate: float, duration: float, minute_s: float, X: np.ndarray, http: bool = False,
          seed: int = 0, truth: np.ndarray | None = None, health_s: float = 1.0) -> list[dict[str, Any]]:
     """Poisson arrivals at `rate` for `duration` seconds on `svc` (inputs X in turn); closes it; per-interval rows."""
-    from gencc.loadgen import poisson_arrivals
-
     times = poisson_arrivals(rate, duration, np.random.default_rng(seed))
     n = max(1, round(duration / minute_s))
     minutes = Minutes(n, duration / n)
@@ -355,5 +352,4 @@ def soak(svc: Any, rate: float, duration: float, minute_s: float, X: np.ndarray,
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     raise SystemExit(main())

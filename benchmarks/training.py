@@ -21,14 +21,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import torch  # noqa: E402
-
-from gencc.faults import Bimodal, PersistentStragglers  # noqa: E402
-from gencc.training import TRAINING_SCHEMES, train  # noqa: E402
-from gencc.training.workloads import train_workload  # noqa: E402
+from gencc.faults import Bimodal, PersistentStragglers
+from gencc.training import TRAINING_SCHEMES, train
+from gencc.training.workloads import train_workload
 
 N = 8
 SETTINGS = {  # name -> (straggler model for seed s, placement)

@@ -7,8 +7,8 @@ random straggler sets. Scored on trained classifiers: a digits MLP this script d
 each (K test inputs drawn per set). The worst-case rel_mse of a set is the largest found; agreement is the
 smallest over the same candidates; each is averaged over the sets and the workloads.
 
-    PYTHONPATH=src python benchmarks/worst_case.py
-    PYTHONPATH=src python benchmarks/worst_case.py --schemes gcc:gaps=bridge,bacc --rows 50,100,20
+    python benchmarks/worst_case.py
+    python benchmarks/worst_case.py --schemes gcc:gaps=bridge,bacc --rows 50,100,20
 
 A scheme is a code name with options separated by semicolons (`gcc:gaps=bridge`).
 """

@@ -17,7 +17,7 @@ from gencc.serving._http.app import _body
 from gencc.serving._policy.gate import (
     Gate,
     Memo,
-    calibrate,
+    calibrate_gate,
     jackknife_std,
     margins,
     service_gate,
@@ -182,7 +182,7 @@ def test_calibrated_service_gate_on_a_user_model(model):
     raw, _ = agreement(serve(f, Xte, None, duration=40.0), f, Xte)
     got, n = agreement(serve(f, Xte, Gate(gate.threshold), duration=40.0), f, Xte)
     assert (n == 0) if gate.threshold == math.inf else (got >= 0.95)
-    low = calibrate(make, {"f": f}, Xtr, workers=W, service_ms=40, seed=101, target=0.9)
+    low = calibrate_gate(make, {"f": f}, Xtr, workers=W, service_ms=40, seed=101, target=0.9)
     assert 0 < low.threshold < math.inf
     got, n = agreement(serve(f, Xte, Gate(low.threshold), duration=40.0), f, Xte)
     assert n >= 50 and got >= 0.9 - 0.03 and got > raw + 0.1

@@ -6,12 +6,15 @@ The public face (like Ray Serve's `serve` module, over private sections):
   by `ServiceConfig`, slowed by `Slowdown`, faults injected with `gencc.faults`), `make_dispatcher` (a scheme's
   policy on any `Env`), `simulate_load` (the same policy in virtual time), `freeze_heap`;
 - put it behind HTTP: `create_app` (FastAPI, imported on demand), `start_in_thread`, `Limits` (the door's API
-  key, body size and read deadline);
+  key, body size and read deadline), `uvicorn_options` (the keywords applying those limits below the app, for
+  running uvicorn yourself);
 - extend it: `Dispatcher` (subclass it for a policy of your own), `Request`, `Env` (what a dispatcher may ask of
   its workers), `RollingQuantile`, and the built-in policies `UncodedDispatcher`, `ReplicatedDispatcher`,
   `HedgedDispatcher`, `CodedDispatcher` (GCC / BACC / SGCC / ParM, eager or as a coded hedge),
   `CheckedDispatcher` (answers after a wrong-result check, `ResultCheck`), `Gate` (decoded answers held back
-  unless likely right) and `Redundancy` (coded tasks only where the queues leave room); a code's abilities come
+  unless likely right; its threshold from `calibrate_gate`, `CALIBRATION_RUNS` simulated runs on training
+  inputs, or for a `Service` assembled by hand the gate `Service.build` would give it, `service_gate`) and
+  `Redundancy` (coded tasks only where the queues leave room); a code's abilities come
   from its declared `gencc.codes.Capabilities`.
 
 Sections: `serving._policy` (the dispatch policies, gate, slots, loop environment, simulator), `serving._http`
@@ -23,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._http.limits import Limits
+from ._http.limits import Limits, uvicorn_options
 from ._policy.checked import CheckedDispatcher, ResultCheck
 from ._policy.coded import CodedDispatcher
 from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
-from ._policy.gate import Gate
+from ._policy.gate import CALIBRATION_RUNS, Gate, calibrate_gate, service_gate
 from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
 from ._policy.requests import Env, Request, RollingQuantile
 from ._policy.sim import simulate_load
@@ -48,8 +51,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CHECKS", "DEFAULT_REDUNDANCY", "SCHEMES", "SCHEME_TABLE", "CheckedDispatcher", "CodedDispatcher", "Dispatcher",
-    "Env", "Gate", "HedgedDispatcher", "Limits", "Redundancy", "ReplicatedDispatcher", "Request", "ResultCheck",
-    "RollingQuantile", "Scheme", "Service", "ServiceConfig", "Slowdown", "UncodedDispatcher", "create_app",
-    "freeze_heap", "make_dispatcher", "simulate_load", "start_in_thread", "systematic_slots", "worker_functions",
+    "CALIBRATION_RUNS", "CHECKS", "DEFAULT_REDUNDANCY", "SCHEMES", "SCHEME_TABLE", "CheckedDispatcher",
+    "CodedDispatcher", "Dispatcher", "Env", "Gate", "HedgedDispatcher", "Limits", "Redundancy", "ReplicatedDispatcher",
+    "Request", "ResultCheck", "RollingQuantile", "Scheme", "Service", "ServiceConfig", "Slowdown",
+    "UncodedDispatcher", "calibrate_gate", "create_app", "freeze_heap", "make_dispatcher", "service_gate",
+    "simulate_load", "start_in_thread", "systematic_slots", "uvicorn_options", "worker_functions",
 ]

@@ -12,7 +12,7 @@ z = (top-1 margin of the decoded output) / (estimated standard deviation of its 
 z >= threshold: the decode is sent (`degraded`, `gate` "passed"). Otherwise it is held (`gate` "held"): the
 request waits for its own result, or for plain copies sent at that moment to idle workers not slow on their last
 task (none idle: as soon as one frees), or for a later decode of its group (more results) that passes. The
-threshold is chosen per model by `calibrate`: the dispatcher itself in virtual time, fed *training* inputs,
+threshold is chosen per model by `calibrate_gate`: the dispatcher itself in virtual time, fed *training* inputs,
 records every decode it would send with its score, and the smallest threshold whose sent decodes agree with f on
 top-1 at the target rate is kept (an upper confidence bound over bootstrap resamples), never below the score at
 which the decoder's own error estimate makes the top-1 likely right (`gencc.serving._policy.gate_threshold`;
@@ -255,10 +255,10 @@ class Memo:
         return out
 
 
-def calibrate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str, Callable], X: np.ndarray, *,
-              workers: int, service_ms: float = 0.0, slow_fraction: float = 0.1, slow_factor: float = 10.0,
-              load: float | None = None, duration: float = 60.0, seed: int = 0, runs: int = CALIBRATION_RUNS,
-              target: float = DEFAULT_TARGET, stop: threading.Event | None = None) -> GateCalibration:
+def calibrate_gate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str, Callable], X: np.ndarray, *,
+                   workers: int, service_ms: float = 0.0, slow_fraction: float = 0.1, slow_factor: float = 10.0,
+                   load: float | None = None, duration: float = 60.0, seed: int = 0, runs: int = CALIBRATION_RUNS,
+                   target: float = DEFAULT_TARGET, stop: threading.Event | None = None) -> GateCalibration:
     """The gate's threshold for a model: the dispatcher `make(gate)` in virtual time on `workers` workers
     running `functions` ("f": the model; "parity" if the scheme runs one), fed the *training* inputs X, its gate
     recording every decode (and holding it, so each request also gets its copy), `runs` times (seeds seed,
@@ -302,7 +302,7 @@ def service_gate(config: Any, slowdown: Any, make: Callable[[Gate | None], Calla
                  functions: dict[str, Callable], X_train: np.ndarray, key: Any = None) -> Gate | None:
     """The gate of a service (`ServiceConfig` config, `Slowdown` slowdown): None for a scheme that decodes
     nothing, under a wrong-result check (the service asks with its unchecked configuration: the same code's
-    decodes) or with gate "off"; else a Gate at `config.gate_threshold`, or at the threshold `calibrate` finds
+    decodes) or with gate "off"; else a Gate at `config.gate_threshold`, or at the threshold `calibrate_gate` finds
     on the training inputs (the service's injected slowdown when it has one, else the REFERENCE conditions),
     kept per (key, configuration) for the life of the process. A calibration runs in a background thread; until
     it ends (`gate.ready`) the gate holds every decode (the service answers only with the model's own outputs);
@@ -333,7 +333,7 @@ def service_gate(config: Any, slowdown: Any, make: Callable[[Gate | None], Calla
 
     def work() -> None:
         try:
-            c = calibrate(make, functions, X_train[:CALIBRATION_INPUTS], workers=config.workers,
+            c = calibrate_gate(make, functions, X_train[:CALIBRATION_INPUTS], workers=config.workers,
                           service_ms=cond[0], slow_fraction=cond[1], slow_factor=cond[2], seed=config.seed + 100,
                           stop=gate.stopped)
         except CalibrationStopped:

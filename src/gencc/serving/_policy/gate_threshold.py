@@ -1,6 +1,6 @@
 """The gate's threshold from a calibration's records: the agreement / share-sent frontier and the choice on it.
 
-A calibration (`gencc.serving._policy.gate.calibrate`) records, per degraded request, every decode the gate judged:
+A calibration (`gencc.serving.calibrate_gate`) records, per degraded request, every decode the gate judged:
 (request id, score z, decoded top-1). A gate at threshold t sends a request's first decode scoring >= t; its
 sent decodes agree with f at some rate, and the least t whose rate clears `target` with confidence (the lower
 end of a one-sided Wilson interval) is the threshold. That least t is a minimum over a noisy curve: between
