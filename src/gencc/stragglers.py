@@ -16,13 +16,9 @@ from math import comb
 import numpy as np
 
 from ._validate import check_int, check_positive, check_probability
-from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
+from .faults import LatencyModel
 
-__all__ = [
-    "PATTERNS", "Bernoulli", "Collected", "FixedCount", "WorstCase", "first_returned", "worst_case_returned",
-    # latency models, defined in gencc.faults
-    "Bimodal", "LatencyModel", "Pareto", "ShiftedExponential",
-]
+__all__ = ["PATTERNS", "Bernoulli", "Collected", "FixedCount", "WorstCase", "first_returned", "worst_case_returned"]
 
 PATTERNS = ("random", "worst", "block")
 

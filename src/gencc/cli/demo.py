@@ -6,7 +6,7 @@ import numpy as np
 import typer
 
 from .. import BACC, GCC, FixedCount, Replication, simulate, summarize
-from ..stragglers import Bimodal
+from ..faults import Bimodal
 from .options import integer
 from .options import seed as check_seed
 
