@@ -29,7 +29,6 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +36,10 @@ import torch
 
 from gencc.engine import ThreadBackend, VirtualWorkers, Workers
 from gencc.faults import PersistentStragglers, ServiceTimes
-from gencc.model import apply_batch
 from gencc.serving import (
     CALIBRATION_RUNS,
     Gate,
+    Memo,
     Service,
     ServiceConfig,
     Slowdown,
@@ -72,34 +71,6 @@ class TorchModel:
         with torch.no_grad():
             return self.module(torch.as_tensor(np.asarray(X, dtype=np.float32))).double().numpy()
 
-
-class Memo:
-    """A batched f that looks up the outputs of inputs it was given up front (computed in one batch) and calls f
-    on the others: the simulated systematic tasks and copies of test inputs then cost nothing, only the coded
-    tasks run f (what the gate's calibration does with the training inputs)."""
-
-    batched = True
-
-    def __init__(self, f: Callable, X: np.ndarray):
-        self.f = f
-        X = np.asarray(X, dtype=np.float32)
-        F = apply_batch(f, X)
-        self.out_shape = F.shape[1:]
-        self.table = {x.tobytes(): y for x, y in zip(X, F, strict=True)}
-
-    def __call__(self, Z: np.ndarray) -> np.ndarray:
-        Z = np.asarray(Z, dtype=np.float32)
-        out = np.empty((len(Z), *self.out_shape))
-        miss = []
-        for i, z in enumerate(Z):
-            y = self.table.get(z.tobytes())
-            if y is None:
-                miss.append(i)
-            else:
-                out[i] = y
-        if miss:
-            out[miss] = apply_batch(self.f, Z[miss]).reshape(len(miss), *self.out_shape)
-        return out
 
 
 class UserModel:

@@ -14,8 +14,8 @@ The public face (like Ray Serve's `serve` module, over private sections):
   `CheckedDispatcher` (answers after a wrong-result check, `ResultCheck`), `Gate` (decoded answers held back
   unless likely right; its threshold from `calibrate_gate`, `CALIBRATION_RUNS` simulated runs on training
   inputs, or for a `Service` assembled by hand the gate `Service.build` would give it, `service_gate`) and
-  `Redundancy` (coded tasks only where the queues leave room); a code's abilities come
-  from its declared `gencc.codes.Capabilities`.
+  `Redundancy` (coded tasks only where the queues leave room); `Memo` (a model memoised on inputs known up front:
+  what the calibration runs in virtual time); a code's abilities come from its declared `gencc.codes.Capabilities`.
 
 Sections: `serving._policy` (the dispatch policies, gate, slots, loop environment, simulator), `serving._http`
 (the app, its limits, the request schemas), `serving.service` (assembly), `serving.config` (the scheme table).
@@ -30,7 +30,7 @@ from ._http.limits import Limits, uvicorn_options
 from ._policy.checked import CheckedDispatcher, ResultCheck
 from ._policy.coded import CodedDispatcher
 from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
-from ._policy.gate import CALIBRATION_RUNS, Gate, calibrate_gate, service_gate
+from ._policy.gate import CALIBRATION_RUNS, Gate, Memo, calibrate_gate, service_gate
 from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
 from ._policy.requests import Env, Request, RollingQuantile
 from ._policy.sim import simulate_load
@@ -54,6 +54,6 @@ __all__ = [
     "CALIBRATION_RUNS", "CHECKS", "DEFAULT_REDUNDANCY", "SCHEMES", "SCHEME_TABLE", "CheckedDispatcher",
     "CodedDispatcher", "Dispatcher", "Env", "Gate", "HedgedDispatcher", "Limits", "Redundancy", "ReplicatedDispatcher",
     "Request", "ResultCheck", "RollingQuantile", "Scheme", "Service", "ServiceConfig", "Slowdown",
-    "UncodedDispatcher", "calibrate_gate", "create_app", "freeze_heap", "make_dispatcher", "service_gate",
+    "Memo", "UncodedDispatcher", "calibrate_gate", "create_app", "freeze_heap", "make_dispatcher", "service_gate",
     "simulate_load", "start_in_thread", "systematic_slots", "uvicorn_options", "worker_functions",
 ]
