@@ -146,12 +146,8 @@ class WorkerThreads:
             if current[w] is not None or dead[w]:
                 continue
             q = queues[w]
-            while q:
-                task = q.popleft()
-                if not task.cancelled:
-                    break
-                self.dropped += 1
-            else:
+            task = self._next_live(q)
+            if task is None:
                 queued.discard(w)
                 continue
             if not q:
@@ -159,6 +155,15 @@ class WorkerThreads:
             self._start_task(s, w, task, now)
             picked.append(task)
         return picked
+
+    def _next_live(self, q: Any) -> Task | None:
+        """The first task of queue q not cancelled (the cancelled ones before it dropped and counted), or None."""
+        while q:
+            task = q.popleft()
+            if not task.cancelled:
+                return task
+            self.dropped += 1
+        return None
 
     def _start_task(self, s: int, w: int, task: Task, now: float) -> None:
         """Worker w starts `task` at `now` on thread slot s."""
@@ -183,13 +188,8 @@ class WorkerThreads:
             w = ready.popleft()
             if current[w] is not None or dead[w]:  # listed again when it is free (or re-created)
                 continue
-            q = queues[w]
-            while q:
-                task = q.popleft()
-                if not task.cancelled:
-                    break
-                self.dropped += 1
-            else:
+            task = self._next_live(queues[w])
+            if task is None:
                 continue
             self._start_task(s, w, task, now)
             if ready and self._idle:  # more may be ready: one more thread looks (a chain, not a stampede)
