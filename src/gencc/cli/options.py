@@ -17,7 +17,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -149,3 +149,11 @@ def check_backend(value: str, aliases: dict[str, str] | None = None) -> str:
 def not_used(option: str, scheme: str, why: str) -> None:
     """Say, in one warning line on stderr, that `scheme` does not use `option` (the command runs on)."""
     log.warning("%s is not used by --scheme %s (%s); running without it", option, scheme, why)
+
+
+#: persistent stragglers, one grammar for every command that injects them (serve, train): each worker is slow a
+#: fraction of the time (exponential on/off periods), slowed by a factor while slow
+SlowFraction = Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow, in [0, 1)",
+                                             callback=number(at_least=0))]
+SlowFactor = Annotated[float | None, typer.Option(help="persistent stragglers: slowdown while slow (>= 1; default 10)",
+                                                  callback=number(at_least=1))]

@@ -14,7 +14,7 @@ from ..serving.cli_model import check_model_options, load_model
 from ..serving.config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
 from ..serving.parity import MAX_PARITY_K, PARITY_SCHEMES, coded_workers, parity_k
 from .isolate import rerun_isolated
-from .options import check_backend, check_ray_address, integer, not_used, number, refuse
+from .options import SlowFactor, SlowFraction, check_backend, check_ray_address, integer, not_used, number, refuse
 
 if TYPE_CHECKING:
     from ..serving._http.limits import Limits
@@ -52,10 +52,8 @@ def serve_command(
     address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
     service_ms: Annotated[float, typer.Option(help="injected service time per task, ms",
                                               callback=number(at_least=0))] = 0.0,
-    slow_fraction: Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow, in [0, 1)",
-                                                 callback=number(at_least=0))] = 0.0,
-    slow_factor: Annotated[float | None, typer.Option(help="persistent stragglers: slowdown while slow (>= 1; "
-                                                           "default 10)", callback=number(at_least=1))] = None,
+    slow_fraction: SlowFraction = 0.0,
+    slow_factor: SlowFactor = None,
     max_wait_ms: Annotated[float | None, typer.Option(help="coded: flush a group after this many ms (default 50)",
                                                       callback=number(above=0))] = None,
     check_results: Annotated[str, typer.Option(

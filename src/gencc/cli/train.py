@@ -16,6 +16,8 @@ from ..training.schemes import PLACEMENTS, TRAINING_SCHEMES
 from .isolate import rerun_isolated
 from .options import (
     BACKEND_ALIASES,
+    SlowFactor,
+    SlowFraction,
     check_backend,
     check_ray_address,
     integer,
@@ -98,10 +100,8 @@ def train_command(
                                             callback=number(at_least=0))] = 0.0,
     delay_s: Annotated[float, typer.Option(help="an int --stragglers S: seconds each is held back",
                                            callback=number(at_least=0))] = 0.05,
-    slow_fraction: Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow, in [0, 1)",
-                                                 callback=number(at_least=0))] = 0.0,
-    slow_factor: Annotated[float | None, typer.Option(help="persistent stragglers: slowdown while slow (>= 1; "
-                                                           "default 10)", callback=number(at_least=1))] = None,
+    slow_fraction: SlowFraction = 0.0,
+    slow_factor: SlowFactor = None,
     eval_every: Annotated[int, typer.Option(help="evaluate the test accuracy every this many steps",
                                             callback=integer(at_least=1))] = 10,
     track_grad_error: Annotated[bool, typer.Option(help="record grad_rel_err against the full gradient")] = False,
