@@ -39,6 +39,7 @@ def _in_tmp_path(tmp_path, monkeypatch):
     (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "--packed-parity applies to parm and sgcc-parity"),
     (["serve", "--max-batch", "0"], "'--max-batch'"),
     (["serve", "--max-body", "100"], "'--max-body'"),
+    (["serve", "--redundancy", "sometimes"], "'--redundancy'"),
     (["loadtest", "--url", "ftp://x", "--rate", "1", "--duration", "1", "--out", "x.csv"], "--url"),
     (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "-1", "--duration", "1", "--out", "x.csv"], "'--rate'"),
     (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1e6", "--duration", "10", "--out", "x.csv"], "under"),

@@ -11,7 +11,15 @@ import pytest
 
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes
-from gencc.serving import DEFAULT_REDUNDANCY, Gate, Redundancy, make_dispatcher, simulate_load
+from gencc.serving import (
+    DEFAULT_REDUNDANCY,
+    Gate,
+    Redundancy,
+    Service,
+    ServiceConfig,
+    make_dispatcher,
+    simulate_load,
+)
 
 W, K, S, F, X = 12, 8, 0.05, 0.1, 10.0
 CAPACITY = W / (S * (1 - F + F * X))  # uncoded's, W / E[task time]: about 126 requests per second
@@ -114,3 +122,20 @@ def test_redundancy_checks_its_knob():
         Redundancy(-1)
     with pytest.raises(ValueError, match="late"):
         Redundancy(late="yes")
+
+
+@pytest.mark.parametrize("redundancy, want", [("adaptive", DEFAULT_REDUNDANCY), ("full", None)])
+def test_a_service_chooses_adaptive_or_full_redundancy_by_name(redundancy, want):
+    """`Service.build(..., redundancy=...)` (`gencc serve --redundancy`): adaptive is the default policy, full sends
+    every coded task; an unknown name is refused before any worker starts."""
+    net = TinyNet()
+    X = np.random.default_rng(1).normal(size=(64, 8)).astype(np.float32)
+    svc = Service.build(net, "gcc", workers=12, K=8, data=X, gate="off", redundancy=redundancy)
+    try:
+        assert svc.config.redundancy == redundancy and svc.dispatcher.redundancy is want
+        r = svc.submit(X[0]).result(timeout=30)
+        assert r.status == 200 and np.allclose(r.output, net(X[:1])[0], atol=1e-4)
+    finally:
+        svc.close()
+    with pytest.raises(ValueError, match="unknown redundancy 'sometimes'; choose one of adaptive, full"):
+        ServiceConfig(redundancy="sometimes")

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..serving.cli_model import check_model_options, load_model
-from ..serving.config import BASELINES, CHECKED_SCHEMES, CHECKS, GATES, SCHEME_HELP, SCHEMES, default_scheme
+from ..serving.config import (
+    BASELINES,
+    CHECKED_SCHEMES,
+    CHECKS,
+    GATES,
+    REDUNDANCIES,
+    SCHEME_HELP,
+    SCHEMES,
+    default_scheme,
+)
 from ..serving.parity import MAX_PARITY_K, PARITY_SCHEMES, coded_workers, parity_k
 from .isolate import rerun_isolated
 from .options import SlowFactor, SlowFraction, check_backend, check_ray_address, integer, not_used, number, refuse
@@ -67,6 +76,10 @@ def serve_command(
         help="coded schemes: on (a decoded answer is sent only when its uncertainty says it is likely right, the "
              "threshold calibrated on the model's training inputs; else the request waits for its own result or "
              "a copy) or off")] = "on",
+    redundancy: Annotated[str, typer.Option(
+        help="eager coded schemes: adaptive (a coded task only to an idle worker, a late member still covered: "
+             "full coding at low load, plain dispatch near saturation) or full (every coded task, whatever the "
+             "load)")] = "adaptive",
     max_pending: Annotated[int, typer.Option(help="requests in flight before answering 503",
                                              callback=integer(at_least=1))] = 1000,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
@@ -104,6 +117,8 @@ def serve_command(
                          packed_parity)
     if gate not in GATES:
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
+    if redundancy not in REDUNDANCIES:
+        raise refuse("--redundancy", f"must be one of {', '.join(REDUNDANCIES)}, got {redundancy!r}")
     from ..serving._http.v2 import check_model_name
 
     try:
@@ -134,7 +149,7 @@ def serve_command(
                             service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
                             parm_k=parm_k, max_pending=max_pending, check=check_results,
-                            packed_parity=packed_parity, gate=gate)
+                            packed_parity=packed_parity, gate=gate, redundancy=redundancy)
     except ValueError:
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:

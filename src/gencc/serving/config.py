@@ -20,6 +20,9 @@ from ..faults import PersistentStragglers, ServiceTimes
 CHECKS = ("off", "on", "strict")
 #: the gate on decoded answers (gencc.serving._policy.gate): on (calibrated per model on training inputs) or off
 GATES = ("on", "off")
+#: coded tasks of the eager coded schemes: adaptive (`gencc.serving.DEFAULT_REDUNDANCY`: only where the queues
+#: leave room, late members still covered) or full (every coded task, whatever the load)
+REDUNDANCIES = ("adaptive", "full")
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,8 @@ class ServiceConfig:
     (more requests in flight get a 503); check: wrong-result check (see `make_dispatcher`); packed_parity: the
     parity model takes each group's members stacked (parm, sgcc-parity schemes); gate: "on" sends a decoded
     answer only when its uncertainty says it is likely right (`gencc.serving._policy.gate`; coded schemes without a
-    check), at `gate_threshold` or, when None, at the threshold calibrated on the model's training inputs."""
+    check), at `gate_threshold` or, when None, at the threshold calibrated on the model's training inputs;
+    redundancy: the eager coded schemes' coded tasks, "adaptive" (only where the queues leave room) or "full"."""
 
     scheme: str = DEFAULTS[False]
     workers: int = 12
@@ -129,6 +133,7 @@ class ServiceConfig:
     packed_parity: bool = False
     gate: str = "on"
     gate_threshold: float | None = None
+    redundancy: str = "adaptive"
 
     def __post_init__(self):
         scheme(self.scheme)
@@ -146,6 +151,8 @@ class ServiceConfig:
             raise ValueError(f"unknown check {self.check!r}; choose one of {', '.join(CHECKS)}")
         if self.gate not in GATES:
             raise ValueError(f"unknown gate {self.gate!r}; choose on or off")
+        if self.redundancy not in REDUNDANCIES:
+            raise ValueError(f"unknown redundancy {self.redundancy!r}; choose one of {', '.join(REDUNDANCIES)}")
         if self.gate_threshold is not None:
             object.__setattr__(self, "gate_threshold", check_real("gate_threshold", self.gate_threshold, 0.0,
                                                                                finite=False))

@@ -195,7 +195,8 @@ class Service:
             return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,
                                                calibration=calibration, max_wait=c.max_wait_ms / 1000,
                                                request_timeout=c.request_timeout, seed=c.seed, check=check,
-                                               check_data=(f, X), gate=gate)
+                                               check_data=(f, X), gate=gate,
+                                               redundancy=DEFAULT_REDUNDANCY if c.redundancy == "adaptive" else None)
 
         ident = workload if isinstance(workload, str) else model.identity  # weights sha256
         # under a wrong-result check the gate's threshold is the unchecked scheme's: the same code's decodes
