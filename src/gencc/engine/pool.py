@@ -14,14 +14,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .backends import ThreadBackend
+from .backends import BACKENDS, ThreadBackend
 from .workers import Workers
 
 #: the most threads of a shared pool, whatever the cores
 MAX_SHARED_THREADS = 32
 #: a shared pool's threads per core (a per-input f that waits, an I/O call or a GIL-releasing kernel, overlaps)
 SHARED_PER_CORE = 4
-BACKENDS = ("local", "threads", "ray")
 
 
 def shared_threads(cores: int | None = None) -> int:
@@ -40,7 +39,7 @@ def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | Non
         from ._ray import RayBackend
 
         return RayBackend(n_workers, dict(functions or {}), address, **ray_options)
-    raise ValueError(f"unknown backend {kind!r}; choose local or ray")
+    raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
 
 
 def make_pool(n_workers: int, backend: Any, *args: Any, threads: int | str | None = None, **options: Any) -> Workers:
