@@ -207,6 +207,14 @@ def test_no_production_module_imports_gencc_testing() -> None:
     assert not bad, f"production modules importing gencc.testing (test tooling): {bad}"
 
 
+def test_only_the_top_level_imports_the_command_line() -> None:
+    """The CLI sits on top: a library module never imports gencc.cli (a command's helpers live in the cli)."""
+    graph = _graph()
+    bad = {m: sorted(t for t in graph[m] if layer(t) == "cli") for m in MODULES
+           if layer(m) not in ("cli", "package") and any(layer(t) == "cli" for t in graph[m])}
+    assert not bad, f"library modules importing gencc.cli: {bad}"
+
+
 def test_no_public_class_name_is_defined_twice() -> None:
     where: dict[str, list[str]] = defaultdict(list)
     for m, p in MODULES.items():

@@ -61,7 +61,7 @@ def loadtest_command(
                                f"{rate:g} x {duration:g}")
     if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
-    from ..workloads.parity_commands import load_cli_inputs
+    from .model import load_cli_inputs
 
     X = None if data is None else load_cli_inputs(data)
     try:

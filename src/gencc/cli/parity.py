@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..workloads.parity_commands import load_cli_model
+from .model import load_cli_model
 from .options import integer, out_file, refuse
 from .options import seed as check_seed
 

@@ -162,7 +162,7 @@ def run_command(
 def _user_model(spec: str, input_shape: str | None, data: Path | None, parity: Path | None, scheme: str, K: int,
                 jobs: int, seed: int) -> tuple[Any, list, Any]:  # noqa: N803
     """(the model, `jobs` batches of K inputs with no labels, the parity model or None) of --model."""
-    from ..workloads.parity_commands import load_cli_model
+    from .model import load_cli_model
 
     m, X = load_cli_model(spec, input_shape, data)
     rng = np.random.default_rng(seed)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..serving.cli_model import check_model_options, load_model
 from ..serving.config import (
     BASELINES,
     CHECKED_SCHEMES,
@@ -23,6 +22,7 @@ from ..serving.config import (
 )
 from ..serving.parity import MAX_PARITY_K, PARITY_SCHEMES, coded_workers, parity_k
 from .isolate import rerun_isolated
+from .model import check_model_options, load_served_model
 from .options import SlowFactor, SlowFraction, check_backend, check_ray_address, integer, not_used, number, refuse
 
 if TYPE_CHECKING:
@@ -141,8 +141,8 @@ def serve_command(
 
     target, X, parity_model = workload, None, None
     if model is not None:
-        target, X, parity_model = load_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
-                                              check_results, packed_parity)
+        target, X, parity_model = load_served_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
+                                                     check_results, packed_parity)
     log.info("starting: loading %s for %s on %d %s workers", workload or model, scheme, workers, backend)
     try:
         svc = Service.build(target, scheme, workers, K, data=X, parity=parity_model, backend=backend, address=address,
