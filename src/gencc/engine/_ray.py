@@ -1,4 +1,5 @@
-"""The one Ray module: starting or joining Ray, and the engine's Ray backend (one actor per worker).
+"""The one Ray module: starting or joining Ray, the engine's Ray backend (one actor per worker), a local
+multi-node cluster.
 
 Ray is imported only here, inside functions, so `import gencc` never imports it. Without `address`, Ray starts
 privately on 127.0.0.1 (no dashboard, usage stats off unless set, its temp dir inside a private 0700 folder
@@ -8,9 +9,17 @@ removed at close or exit); run it inside the loopback-only network namespace of 
 
 Each actor holds the backend's models, built there from picklable factories (a torch model is built on the
 actor, not shipped per call), and a task's own function is put in the object store once and built once per
-actor on first use. A task runs `gencc.faults.run_injected` on the actor, so its injected delay passes there:
-cancellation is cooperative (`cancel` on the threaded actor sets a flag the task waits on), and an actor lost
-meanwhile makes the task lost (ConnectionError on the master: a straggler for that task).
+actor on first use. A task runs `gencc.faults.run_injected` on the actor, so its injected delay passes there.
+A call is sent without blocking (`RayBackend.submit`) and read once its ref is ready (`result`): the engine's
+`gencc.engine.ray_workers.RayWorkers` waits on every call out from one thread with `ray.wait`. A call no longer
+needed is cancelled with `ray.cancel` (one the actor has not started is dropped) and cooperatively (`cancel`
+on the threaded actor sets a flag the task waits on); an actor lost meanwhile makes the task lost
+(ConnectionError on the master: a straggler for that task). Each actor also holds a `watch` call that never
+answers (in its own concurrency group), so the master finds a dead actor even when no call of a job is out to
+it (`check_actors`).
+
+`LocalCluster` starts a head and worker nodes on this machine (`ray.cluster_utils.Cluster`, loopback only) for
+tests and benchmarks, and kills a worker node as a lost machine.
 
 A dead actor (killed, an injected crash, its process gone, e.g. `os._exit` inside f) is replaced: the master
 that saw the loss kills its handle for good and creates a fresh actor in its slot from the same factories
@@ -45,6 +54,8 @@ log = logging.getLogger("gencc.engine")
 _ACTOR_CLS: Any = None
 #: the longest temp folder Ray's private folder goes in (its socket paths add about 75 bytes, of 107 allowed)
 MAX_TEMP_BASE = 30
+#: the actors' concurrency group of their `watch` call (its own thread: the tasks keep `max_concurrency`)
+WATCH_GROUP = "gencc_watch"
 #: consecutive replacements of one slot that die before answering anything, after which it stays dead
 REPLACE_STREAK = 3
 
@@ -174,7 +185,7 @@ class Call:
 def _actor_class(ray: Any) -> Any:
     global _ACTOR_CLS
     if _ACTOR_CLS is None:
-        _ACTOR_CLS = ray.remote(_Actor)
+        _ACTOR_CLS = ray.remote(concurrency_groups={WATCH_GROUP: 1})(_Actor)
     return _ACTOR_CLS
 
 
@@ -225,7 +236,7 @@ class RayBackend:
 
     def _new_actor(self, slot: int) -> Any:
         actor = self._cls.options(**self._opts).remote(self._factories)
-        self._watches[actor.watch.remote()] = (slot, actor)
+        self._watches[actor.watch.options(concurrency_group=WATCH_GROUP).remote()] = (slot, actor)
         return actor
 
     def check_actors(self) -> int:
