@@ -1,4 +1,5 @@
-"""The one Ray module: starting or joining Ray, and the engine's Ray backend (one actor per worker).
+"""The one Ray module: starting or joining Ray, the engine's Ray backend (one actor per worker), a local
+multi-node cluster.
 
 Ray is imported only here, inside functions, so `import gencc` never imports it. Without `address`, Ray starts
 privately on 127.0.0.1 (no dashboard, usage stats off unless set, its temp dir inside a private 0700 folder
@@ -8,9 +9,17 @@ removed at close or exit); run it inside the loopback-only network namespace of 
 
 Each actor holds the backend's models, built there from picklable factories (a torch model is built on the
 actor, not shipped per call), and a task's own function is put in the object store once and built once per
-actor on first use. A task runs `gencc.faults.run_injected` on the actor, so its injected delay passes there:
-cancellation is cooperative (`cancel` on the threaded actor sets a flag the task waits on), and an actor lost
-meanwhile makes the task lost (ConnectionError on the master: a straggler for that task).
+actor on first use. A task runs `gencc.faults.run_injected` on the actor, so its injected delay passes there.
+A call is sent without blocking (`RayBackend.submit`) and read once its ref is ready (`result`): the engine's
+`gencc.engine.ray_workers.RayWorkers` waits on every call out from one thread with `ray.wait`. A call no longer
+needed is cancelled with `ray.cancel` (one the actor has not started is dropped) and cooperatively (`cancel`
+on the threaded actor sets a flag the task waits on); an actor lost meanwhile makes the task lost
+(ConnectionError on the master: a straggler for that task). Each actor also holds a `watch` call that never
+answers (in its own concurrency group), so the master finds a dead actor even when no call of a job is out to
+it (`check_actors`).
+
+`LocalCluster` starts a head and worker nodes on this machine (`ray.cluster_utils.Cluster`, loopback only) for
+tests and benchmarks, and kills a worker node as a lost machine.
 
 A dead actor (killed, an injected crash, its process gone, e.g. `os._exit` inside f) is replaced: the master
 that saw the loss kills its handle for good and creates a fresh actor in its slot from the same factories
@@ -24,12 +33,14 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import logging
 import os
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,9 +50,12 @@ from ..faults import Cancelled, InjectedFault, run_injected
 from .backends import FunctionTable
 from .task import Task, WorkerError, describe_error
 
+log = logging.getLogger("gencc.engine")
 _ACTOR_CLS: Any = None
 #: the longest temp folder Ray's private folder goes in (its socket paths add about 75 bytes, of 107 allowed)
 MAX_TEMP_BASE = 30
+#: the actors' concurrency group of their `watch` call (its own thread: the tasks keep `max_concurrency`)
+WATCH_GROUP = "gencc_watch"
 #: consecutive replacements of one slot that die before answering anything, after which it stays dead
 REPLACE_STREAK = 3
 
@@ -110,6 +124,12 @@ class _Actor:
     def ready(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        """The id of the Ray node this actor runs on (where the scheduler placed it)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def _function(self, fn_key: int, fn_box: list) -> Callable:
         with self._fn_lock:
             fn = self._fns.get(fn_key)
@@ -145,11 +165,27 @@ class _Actor:
         for k in keys:
             self._flags.get_or_build(k, threading.Event).set()
 
+    def watch(self) -> None:
+        """Never answers: the master waits on this call to learn that the actor died (its ref then fails)."""
+        threading.Event().wait()
+
+
+@dataclass(eq=False, slots=True)
+class Call:
+    """One task's call on an actor: its cancel key, the ObjectRef of its answer, the actor and its slot, and
+    whether an injected crash killed the actor first (a replacement that says nothing of the factory)."""
+
+    key: int
+    ref: Any
+    actor: Any
+    slot: int
+    crash: bool
+
 
 def _actor_class(ray: Any) -> Any:
     global _ACTOR_CLS
     if _ACTOR_CLS is None:
-        _ACTOR_CLS = ray.remote(_Actor)
+        _ACTOR_CLS = ray.remote(concurrency_groups={WATCH_GROUP: 1})(_Actor)
     return _ACTOR_CLS
 
 
@@ -172,13 +208,15 @@ class RayBackend:
         self.max_restarts = int(max_restarts)
         self.restarts = [0] * n_actors
         self._streak = [0] * n_actors  # replacements of the slot since it last answered
+        self._watches: dict[Any, tuple[int, Any]] = {}  # a `watch` call's ref -> (slot, actor)
+        self._crashed: set[Any] = set()  # actors killed by an injected crash (their loss says nothing of f)
         self._lock = threading.Lock()
         self._factories = factories
         self._opts = {"num_cpus": 0, "max_concurrency": max_concurrency, "max_restarts": 0, "max_task_retries": 0,
                       **(actor_options or {})}
         try:
             self._cls = _actor_class(ray)
-            self.actors = [self._new_actor() for _ in range(n_actors)]
+            self.actors = [self._new_actor(slot) for slot in range(n_actors)]
             self.actor_pids = self._wait_ready([a.ready.remote() for a in self.actors], ready_timeout, on_ready)
         except BaseException:
             self.close()
@@ -196,8 +234,41 @@ class RayBackend:
             on_ready(len(refs), len(refs))
         return self.ray.get(refs)
 
-    def _new_actor(self) -> Any:
-        return self._cls.options(**self._opts).remote(self._factories)
+    def _new_actor(self, slot: int) -> Any:
+        actor = self._cls.options(**self._opts).remote(self._factories)
+        self._watches[actor.watch.options(concurrency_group=WATCH_GROUP).remote()] = (slot, actor)
+        return actor
+
+    def check_actors(self) -> int:
+        """Replace the actors found dead since the last look (their `watch` call failed), whether or not a
+        call was out to them (a job that stopped waiting on a lost actor, or a worker with no task, would not
+        notice); returns how many were found dead. `RayWorkers` calls it every few tenths of a second."""
+        with self._lock:
+            refs = list(self._watches)
+        if not refs:
+            return 0
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+        for ref in ready:
+            with self._lock:
+                slot, actor = self._watches.pop(ref, (-1, None))
+            if actor is not None:
+                how = "replaced" if self.replace(slot, actor, actor not in self._crashed) else "not replaced"
+                log.warning("Ray actor of slot %d died (%s)", slot, how)
+        return len(ready)
+
+    def placement(self, timeout: float = 60.0) -> list[str]:
+        """The Ray node id of each actor, in slot order (a replacement may sit elsewhere than the actor it
+        replaced); an actor that does not answer within `timeout` seconds is "" (dead, or still starting)."""
+        refs = [a.node.remote() for a in list(self.actors)]
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        done = set(ready)
+        out = []
+        for r in refs:
+            try:
+                out.append(self.ray.get(r) if r in done else "")
+            except self.ray.exceptions.RayError:
+                out.append("")
+        return out
 
     def actor_for(self, worker: int) -> Any:
         """The actor that runs worker `worker`."""
@@ -206,17 +277,21 @@ class RayBackend:
     def replace(self, slot: int, dead: Any, counted: bool = True) -> bool:
         """Replace the dead actor `dead` of `slot` by a fresh one (unless another thread did, the budget is spent
         or the slot's replacements keep dying: `counted` False for an injected crash, which says nothing of the
-        factory); True when this call replaced it."""
+        factory); True when the slot holds a fresh actor now (replaced by this call or, the loss seen twice, by
+        another: a call out to it and the actor's watch)."""
         with self._lock:
-            if slot >= len(self.actors) or self.actors[slot] is not dead:
+            if slot >= len(self.actors):
                 return False
+            if self.actors[slot] is not dead:
+                return True
             if (0 <= self.max_restarts <= self.restarts[slot]) or self._streak[slot] >= REPLACE_STREAK:
                 return False
             try:
                 self.ray.kill(dead, no_restart=True)
             except Exception:  # already gone
                 pass
-            self.actors[slot] = self._new_actor()
+            self.actors[slot] = self._new_actor(slot)
+            self._crashed.discard(dead)
             self.restarts[slot] += 1
             self._streak[slot] += counted
             return True
@@ -226,27 +301,38 @@ class RayBackend:
         key, ref = self._table.entry(fn, "the Ray backend")
         return key, [ref]  # inside a list, so Ray hands the actor the ref, not the (rebuilt) function
 
-    def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
-            stop: threading.Event) -> np.ndarray:
+    def submit(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float) -> Call:
+        """Send `task` to worker `worker`'s actor and return at once: the `Call` to wait on (`ray.wait` over its
+        `ref`) and to read with `result`. An injected crash kills the actor first (the call then fails as lost)."""
         ray, actor = self.ray, self.actor_for(worker)
-        slot = worker % len(self.actors)
         if fault == "crash":
+            self._crashed.add(actor)
             ray.kill(actor, no_restart=True)
         fn = task.fn
         spec: tuple = (None, ()) if fn is None else (fn, ()) if isinstance(fn, str) else (None, self.ship(fn))
-        key = task.key = next(self._keys)
         x = np.asarray(task.x) if not hasattr(task.x, "detach") else task.x
+        key = next(self._keys)
+        ref = actor.compute.remote(key, spec[0], x, extra_s, slow, fault, hang_s, float(task.delay), *spec[1])
+        call = task.key = Call(key, ref, actor, worker % len(self.actors), fault == "crash")
+        return call
+
+    def result(self, call: Call) -> np.ndarray:
+        """The output of a finished call (its ref ready), or the exception that makes it a straggler:
+        ConnectionError when the actor is lost (a dead actor replaced first), InjectedFault, WorkerError when f
+        raised, Cancelled."""
+        ray = self.ray
         try:
-            status, val, extra = ray.get(actor.compute.remote(key, spec[0], x, extra_s, slow, fault, hang_s,
-                                                              float(task.delay), *spec[1]))
+            status, val, extra = ray.get(call.ref)
+        except ray.exceptions.TaskCancelledError:
+            raise Cancelled("cancelled") from None
         except ray.exceptions.ActorUnavailableError as e:
             raise ConnectionError(f"actor unavailable ({type(e).__name__})") from e
         except ray.exceptions.RayActorError as e:
-            how = "replaced" if self.replace(slot, actor, fault != "crash") else "not replaced"
+            how = "replaced" if self.replace(call.slot, call.actor, not call.crash) else "not replaced"
             raise ConnectionError(f"actor died ({type(e).__name__}; {how})") from e
         except ray.exceptions.RayError as e:
             raise ConnectionError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-        self._streak[slot] = 0
+        self._streak[call.slot] = 0
         if status == "ok":
             return val
         if status == "fault":
@@ -255,14 +341,41 @@ class RayBackend:
             raise WorkerError(val)
         raise Cancelled("cancelled")
 
+    def wait(self, refs: list, timeout: float) -> list:
+        """The calls' refs that are ready: `ray.wait` until one is (or `timeout` seconds pass), then every other
+        one ready by then."""
+        ray = self.ray
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout, fetch_local=True)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=True)
+            ready += more
+        return ready
+
+    def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
+            stop: threading.Event) -> np.ndarray:
+        """`submit` and `result` in the calling thread (a `Workers` with a thread per worker);
+        `gencc.engine.ray_workers.RayWorkers` waits on every call from one thread instead."""
+        call = self.submit(worker, task, extra_s, slow, fault, hang_s)
+        self.ray.wait([call.ref], num_returns=1, fetch_local=True)
+        return self.result(call)
+
     def cancel(self, task: Task) -> None:
-        """Tell the actor running `task` to stop it (cooperatively)."""
-        key = task.key
-        if key is not None:
-            try:
-                self.actor_for(task.worker).cancel.remote([key])
-            except Exception:  # the actor is gone: nothing left to cancel
-                pass
+        """The job no longer needs `task`: `ray.cancel` drops its call if the actor has not started it (queued
+        behind a replacement still building its models), and the actor is told to stop it (cooperatively)."""
+        call = task.key
+        if isinstance(call, Call):
+            self.drop(call)
+
+    def drop(self, call: Call) -> None:
+        """Cancel a call nobody waits for any more (see `cancel`); nothing if its actor is gone."""
+        try:
+            self.ray.cancel(call.ref)
+        except Exception:  # finished, or its actor is gone: nothing to cancel
+            pass
+        try:
+            call.actor.cancel.remote([call.key])
+        except Exception:  # the actor is gone: nothing left to cancel
+            pass
 
     def close(self) -> None:
         """Kill the actors; shut Ray down if this backend started it; remove the temp dir it created."""
@@ -274,8 +387,85 @@ class RayBackend:
             except Exception:  # already dead
                 pass
         self._table.clear()
+        self._watches.clear()
         if self._owns and self.ray.is_initialized():
             self.ray.shutdown()
         self._owns = False
         remove_temp_dir(self._own_tmp)
         self._own_tmp = None
+
+
+#: the custom resource each worker node of `local_cluster` offers (actors asking for it avoid the head)
+NODE_RESOURCE = "gencc_node"
+
+
+class LocalCluster:
+    """A Ray cluster of several nodes on this machine (`ray.cluster_utils.Cluster`: a head and `nodes` worker
+    nodes, each its own raylet and object store, all on 127.0.0.1: run it inside the loopback-only network
+    namespace of `gencc.netns`). Each worker node offers `NODE_RESOURCE`, so actors that ask for a share of
+    it run on the worker nodes, never on the head; `remove(node)` kills a worker node's processes (its actors
+    die with it), as a lost machine. Its temp dir is private (see `private_temp_dir`), removed at `close`."""
+
+    def __init__(self, nodes: int, *, node_cpus: int = 1, head_cpus: int = 1, object_store_mb: int = 100):
+        from ray.cluster_utils import Cluster
+
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self._tmp, self._own = private_temp_dir()
+        self._env = os.environ.get("RAY_TMPDIR")
+        os.environ["RAY_TMPDIR"] = self._own  # where Ray notes the cluster's address: private too, till close
+        os.makedirs(os.path.join(self._own, "ray"), exist_ok=True)
+        mem = object_store_mb * 1024 * 1024
+        common = {"node_ip_address": "127.0.0.1", "object_store_memory": mem}
+        try:
+            self.cluster = Cluster(initialize_head=True, head_node_args={
+                **common, "num_cpus": head_cpus, "temp_dir": self._tmp, "include_dashboard": False})
+            self.nodes = [self.cluster.add_node(**common, num_cpus=node_cpus, resources={NODE_RESOURCE: 10_000})
+                          for _ in range(nodes)]
+            self.cluster.wait_for_nodes()
+        except BaseException:
+            self.close()
+            raise
+        self.address: str = self.cluster.address
+
+    def node_ids(self) -> list[str]:
+        """The Ray node ids of the worker nodes, in the order they were added."""
+        return [n.node_id for n in self.nodes]
+
+    def remove(self, index: int) -> None:
+        """Kill worker node `index` at once, as a machine that is lost: its Ray processes (raylet, object
+        store) and every process they started (the actors' workers, which would otherwise go on answering
+        calls made to them directly), no graceful shutdown."""
+        import signal
+
+        import psutil  # a dependency of Ray's
+
+        node = self.nodes[index]
+        raylet = node.all_processes.get("raylet") or []
+        workers = [c for info in raylet for c in psutil.Process(info.process.pid).children(recursive=True)]
+        for w in workers:
+            try:
+                w.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+        self.cluster.remove_node(node, allow_graceful=False)
+
+    def close(self) -> None:
+        """Stop every node of the cluster and remove its temp dir."""
+        cluster = getattr(self, "cluster", None)
+        if cluster is not None:
+            try:
+                cluster.shutdown()
+            except Exception:  # a node already gone
+                pass
+            self.cluster = None
+        if self._env is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = self._env
+        remove_temp_dir(self._own)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -6,9 +6,11 @@ Ray is imported lazily, so `import gencc` never imports it.
   Without a factory, the first f passed to `run` is shipped once to each actor. A worker's own function (a
   code's `worker_function`, e.g. ParM's parity model) is put in the object store once and built once per
   actor, on first use (a gencc workload model pickles as its factory).
-- Logical worker n of a job runs on the engine's worker n (a master thread with a FIFO queue), which calls
-  actor n % num_actors; each call runs in its own actor thread, so the injected delays of the workers sharing
-  an actor overlap while their real compute contends for that actor's process.
+- Logical worker n of a job runs on the engine's worker n (a FIFO queue), whose tasks go to actor
+  n % num_actors; one master thread sends them and waits with `ray.wait` over every call out
+  (`gencc.engine.ray_workers.RayWorkers`: no master thread per worker); each call runs in its own actor thread, so
+  the injected delays of the workers sharing an actor overlap while their real compute contends for that
+  actor's process.
 - Cancellation is cooperative: a cancelled task's actor gets `cancel(key)` (a threaded actor, so it runs beside
   the tasks), which ends the task's injected delay. No force-kill in steady state.
 - An actor that dies mid-job (killed, crashed, its process gone) turns its unfinished tasks into stragglers
@@ -23,8 +25,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._validate import check_int, check_positive
-from ..engine import Constant, Task, Workers, make_pool
+from ..engine import Constant, Task
 from ..engine._ray import RayBackend
+from ..engine.ray_workers import RayWorkers
 from .executor import Batch, EngineBatch, Executor
 
 
@@ -62,7 +65,7 @@ class RayExecutor(Executor):
         self._f: Callable | None = None
         self._lock = threading.Lock()
         self._backend: RayBackend | None = None
-        self._workers: Workers | None = None
+        self._workers: RayWorkers | None = None
 
     # ----- what the actors are ------------------------------------------------------------------------------
     @property
@@ -76,6 +79,18 @@ class RayExecutor(Executor):
     @property
     def _own_tmp(self) -> str | None:
         return self._backend._own_tmp if self._backend is not None else None
+
+    @property
+    def restarts(self) -> list[int]:
+        """Replacements of a dead actor so far, per actor slot."""
+        return list(self._backend.restarts) if self._backend is not None else []
+
+    def placement(self, timeout: float = 60.0) -> list[str]:
+        """The Ray node id each actor runs on, per actor slot ("" for one that did not answer within `timeout`
+        seconds: dead, or a replacement still starting)."""
+        if self._backend is None:
+            raise RuntimeError("this RayExecutor has not started: call start() or run a job first")
+        return self._backend.placement(timeout)
 
     def actor_for(self, worker: int) -> Any:
         """The actor that runs logical worker `worker` (worker % num_actors)."""
@@ -105,8 +120,8 @@ class RayExecutor(Executor):
                                        actor_options=self.actor_options, init_kwargs=self.init_kwargs,
                                        temp_dir=self.temp_dir, ready_timeout=self.ready_timeout,
                                        on_ready=self.on_ready)
-            self._workers = make_pool(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
-                                    name="gencc-ray-worker")
+            self._workers = RayWorkers(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
+                                       name="gencc-ray-worker")
             self.num_actors = n
         return self
 
@@ -128,15 +143,11 @@ class RayExecutor(Executor):
     def close(self) -> None:
         """Stop the actors; shut Ray down if this executor started or connected it."""
         with self._lock:
-            workers, backend = self._workers, self._backend
+            workers = self._workers
             self._workers = self._backend = None
         if workers is not None:
-            for a in backend.actors:  # type: ignore[union-attr]  # hung tasks end with their actors
-                try:
-                    backend.ray.kill(a)  # type: ignore[union-attr]
-                except Exception:  # an actor already gone
-                    pass
-            workers.close(5.0)  # closes the backend: Ray shut down if this executor started it
+            workers.close(5.0)  # no thread waits in a call; closes the backend: its actors killed, Ray shut down
+            # if this executor started it
 
     def __repr__(self) -> str:
         where = self.address or "local 127.0.0.1"
