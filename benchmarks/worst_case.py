@@ -8,9 +8,10 @@ each (K test inputs drawn per set). The worst-case rel_mse of a set is the large
 smallest over the same candidates; each is averaged over the sets and the workloads.
 
     python benchmarks/worst_case.py
-    python benchmarks/worst_case.py --schemes gcc:gaps=bridge,bacc --rows 50,100,20
+    python benchmarks/worst_case.py --schemes gcc:gaps=fit,bacc --rows 50,100,20
 
-A scheme is a code name with options separated by semicolons (`gcc:gaps=bridge`).
+A scheme is a code name with options separated by semicolons (`gcc:gaps=bridge`); `gcc` is GCC's default
+(gaps="auto"), `gcc:gaps=fit` the fit everywhere, `gcc:gaps=bridge` every gap of two or more data points bridged.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ def worst(f: Callable, X: np.ndarray, code: gencc.Code, S: int) -> tuple[float, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--schemes", default="gcc,gcc:gaps=bridge,bacc",
-                    help="comma-separated schemes (default gcc,gcc:gaps=bridge,bacc)")
+    ap.add_argument("--schemes", default="gcc,gcc:gaps=fit,gcc:gaps=bridge,bacc",
+                    help="comma-separated schemes (default gcc,gcc:gaps=fit,gcc:gaps=bridge,bacc)")
     ap.add_argument("--workload", default="script-mlp,digits-cnn",
                     help="script-mlp (defined here) and/or gencc workloads (default script-mlp,digits-cnn)")
     ap.add_argument("--rows", nargs="*", default=None, help="K,N,S rows (default: the five of issue 33)")

@@ -35,7 +35,7 @@ def test_worst_is_at_least_every_block_and_at_most_the_brute_force_worst(bench):
 
     f.batched = True
     X = rng.normal(size=(K, 5))
-    code = gencc.GCC(K, N, gaps="bridge")
+    code = gencc.GCC(K, N)
     worst, agreement = bench.worst(f, X, code, S)
     perm = gencc.order_inputs(X)
     Y_all, Y = f(code.encode(X[perm])), f(X)
@@ -57,4 +57,4 @@ def test_script_prints_the_table():
                           "--workload", "script-mlp", "--sets", "1", "--trials", "2"],
                          capture_output=True, text=True, timeout=300, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| 6, 12, 2 |")]
-    assert [r.split("|")[2].strip() for r in rows] == ["gcc", "gcc:gaps=bridge", "bacc"]
+    assert [r.split("|")[2].strip() for r in rows] == ["gcc", "gcc:gaps=fit", "gcc:gaps=bridge", "bacc"]

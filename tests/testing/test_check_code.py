@@ -13,7 +13,7 @@ from gencc.codes import BACC, GCC, LCC, Capabilities, Code, ParM, Replication, S
 from gencc.points import equispaced
 from gencc.testing import check_code
 
-BUILT_IN = [GCC(4, 8), GCC(6, 8), GCC(4, 9, lam_dec="gcv"), GCC(5, 12, gaps="bridge"),
+BUILT_IN = [GCC(4, 8), GCC(6, 8), GCC(4, 9, lam_dec="gcv"), GCC(5, 12, gaps="bridge"), GCC(5, 12, gaps="fit"),
             BACC(4, 8), LCC(3, 7, degree=2), ParM(4, 2), ParM(5, 2),
             Replication(3, 7), SystematicGCC(6, 9), SystematicGCC(6, 9, parity=lambda z: z)]
 

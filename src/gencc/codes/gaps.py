@@ -1,5 +1,6 @@
-"""GCC's bounded reading of large gaps (`GCC(..., gaps="bridge")`): where many neighbouring workers are missing,
-the interpolating fit's rows are replaced by a bounded linear reading of the results (docs/design.md section 3).
+"""GCC's bounded reading of large gaps (`GCC(..., gaps="auto")`, the default, and `gaps="bridge"`): where many
+neighbouring workers are missing, the interpolating fit's rows are replaced by a bounded linear reading of the
+results (docs/design.md section 3).
 
 The kernel fit through the returned results extrapolates its trend into a large gap (an edge above all, where
 Chebyshev points cluster and a few returned workers beyond the gap fix a steep slope); Berrut's rational reading
@@ -7,6 +8,8 @@ and the straight line between the gap's two returned ends stay within the result
 data points of a gap that holds at least MIN_POINTS of them (between two returned workers or beyond the outermost
 one) are the mean of the two, read around the results' least-squares trend in the fit's null space (so D_F still
 reproduces that null space, e.g. affine functions, exactly): still one fixed linear map per straggler pattern.
+gaps="auto" (`auto_min_points`) bridges only where the fit measured worse: gaps of three or more data points, and
+edge gaps of two for K >= 16 at redundancy N / K <= 4; elsewhere the fit's rows stay.
 """
 
 from __future__ import annotations
@@ -20,8 +23,25 @@ from .berrut import berrut_weights
 #: a gap of returned workers that holds at least this many data points is bridged (a narrower one holds one
 #: data point at most, where the fit stays accurate)
 MIN_POINTS = 2
+#: gaps="auto" (GCC's default) bridges a gap between two returned workers from this many data points
+AUTO_INTERIOR_POINTS = 3
+#: ... and a gap beyond the outermost returned worker from MIN_POINTS while N <= this times K and K is at least
+#: AUTO_EDGE_MIN_K (from AUTO_INTERIOR_POINTS otherwise)
+AUTO_EDGE_RATIO = 4
+AUTO_EDGE_MIN_K = 16
 #: z within this of a returned point sits on it
 ON_POINT = 1e-12
+
+
+def auto_min_points(K: int, N: int) -> tuple[int, int]:
+    """(interior, edge): the data points a gap must hold for gaps="auto" to bridge it, between two returned
+    workers and beyond the outermost one. An interior gap from AUTO_INTERIOR_POINTS; an edge gap from MIN_POINTS
+    when K >= AUTO_EDGE_MIN_K and N <= AUTO_EDGE_RATIO K (few returned workers beyond an edge gap fix the fit's
+    extrapolated trend, and f o u_enc through many inputs is too rough for it), from AUTO_INTERIOR_POINTS
+    otherwise (dense returned workers pin the fit's trend at the gap's end; through few inputs it extrapolates
+    well: docs/design.md section 3)."""
+    edge2 = K >= AUTO_EDGE_MIN_K and N <= AUTO_EDGE_RATIO * K
+    return AUTO_INTERIOR_POINTS, MIN_POINTS if edge2 else AUTO_INTERIOR_POINTS
 
 
 def points_in_gap(t: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -58,15 +78,19 @@ def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
     return 0.5 * (berrut_weights(t, z) + L)
 
 
-def bridge_gaps(D: np.ndarray, t: np.ndarray, z: np.ndarray, min_points: int = MIN_POINTS,
+def bridge_gaps(D: np.ndarray, t: np.ndarray, z: np.ndarray, min_points: int | tuple[int, int] = MIN_POINTS,
                 null_space: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """D (len(z), len(t)) with the rows of the points z in a gap of the returned points t that holds at least
-    `min_points` of them replaced by `bridge_rows` (a copy when any row changes).
+    `min_points` of them replaced by `bridge_rows` (a copy when any row changes). `min_points` may be a pair
+    (interior, edge): the least for a gap between two returned points and for one beyond the outermost.
 
     With `null_space` (points -> (n, q) basis, a kernel's) the bridged rows read the results' deviation from their
     least-squares trend in that space and add the trend back: R + (Phi(z) - R Phi(t)) Phi(t)^+, exact on it."""
     t = np.asarray(t, dtype=float)
-    rows = np.flatnonzero(points_in_gap(t, z) >= min_points)
+    inner, edge = (min_points, min_points) if np.isscalar(min_points) else min_points
+    j = np.searchsorted(t, np.asarray(z, dtype=float))
+    at_edge = (j == 0) | (j >= t.size)
+    rows = np.flatnonzero(points_in_gap(t, z) >= np.where(at_edge, edge, inner))
     if rows.size == 0 or t.size < 2:
         return D
     D = np.array(D, dtype=float, copy=True)

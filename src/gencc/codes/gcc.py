@@ -17,7 +17,7 @@ from . import gcc_low_redundancy as low_redundancy
 from . import robust, robust_search
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
 from .capabilities import Capabilities
-from .gaps import bridge_gaps
+from .gaps import MIN_POINTS, auto_min_points, bridge_gaps
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -37,7 +37,7 @@ AUTO_DENSE_MAX = 512
 AUTO_SELECT_MAX = 64
 DECODERS = ("auto", "interpolate", "select")
 #: how the decoder reads a data point in a large gap of missing workers (`gencc.codes.gaps`)
-GAPS = ("fit", "bridge")
+GAPS = ("auto", "fit", "bridge")
 #: LOO factorizations (G, and the decoding weights) kept per code for robust decoding, one per returned set
 LOO_CACHE_SIZE = 64
 #: the closed-form LOO of robust decoding needs the inverse of the bordered system: limited to this many results
@@ -64,13 +64,14 @@ class GCC(Code):
     needs lam_dec = 0 and a worker on every alpha, i.e. a nested beta and lam_enc = 0). "auto" (default) is
     "select" when K < N <= 1.5 K (and N <= AUTO_SELECT_MAX) with those settings, else "interpolate".
 
-    gaps: "fit" (default) keeps the fit's rows everywhere; "bridge" reads the data points of a gap of returned
-    workers that holds at least `gaps.MIN_POINTS` (2) of them, between two returned workers or beyond the
-    outermost one, by a bounded linear reading (the mean of Berrut's rational interpolant and the straight line
-    across the gap, around the results' least-squares trend in the kernel's null space, so affine data stay exact;
-    `gencc.codes.gaps`) instead of the fit, which extrapolates its trend there and blew up the worst case at high
-    straggler fractions. Not the default yet: it costs accuracy where f o u_enc is smooth and N / K large
-    (docs/guides/codes.md).
+    gaps: how the decoder reads a data point in a large gap of returned workers (`gencc.codes.gaps`). "bridge"
+    reads the data points of a gap that holds at least `gaps.MIN_POINTS` (2) of them, between two returned
+    workers or beyond the outermost one, by a bounded linear reading (the mean of Berrut's rational interpolant and
+    the straight line across the gap, around the results' least-squares trend in the kernel's null space, so
+    affine data stay exact) instead of the fit, which extrapolates its trend there and blew up the worst case at
+    high straggler fractions. "auto" (default) bridges a gap between two returned workers from 3 data points and
+    one beyond the outermost from 2 when K >= 16 and N <= 4 K (from 3 otherwise): the fit stays where it
+    measured better (small gaps, dense workers, few inputs). "fit" keeps the fit's rows everywhere.
     """
 
     name = "gcc"
@@ -87,7 +88,7 @@ class GCC(Code):
         alpha: str | np.ndarray = "chebyshev1",
         beta: str | np.ndarray = "chebyshev2-nested",
         decoder: str = "auto",
-        gaps: str = "fit",
+        gaps: str = "auto",
     ):
         super().__init__(K, N)
         if isinstance(kernel, str) and kernel != "auto" and kernel not in KERNELS:
@@ -105,9 +106,11 @@ class GCC(Code):
             lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
         self.lam_dec = lam_dec
         if not isinstance(gaps, str) or gaps not in GAPS:
-            raise ValueError(f"unknown gaps {gaps!r}; choose fit (the default: the fit's rows everywhere) or bridge "
-                             "(a bounded reading of large gaps)")
+            raise ValueError(f"unknown gaps {gaps!r}; choose auto (the default: a bounded reading of large gaps), "
+                             "bridge (of every gap holding 2 or more data points) or fit (the fit's rows everywhere)")
         self.gaps = gaps
+        #: (interior, edge) data points from which a gap is bridged; None: never (gaps="fit")
+        self.gap_min_points = {"fit": None, "bridge": (MIN_POINTS, MIN_POINTS), "auto": auto_min_points(K, N)}[gaps]
         self.alpha = _points(alpha, K, "alpha")
         if isinstance(beta, str) and beta in NESTED:
             self.beta = nested(design(beta.removesuffix("-nested"), N), self.alpha)
@@ -186,11 +189,11 @@ class GCC(Code):
         return self._bridged(smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), returned), float(lam)
 
     def _bridged(self, D: np.ndarray, returned: np.ndarray) -> np.ndarray:
-        """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="bridge")."""
-        if self.gaps != "bridge":
+        """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="auto", "bridge")."""
+        if self.gap_min_points is None:
             return D
         t = self.beta[returned]
-        return bridge_gaps(D, t, self.alpha, null_space=self.kernel_for(t.size).null_space)
+        return bridge_gaps(D, t, self.alpha, self.gap_min_points, null_space=self.kernel_for(t.size).null_space)
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
@@ -370,7 +373,7 @@ class GCC(Code):
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
         return (f"GCC(K={self.K}, N={self.N}, kernel={kern}, lam_enc={self.lam_enc}, "
                 f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design}"
-                + (f", gaps={self.gaps!r}" if self.gaps != "fit" else "")
+                + (f", gaps={self.gaps!r}" if self.gaps != "auto" else "")
                 + (", decoder='select')" if self.decoder == "select" else ")"))
 
 

@@ -113,9 +113,11 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
               (*DESIGNS, *NESTED)),
         Param("decoder", "choice", "auto", "interpolate, or select (per decode, the best of three readings by "
               "leave-one-out; auto: select for K < N <= 1.5K)", ("auto", "interpolate", "select")),
-        Param("gaps", "choice", "fit", "fit: the fit everywhere; bridge: a bounded reading of the data points in "
-              "gaps of returned workers that hold 2 or more (safer worst case at high straggler fractions)",
-              ("fit", "bridge")),
+        Param("gaps", "choice", "auto", "auto: a bounded reading of the data points in gaps of returned workers "
+              "that hold 3 or more (2 beyond the outermost one when K >= 16, N <= 4K), the fit elsewhere; bridge: "
+              "of gaps that hold 2 or more; fit: the fit everywhere (safer worst case at high straggler fractions: "
+              "auto)",
+              ("auto", "fit", "bridge")),
     )),
     CodeSpec("bacc", BACC, "Berrut approximated coded computing (rational interpolation)"),
     CodeSpec("lcc", LCC, "Lagrange coded computing, exact for polynomial f", (
