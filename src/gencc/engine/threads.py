@@ -223,9 +223,10 @@ class WorkerThreads:
         return [first]
 
     def _claim(self) -> int:
-        """Tasks a shared thread takes at once: the calls that fit in CHUNK_S at the recent seconds per call
-        (one for an f whose calls take that long, so a slow f spreads over the threads), at most CHUNK_MAX."""
-        per = self._call_s
+        """Tasks a shared thread takes at once: the calls that fit in CHUNK_S at the seconds of the cheapest of
+        the latest four calls (one for an f whose calls take that long, so a slow f spreads over the threads; the
+        cheapest, as a call's seconds include waits for the GIL), at most CHUNK_MAX."""
+        per = min(self._calls)
         return 1 if per >= CHUNK_S else min(CHUNK_MAX, int(CHUNK_S / max(per, 1e-7)))
 
     def _release(self, s: int) -> None:
@@ -356,30 +357,55 @@ class WorkerThreads:
         start, end, injection, hang and cancellation its own), settling each when its call returns; finished
         tasks are delivered together once the claimed ones are done or CHUNK_S after the oldest finished.
         False when this thread must end (abandoned meanwhile)."""
-        lock, rest, clock = self._lock, self._rest[s], time.perf_counter
+        lock, rest, clock, holds = self._lock, self._rest[s], time.perf_counter, self._holds[s]
         sv = self.service
         plain = self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0
-        run = self.backend.run_items
+        call = getattr(self.backend, "run_task", None) if plain else None  # nothing injected: the lean call
+        lean = call is not None and self.wrong is None
+        calls = self._calls
+        current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
+            self._ready.append
+        keep, counts = self.executed.append, self.counts
         while True:
-            items = [Item(task, 1.0, "", 0.0, 0.0)] if plain else self._items([task])
             t0 = clock()
-            if plain:
-                run(items)
+            if call is not None:
+                o = call(task)
             else:
+                items = self._items([task])
                 self._call(items)
-            dt, per = clock() - t0, self._call_s  # the recent seconds per call (`_claim`): up at once with a
-            self._call_s = dt if dt > per else 0.5 * (per + dt)  # slow call, halfway down with each cheaper one
+            calls[self._n_calls & 3] = clock() - t0  # the latest four calls' seconds (`_claim`)
+            self._n_calls += 1
             sent: list[Task] = []
             with lock:
                 if self._gen[s] != gen:  # abandoned meanwhile: its claimed and unsent tasks were handed on
                     return False
                 now = self.now()
                 out = self._unsent[s]
-                n = len(out)
-                end = self._settle(s, items, now, out)
-                self._due(s, out, now)
-                if len(out) > n and self._t_unsent[s] == math.inf:
+                if not out:
                     self._t_unsent[s] = now
+                end = False
+                if lean and not task.delay and not isinstance(o, BaseException) and not task.cancelled:
+                    # the common case of `_settle` and `_finish_all`: an output, nothing held
+                    task.output, task.ok, task.state, task.on_cancel = o, True, "done", None
+                    task.t_end, task.compute_time = now, now - task.t_start
+                    w = task.worker
+                    current[w] = None
+                    loads[w] -= 1
+                    free_since[w] = now
+                    if queues[w]:
+                        ready(w)
+                    keep(task.record())
+                    out.append(task)
+                    counts["ok"] += 1
+                    self.running -= 1
+                else:
+                    if call is not None:
+                        items = [Item(task, 1.0, "", 0.0, 0.0, o)]
+                    end = self._settle(s, items, now, out)
+                if holds and holds[0][0] <= now:
+                    self._due(s, out, now)
+                if not out:
+                    self._t_unsent[s] = math.inf
                 if end:  # the thread ends with its crashed worker: what it claimed goes to the other threads
                     self._release(s)
                     self._gen[s] += 1
@@ -387,9 +413,10 @@ class WorkerThreads:
                 task = rest.popleft() if rest and not end else None
                 if task is not None:
                     self._start_task(s, task.worker, task, now)
-                    self._batch[s], self._t_call[s], self._t_cancel[s] = [task], now, math.inf
+                    self._batch[s], self._t_call[s] = [task], now
                 else:
-                    self._batch[s], self._t_call[s], self._t_cancel[s] = [], math.nan, math.inf
+                    self._batch[s], self._t_call[s] = [], math.nan
+                self._t_cancel[s] = math.inf
                 if task is None or now - self._t_unsent[s] >= CHUNK_S:
                     sent, self._unsent[s], self._t_unsent[s] = out, [], math.inf
             self._emit(sent)
