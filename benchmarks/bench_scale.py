@@ -5,7 +5,11 @@ For (K, N) in `SIZES` (GCC, order=False, wait for 90% of the workers, an identit
 batched f, against the floor (the job's own work with no runtime: encode, f on the N coded inputs in one call,
 and the decode of a straggler pattern seen for the first time, D_F built cold, as every job of a real cluster
 meets one; the code, and so E, is built once per size); and the most threads alive in the process while f ran
-(`threading.active_count()`, sampled in f). The per-input job is also given against the batched one.
+(`threading.active_count()`, sampled in f). The per-input job is also given against the batched one (whose
+results come back as one block, so its decode meets the same straggler pattern every job and is cached: the
+per-input job's results arrive in their own order, so it also pays a cold decode). Last, the cold decode (a new
+straggler pattern, D_F built) at `CLIFF` = (K, N) = (250, 500), which GCC's auto kernel fits on its dense path
+(at most `gencc.codes.gcc.AUTO_DENSE_MAX` points), against the same at (500, 1000) on the banded path.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ SUITE = "scale"
 SIZES = ((50, 100), (500, 1000), (1000, 10_000))  # (K, N)
 DIM = 8
 WAIT = 0.9  # the share of the workers a job waits for
+CLIFF = ((250, 500), (500, 1000))  # the cold decode on the dense path, and at twice the size on the banded one
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -81,4 +86,23 @@ def run(args: argparse.Namespace) -> list[Figure]:
                                "N (a thread per worker)", unit="threads"))
         figs.append(Figure(SUITE, f"time per job, {what}, per-input f vs batched f", 1e3 * median(per["per-input f"]),
                            1e3 * median(per["batched f"]), "the batched f's job"))
+    figs.append(_cliff(args.scale_jobs, rng))
     return figs
+
+
+def _cliff(repeat: int, rng: np.random.Generator) -> Figure:
+    """The median cold decode (first 90% of the workers, a new pattern each time) at CLIFF's two sizes,
+    alternated."""
+    codes = [gencc.GCC(K, N) for K, N in CLIFF]
+    Ys = [code.encode(rng.normal(size=(code.K, DIM))) for code in codes]
+    times: list[list[float]] = [[], []]
+    for _ in range(repeat + 1):
+        for i, (code, Y) in enumerate(zip(codes, Ys, strict=True)):
+            used = np.sort(rng.choice(code.N, round(WAIT * code.N), replace=False))
+            t = time.perf_counter()
+            code.decode(Y[used], used)
+            times[i].append(time.perf_counter() - t)
+    (k1, n1), (k2, n2) = CLIFF
+    return Figure(SUITE, f"cold decode, GCC K={k1}, N={n1} (dense fit), first {round(WAIT * n1)}",
+                  1e3 * median(times[0][1:]), 1e3 * median(times[1][1:]),
+                  f"the same at K={k2}, N={n2} (banded fit)")

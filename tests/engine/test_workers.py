@@ -367,3 +367,87 @@ def test_a_hung_call_on_shared_threads_holds_only_its_task_and_preempt_replaces_
 def test_shared_threads_need_a_count(make):
     with pytest.raises(ValueError, match="thread count"):
         Workers(2, ThreadBackend(), shared=True)
+
+
+def _cheap_then(w, one, n):
+    """Run n cheap tasks on shared workers w (one worker each) so their recent seconds per call are small."""
+    done = []
+    for i in range(n):
+        w.send(i, Task(x=np.full(2, 0.5), fn=one, on_done=lambda t: done.append(t)))
+    wait_for(lambda: len(done) == n)
+
+
+def test_shared_threads_claim_several_cheap_calls_and_each_task_keeps_its_own_call_and_times(make):
+    """A cheap f: a shared thread claims several idle workers' tasks at once and runs them in a loop, one call
+    each, every task with its own start and end (within a thread, one call after another); a slow f claims
+    one at a time, so its calls spread over the threads."""
+    calls = []
+
+    def one(x):
+        calls.append((threading.get_ident(), np.asarray(x).shape))
+        if x[0] < 0:
+            time.sleep(0.005)  # slower than CHUNK_S
+        return 3 * np.asarray(x, dtype=float)
+
+    w = make(200, threads=2, shared=True)
+    _cheap_then(w, one, 50)
+    assert w._claim() > 1
+    done = []
+    w.send_many((i, Task(x=np.full(2, i), fn=one, slot=i, on_done=lambda t: done.append(t))) for i in range(200))
+    wait_for(lambda: len(done) == 200)
+    assert all(t.ok and np.array_equal(t.output, 3 * t.x) for t in done)
+    assert all(shape == (2,) for _, shape in calls)  # one input per call
+    spans = sorted((r.t_start, r.t_end) for r in list(w.executed)[-200:])
+    assert all(a < b for a, b in spans) and len({a for a, _ in spans}) == 200  # each its own call's times
+    _cheap_then(w, lambda x: one(-np.abs(x)), 4)
+    assert w._claim() == 1  # the calls got slow: one at a time
+
+
+def test_a_slow_call_hands_what_its_thread_claimed_and_finished_to_the_other_threads(make):
+    """A thread that claimed cheap tasks behind a call that turns slow gives them back (another thread runs them)
+    and has the task it finished before that call delivered, long before the slow call returns."""
+    release = threading.Event()
+
+    def one(x):
+        if x[0] == 1:
+            release.wait(10)
+        return np.asarray(x, dtype=float)
+
+    w = make(40, threads=2, shared=True)
+    _cheap_then(w, one, 40)
+    assert w._claim() > 20
+    done = []
+    # worker 0's task finishes, worker 1's call hangs, workers 2..19 were claimed behind it
+    w.send_many((i, Task(x=np.full(2, i), fn=one, slot=i, on_done=lambda t: done.append(t))) for i in range(20))
+    wait_for(lambda: len(done) == 19, timeout=5)
+    assert sorted(t.slot for t in done) == [0, *range(2, 20)] and all(t.ok for t in done)
+    release.set()
+    wait_for(lambda: len(done) == 20)
+    assert done[-1].slot == 1 and done[-1].ok
+
+
+def test_a_claimed_task_cancelled_before_its_call_is_dropped_and_its_worker_serves_on(make):
+    release, started = threading.Event(), threading.Event()
+    seen = []
+
+    def one(x):
+        seen.append(int(x[0]))
+        if x[0] == 100:
+            started.set()
+            release.wait(10)
+        return np.asarray(x, dtype=float)
+
+    w = make(8, threads=1, shared=True, preempt=True)
+    _cheap_then(w, one, 8)
+    seen.clear()
+    done = []
+    tasks = [Task(x=np.full(2, 100 + i), fn=one, on_done=lambda t: done.append(t)) for i in range(4)]
+    w.send_many(enumerate(tasks))
+    started.wait(5)
+    tasks[2].cancel()  # claimed behind the slow call (or, once it was given back, queued): never called
+    release.set()
+    wait_for(lambda: len(done) == 3)
+    w.send(2, Task(x=np.full(2, 7.0), fn=one, on_done=lambda t: done.append(t)))
+    wait_for(lambda: len(done) == 4)
+    assert 102 not in seen and sorted(seen) == [7, 100, 101, 103] and w.dropped >= 1
+    assert done[-1].worker == 2 and done[-1].ok

@@ -238,3 +238,27 @@ def test_a_job_leaves_no_cyclic_garbage(X):
             gc.garbage.clear()
             gc.enable()
     assert left == []
+
+
+def test_a_cheap_per_input_f_at_large_n_runs_claimed_tasks_one_call_each_and_stops_at_exactly_wait_for():
+    """A cheap per-input f on 300 workers: shared threads claim many tasks at once and the collector takes their
+    results in blocks, yet every call is one input, the job uses exactly its first wait_for results, each
+    worker's arrival is its own, and the decode matches the reference from the results it used."""
+    code = gencc.GCC(K=60, N=300)
+    X = np.random.default_rng(3).normal(size=(60, 4))
+    shapes, lock = [], threading.Lock()
+
+    def one(x):  # per input, defined here: not a model gencc ships
+        with lock:
+            shapes.append(np.shape(x))
+        return smooth(np.asarray(x)[None])[0]
+
+    with LocalExecutor() as e:
+        for _ in range(3):  # the later jobs' threads claim several tasks each (their calls are cheap by then)
+            shapes.clear()
+            r = run(one, X, code, e, order=False, wait_for=250)
+            assert len(r.returned) == 250 and not any(w in r.stragglers for w in r.returned)
+            assert set(shapes) == {(4,)} and len(shapes) <= 300
+            assert len(r.arrivals) >= 250
+            np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-10)
+        assert e._workers._claim() > 1

@@ -131,11 +131,13 @@ def test_a_list_of_tasks_travels_as_a_block_only_when_it_can(X):
             batch = EngineBatch(w, smooth, blocks=True)
             batch.add(tasks)
             got = collect_all(batch, 3)
+            sent = list(batch._tasks)  # what went to the engine
             batch.close()
             if as_block:
                 assert len(got) == 1 and type(got[0]) is BlockCompletion and got[0].workers == [3, 0, 5]
                 np.testing.assert_array_equal(got[0].values, smooth(X[[3, 0, 5]]))
-            else:
-                assert all(type(c) is not BlockCompletion for c in got) and len(got) == 3
+            else:  # sent as three tasks (their results may still come back together, as a block of rows)
+                assert len(sent) == 3 and not any(t.block for t in sent)
+                assert sum(len(c.workers) if type(c) is BlockCompletion else 1 for c in got) == 3
     finally:
         w.close(timeout=2)

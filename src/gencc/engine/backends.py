@@ -20,7 +20,7 @@ import numpy as np
 
 from ..faults import Cancelled, run_injected
 from ..model import apply_one
-from .batch import Item, run_items
+from .batch import Item, call_task, run_items
 from .task import Task, describe_error
 
 #: where a front end's workers run: `local` (the engine's threads in this process) or `ray` (one actor each)
@@ -89,6 +89,11 @@ class ThreadBackend:
         """The tasks of several workers in as few calls as their functions allow (`gencc.engine.batch`): the
         workers use this instead of `run`, and hold each task's injected time themselves."""
         run_items(self.resolve, items, self.dtype)
+
+    def run_task(self, task: Task) -> Any:
+        """One task's outcome with nothing injected (`gencc.engine.batch.call_task`): shared threads call this
+        for each task they run when no latency or fault is injected."""
+        return call_task(self.resolve, task, self.dtype)
 
     def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
             stop: threading.Event) -> np.ndarray:

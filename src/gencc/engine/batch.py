@@ -116,7 +116,7 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
             it.outcome, it.finite = [_call_one(fn, x[i], batched) for i in range(len(x))], True
         else:
             it.outcome = _call_one(fn, x, batched)
-            it.finite = not isinstance(it.outcome, BaseException) and bool(np.all(np.isfinite(it.outcome)))
+            it.finite = not isinstance(it.outcome, BaseException) and bool(np.isfinite(it.outcome).all())
         if len(items) == 1:
             return time.perf_counter() - t
     return time.perf_counter() - t0
@@ -124,6 +124,9 @@ def _call_group(fn: Callable, batched: bool | None, items: list[Item], cast: Any
 
 def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: list[Item], cast: Any = None) -> None:
     """Fill each item's outcome and rest: the calls grouped by function, the injection applied per task."""
+    if len(items) == 1:  # a shared thread's call: no grouping
+        _run_one(resolve, items[0], cast)
+        return
     groups: dict[int, tuple[Callable, bool | None, list[Item]]] = {}
     seen: dict[int, tuple[Callable, bool | None]] = {}  # id(task.fn) -> resolved (a job's tasks share one)
     last, group = None, None  # the previous item's task.fn and its group (consecutive items mostly share one)
@@ -150,17 +153,61 @@ def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: li
     for fn, batched, group in groups.values():
         compute = _call_group(fn, batched, group, cast)
         for it in group:
-            if it.mult != 1.0 or it.extra:
-                it.rest = it.extra * it.mult + compute * (it.mult - 1)
-            if it.finite and not it.fault:  # the common case: a finite output (never an exception), no fault
-                continue
-            if isinstance(it.outcome, BaseException):
-                continue
-            if not it.fault:
-                it.outcome = InjectedFault("nan", it.outcome)  # not finite
-            elif it.fault == "raise":
-                it.outcome = InjectedFault("raise")
-            elif it.fault == "nan":
-                it.outcome = InjectedFault("nan", it.outcome * np.nan)
-            elif not it.finite:
-                it.outcome = InjectedFault("nan", it.outcome)
+            _inject(it, compute)
+
+
+def call_task(resolve: Callable[[Task], tuple[Callable, bool | None]], task: Task, cast: Any = None) -> Any:
+    """The outcome of one task with nothing injected, as `run_items` gives it: f's float64 output, or the
+    exception (f raised, or its output is not finite: an `InjectedFault("nan")` holding it)."""
+    try:
+        fn, batched = resolve(task)
+    except Exception as e:  # noqa: BLE001 - an unknown function fails its task
+        return e
+    if task.block or batched or batched is None and getattr(fn, "batched", False):
+        it = Item(task, 1.0, "", 0.0, 0.0)
+        _inject(it, _call_group(fn, batched, [it], cast))
+        return it.outcome
+    o = _call_one(fn, task.x if cast is None else np.asarray(task.x, dtype=cast), False)
+    if isinstance(o, BaseException) or np.isfinite(o).all():
+        return o
+    return InjectedFault("nan", o)
+
+
+def _run_one(resolve: Callable[[Task], tuple[Callable, bool | None]], it: Item, cast: Any) -> None:
+    """`run_items` of one item: an input taken one at a time is passed to f directly."""
+    if it.fault == "hang":
+        it.outcome, it.rest = InjectedFault("hang"), it.hang_s
+        return
+    task = it.task
+    try:
+        fn, batched = resolve(task)
+    except Exception as e:  # noqa: BLE001 - an unknown function fails its task
+        it.outcome = e
+        return
+    if task.block or batched or batched is None and getattr(fn, "batched", False):
+        _inject(it, _call_group(fn, batched, [it], cast))
+        return
+    x = task.x if cast is None else np.asarray(task.x, dtype=cast)
+    t0 = time.perf_counter()
+    o = it.outcome = _call_one(fn, x, False)
+    compute = time.perf_counter() - t0
+    it.finite = not isinstance(o, BaseException) and bool(np.isfinite(o).all())
+    _inject(it, compute)
+
+
+def _inject(it: Item, compute: float) -> None:
+    """The item's injected busy time (`rest`) from its call's `compute` seconds, and its fault on the outcome."""
+    if it.mult != 1.0 or it.extra:
+        it.rest = it.extra * it.mult + compute * (it.mult - 1)
+    if it.finite and not it.fault:  # the common case: a finite output (never an exception), no fault
+        return
+    if isinstance(it.outcome, BaseException):
+        return
+    if not it.fault:
+        it.outcome = InjectedFault("nan", it.outcome)  # not finite
+    elif it.fault == "raise":
+        it.outcome = InjectedFault("raise")
+    elif it.fault == "nan":
+        it.outcome = InjectedFault("nan", it.outcome * np.nan)
+    elif not it.finite:
+        it.outcome = InjectedFault("nan", it.outcome)

@@ -11,6 +11,7 @@ import logging
 import math
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,13 @@ from .batch import Item
 from .task import Task, describe_error
 
 log = logging.getLogger("gencc.engine")
+
+#: shared threads: the seconds of calls a thread claims at once (calls of a cheap f run in a loop, see `_claim`),
+#: at most CHUNK_MAX tasks, and finished tasks are delivered at least this often
+CHUNK_S = 1e-3
+CHUNK_MAX = 64
+#: shared threads: a call running this long gives the tasks its thread claimed after it back to the other threads
+RELEASE_S = 0.01
 
 
 class WorkerThreads:
@@ -84,6 +92,10 @@ class WorkerThreads:
                 t.ok, t.reason, t.error = False, "hang", why
                 self._finish(t, out)
         self._batch[s], self._t_call[s], self._t_cancel[s] = [], math.nan, math.inf
+        if self.shared:  # what the thread claimed goes to the other threads, what it finished is delivered
+            self._release(s)
+            out += self._unsent[s]
+            self._unsent[s], self._t_unsent[s] = [], math.inf
         self._gen[s] += 1
         self.abandoned = [t for t in self.abandoned if t.is_alive()]
         old = self._thread[s]
@@ -181,9 +193,12 @@ class WorkerThreads:
         self.lags["pickup"].append(now - (sent if sent > free else free))
 
     def _pick_one(self, s: int, now: float) -> list[Task]:
-        """Shared threads: the head task of the first idle live worker with one (cancelled ones dropped), as a
-        list of one (none: empty). One task per call, so a hung call holds only its own task."""
+        """Shared threads: the head task of the first idle live worker with one (cancelled ones dropped), started
+        at `now`, as a list of one (none: empty); more idle workers' head tasks are claimed behind it in
+        `_rest[s]` (`_claim`), each to run in its own call after it."""
         ready, queues, current, dead = self._ready, self._queues, self._current, self.dead
+        rest, room = self._rest[s], self._claim() - 1
+        first: Task | None = None
         while ready:
             w = ready.popleft()
             if current[w] is not None or dead[w]:  # listed again when it is free (or re-created)
@@ -191,11 +206,57 @@ class WorkerThreads:
             task = self._next_live(queues[w])
             if task is None:
                 continue
-            self._start_task(s, w, task, now)
-            if ready and self._idle:  # more may be ready: one more thread looks (a chain, not a stampede)
-                self._wake[s].put(None)
-            return [task]
-        return []
+            if first is None:
+                first = task
+                self._start_task(s, w, task, now)
+            else:  # claimed: its worker is busy with it, no other thread takes it (or its queue's next task)
+                task.state, task.thread = "claimed", s
+                current[w] = task
+                rest.append(task)
+            if not room:
+                break
+            room -= 1
+        if first is None:
+            return []
+        if ready and self._idle:  # more may be ready: one more thread looks (a chain, not a stampede)
+            self._wake[s].put(None)
+        return [first]
+
+    def _claim(self) -> int:
+        """Tasks a shared thread takes at once: the calls that fit in CHUNK_S at the seconds of the cheapest of
+        the latest four calls (one for an f whose calls take that long, so a slow f spreads over the threads; the
+        cheapest, as a call's seconds include waits for the GIL), at most CHUNK_MAX."""
+        per = min(self._calls)
+        return 1 if per >= CHUNK_S else min(CHUNK_MAX, int(CHUNK_S / max(per, 1e-7)))
+
+    def _release(self, s: int) -> None:
+        """Give slot s's claimed tasks back: each to the head of its worker's queue, ready for any thread."""
+        rest = self._rest[s]
+        if not rest:
+            return
+        queues, current, ready = self._queues, self._current, self._ready
+        while rest:
+            t = rest.pop()  # last first, so each goes back to the head of its queue in order
+            t.state, t.thread = "", -1
+            current[t.worker] = None
+            queues[t.worker].appendleft(t)
+            ready.appendleft(t.worker)
+        for _ in range(min(self._idle, len(ready))):
+            self._wake[s].put(None)
+
+    def _drop_claimed(self, task: Task) -> None:
+        """A claimed task cancelled before its call: dropped, its worker free."""
+        self._rest[task.thread].remove(task)
+        task.state, task.on_cancel = "dropped", None
+        w = task.worker
+        self._current[w] = None
+        self._loads[w] -= 1
+        self._free_since[w] = self.now()
+        self.dropped += 1
+        if self._queues[w]:
+            self._ready.append(w)
+            if self._idle:
+                self._wake[0].put(None)
 
     def _due(self, s: int, out: list[Task], now: float) -> float:
         """Finish slot s's held tasks whose time has come by `now`; returns the next one's due time (inf: none)."""
@@ -242,71 +303,155 @@ class WorkerThreads:
                 except queue.Empty:
                     pass
             self._emit(done)
-            if tasks and not self._execute(s, gen, tasks):
+            if tasks and not (self._run_shared(s, gen, tasks[0]) if shared else self._execute(s, gen, tasks)):
                 return
 
-    def _execute(self, s: int, gen: int, tasks: list[Task]) -> bool:
-        """Run the picked tasks, then finish or hold each; False when this thread must end."""
+    def _items(self, tasks: list[Task]) -> list[Item]:
+        """The tasks as items, each with the injection drawn for it at its start."""
         sv = self.service
         if self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0:  # no injection
-            items = [Item(t, 1.0, "", 0.0, 0.0) for t in tasks]
-        else:
-            items = []
-            for t in tasks:
-                w, rng = t.worker, self._rngs[t.worker]
-                mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
-                t.slow = mult > 1
-                fault = self.faults.draw(rng) if self.faults is not None else ""
-                hang_s = self.faults.hang_s if self.faults is not None else 0.0
-                items.append(Item(t, mult, fault, self.service.draw(rng), hang_s))
+            return [Item(t, 1.0, "", 0.0, 0.0) for t in tasks]
+        items = []
+        for t in tasks:
+            w, rng = t.worker, self._rngs[t.worker]
+            mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
+            t.slow = mult > 1
+            fault = self.faults.draw(rng) if self.faults is not None else ""
+            hang_s = self.faults.hang_s if self.faults is not None else 0.0
+            items.append(Item(t, mult, fault, sv.draw(rng), hang_s))
+        return items
+
+    def _call(self, items: list[Item]) -> None:
+        """Fill the items' outcomes: the backend's calls (a crash fault fails its task without one)."""
         if self._batching:
             for it in items:
                 if it.fault == "crash":
                     it.outcome = ConnectionError("worker crashed")
-            self.backend.run_items([it for it in items if it.fault != "crash"])
-        else:
-            for it in items:
-                t = it.task
-                try:
-                    it.outcome = self.backend.run(t.worker, t, it.extra, it.mult, it.fault, it.hang_s, t.stop)
-                except Exception as e:  # noqa: BLE001 - sorted out below
-                    it.outcome = e
+            self.backend.run_items([it for it in items if it.fault != "crash"] if self.faults is not None else items)
+            return
+        for it in items:
+            t = it.task
+            try:
+                it.outcome = self.backend.run(t.worker, t, it.extra, it.mult, it.fault, it.hang_s, t.stop)
+            except Exception as e:  # noqa: BLE001 - sorted out below
+                it.outcome = e
+
+    def _execute(self, s: int, gen: int, tasks: list[Task]) -> bool:
+        """Run the picked tasks, then finish or hold each; False when this thread must end."""
+        items = self._items(tasks)
+        self._call(items)
         out: list[Task] = []
-        end = False
         with self._lock:
             if self._gen[s] != gen:  # abandoned meanwhile: a fresh thread has the workers
                 return False
             self._batch[s], self._t_call[s], self._t_cancel[s] = [], math.nan, math.inf
-            now = self.now()
-            ready: list[Task] = []  # due now: finished together, in the items' order
-            plain, preempt, batching = self.wrong is None, self.preempt, self._batching
-            for it in items:
-                t, o = it.task, it.outcome
-                if plain and not isinstance(o, BaseException):  # the common case, what `_outcome` does first
-                    t.output, t.ok = o, True
-                else:
-                    self._outcome(t, o)
-                if preempt and t.cancelled:  # cancelled in the call: dropped, its worker free
-                    t.state = "dropped"
-                    self._free(t.worker)
-                    continue
-                if t.reason == "crash":
-                    self._finish_all(ready, out, now)
-                    ready = []
-                    end |= self._crashed(t, out)
-                    continue
-                due = now + (it.rest + t.delay if batching else 0.0)
-                if due <= now:
-                    ready.append(t)
-                else:
-                    t.state = "held"
-                    heapq.heappush(self._holds[s], (due, next(self._seq), t))
-            self._finish_all(ready, out, now)
+            end = self._settle(s, items, self.now(), out)
             if end:
                 self._gen[s] += 1
                 self._thread[s] = None
         self._emit(out)
         return not end
+
+    def _run_shared(self, s: int, gen: int, task: Task) -> bool:
+        """Shared threads: run `task`, then the tasks the slot claimed behind it, one call each (each task's
+        start, end, injection, hang and cancellation its own), settling each when its call returns; finished
+        tasks are delivered together once the claimed ones are done or CHUNK_S after the oldest finished.
+        False when this thread must end (abandoned meanwhile)."""
+        lock, rest, clock, holds = self._lock, self._rest[s], time.perf_counter, self._holds[s]
+        sv = self.service
+        plain = self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0
+        call = getattr(self.backend, "run_task", None) if plain else None  # nothing injected: the lean call
+        lean = call is not None and self.wrong is None
+        calls = self._calls
+        current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
+            self._ready.append
+        keep, counts = self.executed.append, self.counts
+        while True:
+            t0 = clock()
+            if call is not None:
+                o = call(task)
+            else:
+                items = self._items([task])
+                self._call(items)
+            calls[self._n_calls & 3] = clock() - t0  # the latest four calls' seconds (`_claim`)
+            self._n_calls += 1
+            sent: list[Task] = []
+            with lock:
+                if self._gen[s] != gen:  # abandoned meanwhile: its claimed and unsent tasks were handed on
+                    return False
+                now = self.now()
+                out = self._unsent[s]
+                if not out:
+                    self._t_unsent[s] = now
+                end = False
+                if lean and not task.delay and not isinstance(o, BaseException) and not task.cancelled:
+                    # the common case of `_settle` and `_finish_all`: an output, nothing held
+                    task.output, task.ok, task.state, task.on_cancel = o, True, "done", None
+                    task.t_end, task.compute_time = now, now - task.t_start
+                    w = task.worker
+                    current[w] = None
+                    loads[w] -= 1
+                    free_since[w] = now
+                    if queues[w]:
+                        ready(w)
+                    keep(task.record())
+                    out.append(task)
+                    counts["ok"] += 1
+                    self.running -= 1
+                else:
+                    if call is not None:
+                        items = [Item(task, 1.0, "", 0.0, 0.0, o)]
+                    end = self._settle(s, items, now, out)
+                if holds and holds[0][0] <= now:
+                    self._due(s, out, now)
+                if not out:
+                    self._t_unsent[s] = math.inf
+                if end:  # the thread ends with its crashed worker: what it claimed goes to the other threads
+                    self._release(s)
+                    self._gen[s] += 1
+                    self._thread[s] = None
+                task = rest.popleft() if rest and not end else None
+                if task is not None:
+                    self._start_task(s, task.worker, task, now)
+                    self._batch[s], self._t_call[s] = [task], now
+                else:
+                    self._batch[s], self._t_call[s] = [], math.nan
+                self._t_cancel[s] = math.inf
+                if task is None or now - self._t_unsent[s] >= CHUNK_S:
+                    sent, self._unsent[s], self._t_unsent[s] = out, [], math.inf
+            self._emit(sent)
+            if task is None:
+                return not end
+
+    def _settle(self, s: int, items: list[Item], now: float, out: list[Task]) -> bool:
+        """The called items' tasks finished, held or dropped at `now` (finished ones appended to `out`, in the
+        items' order); True when the thread ends with a crashed worker."""
+        ready: list[Task] = []  # due now: finished together, in the items' order
+        plain, preempt, batching = self.wrong is None, self.preempt, self._batching
+        end = False
+        for it in items:
+            t, o = it.task, it.outcome
+            if plain and not isinstance(o, BaseException):  # the common case, what `_outcome` does first
+                t.output, t.ok = o, True
+            else:
+                self._outcome(t, o)
+            if preempt and t.cancelled:  # cancelled in the call: dropped, its worker free
+                t.state = "dropped"
+                self._free(t.worker)
+                continue
+            if t.reason == "crash":
+                self._finish_all(ready, out, now)
+                ready = []
+                end |= self._crashed(t, out)
+                continue
+            due = now + (it.rest + t.delay if batching else 0.0)
+            if due <= now:
+                ready.append(t)
+            else:
+                t.state = "held"
+                heapq.heappush(self._holds[s], (due, next(self._seq), t))
+        self._finish_all(ready, out, now)
+        return end
 
     def _outcome(self, task: Task, out: Any) -> None:
         if not isinstance(out, BaseException):  # the common case first

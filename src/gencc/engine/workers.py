@@ -47,7 +47,7 @@ import numpy as np
 from ..faults import Faults, PersistentStragglers, ServiceTimes, WrongResults
 from . import blas
 from .task import Task, TaskRecord
-from .threads import WorkerThreads
+from .threads import CHUNK_S, RELEASE_S, WorkerThreads
 
 #: the workers' own delays they record (see the module docstring)
 LAGS = ("post", "timer", "pickup")
@@ -83,6 +83,8 @@ class Workers(WorkerThreads):
         self.shared = bool(shared)
         self._ready: deque[int] = deque()  # shared threads: workers that may be idle with a queued task (checked)
         self._idle = 0  # shared threads: threads waiting for a wake-up token
+        self._calls = [CHUNK_S] * 4  # shared threads: the latest calls' seconds (`_claim`), _n_calls of them
+        self._n_calls = 0
         self.restart_s, self.task_timeout, self.max_abandoned = restart_s, task_timeout, int(max_abandoned)
         self._batching = hasattr(backend, "run_items")
         self._blas = blas.resolve(blas_threads, 2 if threads is None else threads)
@@ -121,6 +123,9 @@ class Workers(WorkerThreads):
         self._batch: list[list[Task]] = []  # the tasks in the slot's current call
         self._t_call: list[float] = []  # when that call started (nan: none)
         self._t_cancel: list[float] = []  # when its last task was cancelled (inf: not all are)
+        self._rest: list[deque[Task]] = []  # shared threads: tasks the slot claimed, to run after its current call
+        self._unsent: list[list[Task]] = []  # shared threads: finished tasks the slot has yet to deliver
+        self._t_unsent: list[float] = []  # when the oldest of those finished (inf: none)
         self._thread: list[threading.Thread | None] = []
         self.threads: list[threading.Thread] = []  # the threads started (those that ended may be forgotten)
         self.abandoned: list[threading.Thread] = []  # abandoned threads (hung or preempted) still alive
@@ -170,6 +175,9 @@ class Workers(WorkerThreads):
         self._batch.append([])
         self._t_call.append(math.nan)
         self._t_cancel.append(math.inf)
+        self._rest.append(deque())
+        self._unsent.append([])
+        self._t_unsent.append(math.inf)
         self._thread.append(None)
         self._start_thread(len(self._wake) - 1)
 
@@ -236,6 +244,9 @@ class Workers(WorkerThreads):
             w = task.worker
             if self._current[w] is not task:  # still queued
                 self._loads[w] -= 1
+                return
+            if task.state == "claimed":  # a shared thread took it to run after its current call: not started
+                self._drop_claimed(task)
                 return
             s = task.thread
             if task.state == "held":  # waiting out injected time: the worker is free at once
@@ -326,13 +337,19 @@ class Workers(WorkerThreads):
 
     def _watch(self) -> None:
         """Abandon the threads whose call has run past `task_timeout` (their tasks fail as hung), or that are
-        still in a call whose tasks were all cancelled `CANCEL_GRACE_S` ago (with `preempt`)."""
+        still in a call whose tasks were all cancelled `CANCEL_GRACE_S` ago (with `preempt`). A shared thread in
+        a call longer than RELEASE_S gives back the tasks it claimed and has what it finished delivered."""
         out: list[Task] = []
         with self._lock:
             now = self.now()
             for s, batch in enumerate(self._batch):
                 if not batch or math.isnan(self._t_call[s]):
                     continue
+                if self._rest[s] and now - self._t_call[s] > RELEASE_S:  # a slow call: its claims go to others
+                    self._release(s)
+                if self._unsent[s] and now - self._t_unsent[s] > RELEASE_S:  # and what it finished is delivered
+                    out += self._unsent[s]
+                    self._unsent[s], self._t_unsent[s] = [], math.inf
                 if now - self._t_cancel[s] > CANCEL_GRACE_S and all(t.cancelled for t in batch):
                     out += self._abandon(s, None)
                 elif self.task_timeout is not None:

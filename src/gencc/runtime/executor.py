@@ -101,6 +101,20 @@ def _block_completions(task: Task, rows: list[int]) -> list[Completion | BlockCo
     return [Completion(w, error=task.error, compute_time=task.compute_time, lost=lost) for w in rows]
 
 
+_F64 = np.dtype(np.float64)
+
+
+def _bulk(ws: list[int], vs: list[np.ndarray], cs: list) -> None:
+    """Append the run of ok outputs (workers ws, outputs vs) to cs, as one block of rows when several (one
+    copy), and empty the run."""
+    if len(ws) > 1:
+        cs.append(BlockCompletion(ws[:], np.array(vs)))
+    elif ws:
+        cs.append(Completion(ws[0], vs[0], None, float("nan"), False, True))
+    ws.clear()
+    vs.clear()
+
+
 def completion(task: Task) -> Completion | None:
     """A finished engine task as a job's completion (None: cancelled, never delivered)."""
     w = task.slot
@@ -212,13 +226,27 @@ class EngineBatch(Batch):
             rank = self._rank
             tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
         cs: list[Completion | BlockCompletion] = []
+        ws: list[int] = []  # a run of ok float64 outputs of one shape: one BlockCompletion (the collector takes
+        vs: list[np.ndarray] = []  # such rows together, up to where its policy may stop, see `collect`)
+        shape = None
         for t in tasks:
             if t.cancelled:
                 continue
+            o = t.output
+            if t.ok and not t.block and not t.wrong and type(o) is np.ndarray and o.dtype is _F64:
+                if o.shape != shape:
+                    _bulk(ws, vs, cs)
+                    shape = o.shape
+                ws.append(t.slot)
+                vs.append(o)
+                continue
+            _bulk(ws, vs, cs)
+            shape = None
             if t.block:
                 cs += _block_completions(t, self._block_rows)
             elif (c := completion(t)) is not None:
                 cs.append(c)
+        _bulk(ws, vs, cs)
         if cs:
             self._q.put(cs)
 
