@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import gencc
 from gencc.codes.berrut import berrut_weights
 from gencc.codes.gaps import (
-    AUTO_EDGE_MIN_K,
     AUTO_EDGE_RATIO,
     AUTO_INTERIOR_POINTS,
+    AUTO_MIN_K,
     MIN_POINTS,
     auto_min_points,
     bridge_gaps,
@@ -85,14 +85,14 @@ def test_bridge_gaps_thresholds_interior_and_edge_gaps_apart():
 
 
 def test_auto_rule():
-    """gaps="auto": interior gaps from AUTO_INTERIOR_POINTS data points; edge gaps from MIN_POINTS for
-    K >= AUTO_EDGE_MIN_K up to N = AUTO_EDGE_RATIO K, from AUTO_INTERIOR_POINTS otherwise."""
-    assert (AUTO_INTERIOR_POINTS, AUTO_EDGE_RATIO, AUTO_EDGE_MIN_K) == (3, 4, 16)
+    """gaps="auto": nothing bridged below K = AUTO_MIN_K; from there interior gaps from AUTO_INTERIOR_POINTS data
+    points, edge gaps from MIN_POINTS up to N = AUTO_EDGE_RATIO K and from AUTO_INTERIOR_POINTS beyond."""
+    assert (AUTO_INTERIOR_POINTS, AUTO_EDGE_RATIO, AUTO_MIN_K) == (3, 4, 16)
     assert auto_min_points(16, 64) == (3, 2) and auto_min_points(16, 24) == (3, 2)
-    assert auto_min_points(16, 65) == (3, 3) and auto_min_points(15, 30) == (3, 3)
-    assert auto_min_points(10, 40) == (3, 3) and auto_min_points(10, 160) == (3, 3)
+    assert auto_min_points(16, 65) == (3, 3) and auto_min_points(50, 400) == (3, 3)
+    assert auto_min_points(15, 30) is None and auto_min_points(10, 40) is None and auto_min_points(10, 160) is None
     assert gencc.GCC(20, 40).gap_min_points == (3, 2) and gencc.GCC(10, 40, gaps="bridge").gap_min_points == (2, 2)
-    assert gencc.GCC(10, 40, gaps="fit").gap_min_points is None
+    assert gencc.GCC(10, 40, gaps="fit").gap_min_points is None and gencc.GCC(10, 40).gap_min_points is None
 
 
 def _gap_pattern(code, first, count):
@@ -109,10 +109,12 @@ def _gap_pattern(code, first, count):
 
 @pytest.mark.parametrize("K,N", [(10, 40), (10, 160), (20, 30), (20, 80), (20, 160)])
 def test_default_bridges_by_the_auto_rule(K, N):
-    """The default GCC's D_F against the fit's and the bridged one's: an interior gap of two data points keeps the
-    fit's rows, one of three is bridged; an edge gap of two is bridged for K >= 16 at N <= 4K only."""
+    """The default GCC's D_F against the fit's and the bridged one's: below K = 16 the fit's rows everywhere; from
+    there an interior gap of two data points keeps the fit's rows, one of three is bridged, and an edge gap of two
+    is bridged at N <= 4K only."""
     default, fit, bridge = (gencc.GCC(K, N, decoder="interpolate", gaps=g) for g in ("auto", "fit", "bridge"))
-    for first, count, bridged in ((N // 2 - 2, 2, False), (N // 2 - 2, 3, True), (0, 2, K >= 16 and N <= 4 * K)):
+    big = K >= AUTO_MIN_K
+    for first, count, bridged in ((N // 2 - 2, 2, False), (N // 2 - 2, 3, big), (0, 2, big and N <= 4 * K)):
         r = _gap_pattern(default, first, count)
         want = bridge if bridged else fit
         np.testing.assert_allclose(default.decoding_matrix(r), want.decoding_matrix(r), atol=1e-12)

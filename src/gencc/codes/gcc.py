@@ -69,9 +69,9 @@ class GCC(Code):
     workers or beyond the outermost one, by a bounded linear reading (the mean of Berrut's rational interpolant and
     the straight line across the gap, around the results' least-squares trend in the kernel's null space, so
     affine data stay exact) instead of the fit, which extrapolates its trend there and blew up the worst case at
-    high straggler fractions. "auto" (default) bridges a gap between two returned workers from 3 data points and
-    one beyond the outermost from 2 when K >= 16 and N <= 4 K (from 3 otherwise): the fit stays where it
-    measured better (small gaps, dense workers, few inputs). "fit" keeps the fit's rows everywhere.
+    high straggler fractions. "auto" (default), for K >= 16, bridges a gap between two returned workers from 3 data
+    points and one beyond the outermost from 2 when N <= 4 K (from 3 otherwise); below K = 16 nothing: the fit
+    stays where it measured better (small gaps, dense workers, few inputs). "fit" keeps the fit's rows everywhere.
     """
 
     name = "gcc"

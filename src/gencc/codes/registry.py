@@ -114,7 +114,7 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
         Param("decoder", "choice", "auto", "interpolate, or select (per decode, the best of three readings by "
               "leave-one-out; auto: select for K < N <= 1.5K)", ("auto", "interpolate", "select")),
         Param("gaps", "choice", "auto", "auto: a bounded reading of the data points in gaps of returned workers "
-              "that hold 3 or more (2 beyond the outermost one when K >= 16, N <= 4K), the fit elsewhere; bridge: "
+              "that hold 3 or more (2 beyond the outermost one when N <= 4K) for K >= 16, the fit elsewhere; bridge: "
               "of gaps that hold 2 or more; fit: the fit everywhere (safer worst case at high straggler fractions: "
               "auto)",
               ("auto", "fit", "bridge")),
