@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from measure import machine
+from measure import free_port, machine, server_ready
 
 HERE = Path(__file__).resolve().parent
 W, K, SERVICE_MS, SLOW_F, SLOW_X, LOAD = 12, 8, 40.0, 0.1, 10.0, 0.3
@@ -144,28 +143,13 @@ def client(url: str, rate: float, duration: float, data: Path, seed: int) -> dic
 
 # ---- the driver ----------------------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ready(port: int) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def serve(args: list[str], env: dict, start_timeout: float) -> tuple[subprocess.Popen, int, float]:
     """`gencc serve ARGS` on a free loopback port in its own process: (process, port, seconds until ready)."""
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "gencc.cli", "serve", *args, "--port", str(port), "--max-pending", "100000"]
     server = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     t0 = time.monotonic()
-    while not _ready(port):
+    while not server_ready(port):
         if server.poll() is not None:
             raise SystemExit(f"gencc serve exited {server.returncode}: {server.stdout.read()[-2000:]}")
         if time.monotonic() - t0 > start_timeout:

@@ -8,6 +8,7 @@ same machine load; a ratio near 1 means gencc adds little on top of it.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,3 +64,20 @@ def machine() -> str:
     """The machine the figures come from (they move with its load)."""
     return (f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} when written (on a shared machine these "
             "figures move with the load).")
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for a server the benchmark starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_ready(port: int) -> bool:
+    """Whether a `gencc serve` on 127.0.0.1:port answers the Open Inference Protocol's readiness with 200."""
+    import httpx
+
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

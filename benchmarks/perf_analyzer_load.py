@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import csv
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from measure import machine
+from measure import free_port, machine, server_ready
 
 HERE = Path(__file__).resolve().parent
 SHAPE, NAME = (1, 8, 8), "tiny"
@@ -43,21 +42,6 @@ _W = np.random.default_rng(0).normal(size=(64, 10)) / 8
 def model(x):
     """The served model: (B, 1, 8, 8) -> (B, 10)."""
     return np.tanh(np.asarray(x, dtype=np.float64).reshape(len(x), -1) @ _W)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ready(port: int) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def perf_analyzer(binary: str, port: int, rate: float, window_ms: int, out: Path) -> dict:
@@ -99,7 +83,7 @@ def main() -> None:
     if not args.perf_analyzer:
         raise SystemExit("no perf_analyzer binary: pass --perf-analyzer PATH (see this file's docstring for where "
                          "to get one)")
-    port = _free_port()
+    port = free_port()
     K = ["--K", "8"] if args.scheme in ("gcc", "bacc", "sgcc") else []  # noqa: N806
     serve = [sys.executable, "-m", "gencc.cli", "serve", "--model", "perf_analyzer_load:model", "--input-shape",
              ",".join(map(str, SHAPE)), "--name", NAME, "--scheme", args.scheme, "--workers", "12", *K,
@@ -108,7 +92,7 @@ def main() -> None:
     lines = []
     try:
         t_end = time.monotonic() + 180
-        while not _ready(port):
+        while not server_ready(port):
             if server.poll() is not None or time.monotonic() > t_end:
                 raise SystemExit(f"gencc serve did not start: {server.stderr.read().decode()[-2000:]}")
             time.sleep(0.3)
