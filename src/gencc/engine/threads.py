@@ -226,7 +226,7 @@ class WorkerThreads:
         """Tasks a shared thread takes at once: the calls that fit in CHUNK_S at the seconds of the cheapest of
         the latest four calls (one for an f whose calls take that long, so a slow f spreads over the threads; the
         cheapest, as a call's seconds include waits for the GIL), at most CHUNK_MAX."""
-        per = min(self._calls)
+        per = min(self._call_s)
         return 1 if per >= CHUNK_S else min(CHUNK_MAX, int(CHUNK_S / max(per, 1e-7)))
 
     def _release(self, s: int) -> None:
@@ -362,7 +362,7 @@ class WorkerThreads:
         plain = self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0
         call = getattr(self.backend, "run_task", None) if plain else None  # nothing injected: the lean call
         lean = call is not None and self.wrong is None
-        calls = self._calls
+        calls = self._call_s
         current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
             self._ready.append
         keep, counts = self.executed.append, self.counts

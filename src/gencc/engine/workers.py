@@ -83,7 +83,7 @@ class Workers(WorkerThreads):
         self.shared = bool(shared)
         self._ready: deque[int] = deque()  # shared threads: workers that may be idle with a queued task (checked)
         self._idle = 0  # shared threads: threads waiting for a wake-up token
-        self._calls = [CHUNK_S] * 4  # shared threads: the latest calls' seconds (`_claim`), _n_calls of them
+        self._call_s = [CHUNK_S] * 4  # shared threads: the latest calls' seconds (`_claim`), _n_calls of them
         self._n_calls = 0
         self.restart_s, self.task_timeout, self.max_abandoned = restart_s, task_timeout, int(max_abandoned)
         self._batching = hasattr(backend, "run_items")
