@@ -1,11 +1,12 @@
 """The one place a pool of workers is built (`make_pool`): the backend, by name or as an object, and how many
 threads serve the workers. Jobs, serving and training call it, so a choice of threads is made here once.
 
-Threads: None, a thread per worker (a backend whose `run` blocks its thread for the whole task, Ray's, needs
-one); an integer T, thread t serving the workers w with w % T == t, running their ready tasks as one batched
-call; "shared", `shared_threads()` threads that every worker's queue feeds: a free thread takes the next ready
-task of any idle worker, one task per call, so a call that hangs holds only its own task (and its thread, which
-is replaced when the task is cancelled or times out) while the other threads serve every other worker.
+Threads: None, a thread per worker, except on a `RayBackend`, whose calls one thread sends and waits on with
+`ray.wait` (`gencc.engine.ray_workers.RayWorkers`: no thread per worker or actor); an integer T, thread t
+serving the workers w with w % T == t, running their ready tasks as one batched call; "shared",
+`shared_threads()` threads that every worker's queue feeds: a free thread takes the next ready task of any idle
+worker, one task per call, so a call that hangs holds only its own task (and its thread, which is replaced when
+the task is cancelled or times out) while the other threads serve every other worker.
 """
 
 from __future__ import annotations
@@ -45,9 +46,16 @@ def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | Non
 def make_pool(n_workers: int, backend: Any, *args: Any, threads: int | str | None = None, **options: Any) -> Workers:
     """`Workers` over `backend` (an object, or a name for `make_backend`), served by `threads` (see the module
     docstring: None, an integer, or "shared"); `args` and `options` are the rest of `Workers`'s arguments
-    (service times, stragglers, faults, ...)."""
+    (service times, stragglers, faults, ...). On a `RayBackend` with threads None: `RayWorkers`."""
     if isinstance(backend, str):
         backend = make_backend(backend, n_workers)
+    if threads is None:
+        from ._ray import RayBackend  # no Ray import: the module imports it only when a backend starts
+
+        if isinstance(backend, RayBackend):
+            from .ray_workers import RayWorkers
+
+            return RayWorkers(n_workers, backend, *args, **options)
     if threads == "shared":
         if not hasattr(backend, "run_items"):
             raise ValueError("shared threads need a backend that runs tasks in the thread (run_items); "

@@ -142,8 +142,8 @@ class RayWorkers(Workers):
                 self._batch[s], self._t_call[s], self._t_cancel[s] = tasks, now, math.inf
             gen = self._gen[s]
         self._emit(done)
-        for t in tasks:  # one: a slot serves one worker
-            item = self._draw(t)
+        for item in self._items(tasks):  # one: a slot serves one worker; its injection drawn at its start
+            t = item.task
             try:
                 call = self.backend.submit(t.worker, t, item.extra, item.mult, item.fault, item.hang_s)
             except Exception as e:  # noqa: BLE001 - e.g. a function that does not pickle: the task fails
@@ -153,18 +153,6 @@ class RayWorkers(Workers):
                 continue
             self._calls[call.ref] = (s, gen, item, call)
             self._out[s] = call.ref
-
-    def _draw(self, t: Task) -> Item:
-        """What is injected into task t, drawn at its start as `Workers` draws it (held on the actor)."""
-        sv = self.service
-        if self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0:
-            return Item(t, 1.0, "", 0.0, 0.0)
-        w, rng = t.worker, self._rngs[t.worker]
-        mult = self.stragglers.multiplier(w, t.t_start) if self.stragglers is not None else 1.0
-        t.slow = mult > 1
-        fault = self.faults.draw(rng) if self.faults is not None else ""
-        hang_s = self.faults.hang_s if self.faults is not None else 0.0
-        return Item(t, mult, fault, self.service.draw(rng), hang_s)
 
     def _done(self, s: int, gen: int, item: Item) -> bool:
         """Finish slot s's call with its outcome, as `Workers` finishes a thread's call; False when the slot

@@ -25,9 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._validate import check_int, check_positive
-from ..engine import Constant, Task
+from ..engine import Constant, Task, Workers, make_pool
 from ..engine._ray import RayBackend
-from ..engine.ray_workers import RayWorkers
 from .executor import Batch, EngineBatch, Executor
 
 
@@ -65,7 +64,7 @@ class RayExecutor(Executor):
         self._f: Callable | None = None
         self._lock = threading.Lock()
         self._backend: RayBackend | None = None
-        self._workers: RayWorkers | None = None
+        self._workers: Workers | None = None
 
     # ----- what the actors are ------------------------------------------------------------------------------
     @property
@@ -120,8 +119,8 @@ class RayExecutor(Executor):
                                        actor_options=self.actor_options, init_kwargs=self.init_kwargs,
                                        temp_dir=self.temp_dir, ready_timeout=self.ready_timeout,
                                        on_ready=self.on_ready)
-            self._workers = RayWorkers(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
-                                       name="gencc-ray-worker")
+            self._workers = make_pool(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
+                                      name="gencc-ray-worker")
             self.num_actors = n
         return self
 

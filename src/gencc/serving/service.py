@@ -177,22 +177,19 @@ class Service:
             if c.scheme.startswith("sgcc-parity"):
                 calibration = calibrate_sgcc(w or model, c.K, coded_workers(c.K, c.workers), parity,
                                              data=None if w is not None else X)
-        pool_of: Callable[..., Workers] = make_pool
         if c.backend == "local":
             be: Any = ThreadBackend(fns, dtype=np.float32)
         else:
             from ..engine._ray import RayBackend
-            from ..engine.ray_workers import RayWorkers
 
             factories = {"f": factory}
             if parity is not None:
                 factories["parity"] = parity.factory  # picklable; rebuilt in each actor
             be = RayBackend(c.workers, factories, address=c.address)
-            pool_of = RayWorkers  # one thread waits on every actor's calls
         on_loop = c.backend == "local"  # the dispatcher may run on the front door's loop: see LoopEnv
-        pool = pool_of(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
-                       seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
-                       inline=on_loop)
+        pool = make_pool(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
+                         seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
+                         inline=on_loop)
 
         def make(gate: Gate | None, check: str = c.check) -> Callable[[Env], Dispatcher]:
             return lambda env: make_dispatcher(c.scheme, env, K=c.K, parm_k=c.parm_k, parity=parity,

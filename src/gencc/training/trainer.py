@@ -156,12 +156,9 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     full_blocks = [Block(Xp, Tp) for Xp, Tp in plan.parts]
     opt = _optimizer(optimizer, model.parameters(), lr)
     rng = np.random.default_rng([seed, 19])
-    pool_of: Callable[..., Workers] = make_pool
-    if backend == "ray":
-        from ..engine.ray_workers import RayWorkers as pool_of  # one thread waits on every actor's calls
-    engine = pool_of(N, make_backend(backend, N, address=address, **(ray_options or {})),
-                     ServiceTimes(sample_s * compute), inj.persistent, inj.faults, seed=seed, preempt=True,
-                     mark_dead=backend != "ray", name="gencc-train")  # Ray replaces a dead actor
+    engine = make_pool(N, make_backend(backend, N, address=address, **(ray_options or {})),
+                       ServiceTimes(sample_s * compute), inj.persistent, inj.faults, seed=seed, preempt=True,
+                       mark_dead=backend != "ray", name="gencc-train")  # Ray replaces a dead actor
     history: list[dict] = []
     wall = 0.0
     try:
