@@ -51,8 +51,9 @@ REAL_SCHEMES = ["uncoded", "hedged", "gcc", "sgcc", "gcc-hedge"]
 LOADS = [0.1, 0.3, 0.57, 0.76, 0.95, 1.1, 1.2]
 REAL_LOADS = [0.1, 0.3, 0.57, 0.76, 0.95]
 #: the variants `policies` compares: name -> Redundancy (None: every coded task)
-POLICIES = {"full": None, "idle+late": Redundancy(0, True), "idle": Redundancy(0, False),
-            "queue<=1+late": Redundancy(1, True), "queue<=2+late": Redundancy(2, True)}
+POLICIES = {"full": None, "idle+late": Redundancy(0), "idle+late-coded": Redundancy(0, "coded"),
+            "idle+late-copy": Redundancy(0, "copy"), "idle": Redundancy(0, "off"), "queue<=1+late": Redundancy(1),
+            "queue<=2+late": Redundancy(2)}
 
 
 def capacity(a: argparse.Namespace) -> float:
@@ -261,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
         for load in a.loads:
             for scheme in a.schemes or ["gcc", "sgcc"]:
                 for pol, red in POLICIES.items():
-                    rows.append({**sim_point(scheme, load, a, redundancy=red), "scheme": f"{scheme} {pol}"})
+                    label = f"{scheme} {pol}" + (", gate holds" if a.gate == "held" else "")
+                    rows.append({**sim_point(scheme, load, a, redundancy=red), "scheme": label})
                     print(rows[-1], flush=True)
     elif a.mode == "sim":
         for load in a.loads:

@@ -74,7 +74,7 @@ def coded(env: Recording, t0: float = 0.0, t1: float = math.inf) -> int:
 def test_low_load_codes_every_group_in_full():
     arr = poisson(0.2 * CAPACITY, 0.0, 30.0, seed=1)
     _, full, _, _ = run(arr, None)
-    _, adaptive, _, _ = run(arr, Redundancy(late=False))
+    _, adaptive, _, _ = run(arr, Redundancy(late="off"))
     assert coded(full) > 0.5 * len(arr)  # partial groups send at least two coded tasks: more than (N - K) / K
     assert coded(adaptive) >= 0.97 * coded(full)
 
@@ -84,7 +84,7 @@ def test_near_saturation_sends_plain_tasks_and_codes_again_when_load_drops():
     almost no coded task leaves; once they drained, groups are coded as fully as without the policy."""
     arr = np.concatenate([poisson(1.5 * CAPACITY, 0.0, 2.0, seed=2), poisson(0.2 * CAPACITY, 2.0, 22.0, seed=3)])
     _, full, _, _ = run(arr, None)
-    _, adaptive, _, _ = run(arr, Redundancy(late=False))
+    _, adaptive, _, _ = run(arr, Redundancy(late="off"))
     burst_full, burst = coded(full, 0.5, 2.0), coded(adaptive, 0.5, 2.0)
     assert burst_full > 0.4 * np.sum((arr >= 0.5) & (arr < 2.0))  # without the policy: every group coded
     assert burst <= 0.2 * burst_full
@@ -92,13 +92,44 @@ def test_near_saturation_sends_plain_tasks_and_codes_again_when_load_drops():
 
 
 def test_late_members_still_get_coded_tasks_near_saturation():
-    """With `late` (the default), a member unanswered after the observed p90 gets a coded task even when the
-    queues left no room at formation: fewer coded tasks than full coding, more than none."""
+    """Without a gate the default `late` gives a member unanswered after the observed p90 a coded task even when
+    the queues left no room at formation: fewer coded tasks than full coding, more than none."""
     arr = poisson(1.2 * CAPACITY, 0.0, 10.0, seed=4)
     _, full, _, _ = run(arr, None)
-    _, eager_only, _, _ = run(arr, Redundancy(late=False))
+    _, eager_only, _, _ = run(arr, Redundancy(late="off"))
     _, adaptive, _, _ = run(arr, DEFAULT_REDUNDANCY)
     assert coded(eager_only) < coded(adaptive) < coded(full)
+
+
+def copies(env: Recording) -> int:
+    return sum(1 for _, kind in env.sent if kind == "copy")
+
+
+def test_behind_a_gate_late_members_get_plain_copies_not_coded_tasks():
+    """The default `late` ("auto") behind a gate: a late member gets plain copies at the p90 timer, no late coded
+    task (the gate would hold its decode); "coded" keeps the late coded tasks; every answer is f's own."""
+    f = TinyNet()
+    arr = poisson(1.0 * CAPACITY, 0.0, 10.0, seed=4)
+    _, eager_only, _, _ = run(arr, Redundancy(late="off"), scheme="sgcc", f=f, gate=Gate(math.inf))
+    reqs, auto, _, inputs = run(arr, DEFAULT_REDUNDANCY, scheme="sgcc", f=f, gate=Gate(math.inf))
+    _, late_coded, _, _ = run(arr, Redundancy(late="coded"), scheme="sgcc", f=f, gate=Gate(math.inf))
+    assert coded(auto) <= coded(eager_only) < coded(late_coded)
+    assert copies(auto) > copies(late_coded)
+    F = f(inputs)
+    assert all(r.status == 200 and not r.degraded and np.allclose(r.output, F[r.id], rtol=1e-5, atol=1e-6)
+               for r in reqs)
+
+
+def test_late_copies_cut_the_tail_behind_a_gate():
+    """Near uncoded's capacity with every decode held, late copies answer the late members sooner than late coded
+    tasks whose decodes the gate holds: a lower p99."""
+    f = TinyNet()
+    arr = poisson(0.8 * CAPACITY, 0.0, 20.0, seed=8)
+    p99 = {}
+    for late in ("copy", "coded"):
+        reqs, _, _, _ = run(arr, Redundancy(late=late), scheme="sgcc", f=f, gate=Gate(math.inf))
+        p99[late] = np.percentile([r.latency for r in reqs], 99)
+    assert p99["copy"] < p99["coded"]
 
 
 @pytest.mark.parametrize("scheme", ["gcc", "sgcc"])
@@ -120,8 +151,10 @@ def test_redundancy_checks_its_knob():
     assert Redundancy().admit(0) and not Redundancy().admit(1) and Redundancy(2).admit(2)
     with pytest.raises(ValueError, match="max_queue"):
         Redundancy(-1)
-    with pytest.raises(ValueError, match="late"):
+    with pytest.raises(ValueError, match="late task 'yes'; choose one of auto, copy, coded, off"):
         Redundancy(late="yes")
+    assert Redundancy().late_task(gated=True) == "copy" and Redundancy().late_task(gated=False) == "coded"
+    assert Redundancy(late="coded").late_task(True) == "coded" and Redundancy(late="off").late_task(True) is None
 
 
 @pytest.mark.parametrize("redundancy, want", [("adaptive", DEFAULT_REDUNDANCY), ("full", None)])

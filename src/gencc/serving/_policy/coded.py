@@ -145,7 +145,7 @@ class CodedDispatcher(Dispatcher):
                 t = Task(x=req.x, fn="f", on_done=self._done, kind="systematic", slot=req.slot, owner=req)
                 req.tasks.append(t)
                 self.send(w, t)
-        if self.mode == "hedge" or (self.redundancy is not None and self.redundancy.late):
+        if self.mode == "hedge" or (self.redundancy is not None and self.redundancy.late != "off"):
             self.later(self.latency.value, lambda: self._late(g, req), g)
         if len(g.members) == self.K:
             self._form(g)
@@ -289,6 +289,10 @@ class CodedDispatcher(Dispatcher):
         if not g.formed:
             self._form(g, trigger)
             return
+        if self.redundancy is not None and self.redundancy.late_task(self.gate is not None) == "copy":
+            for k in late:
+                self._late_copy(g, g.members[k])
+            return
         self._place(g)
         failed = sum(1 for t in g.tasks if t.reason)
         want: list[int] = []
@@ -308,6 +312,19 @@ class CodedDispatcher(Dispatcher):
                 want.append(n)
                 need -= 1
         self._send_coded(g, want)
+
+    def _late_copy(self, g: _Group, r: Request) -> None:
+        """Plain copies of late member r (`Redundancy` late "copy"): the gate's copy rule when there is a gate
+        (without holding r: a decode of its group may still answer it), else one copy on a worker outside the
+        group."""
+        if r.status:
+            return
+        have = sum(t.kind == "copy" for t in r.tasks)
+        if self.gate is not None:
+            self.gate.copy(self, r, self.busy_workers(g))
+        elif not have:
+            self.send_copy(r, "copy", exclude=self.busy_workers(g))
+        self.copies += sum(t.kind == "copy" for t in r.tasks) - have
 
     # ----- results -----------------------------------------------------------------------------------
     def task_done(self, task: Task) -> None:
