@@ -58,6 +58,28 @@ def test_predict_answers_f_and_validates_input(workload):
         assert 'gencc_requests_total{status="200"} 6.0' in m and "gencc_request_latency_seconds_bucket" in m
 
 
+def test_metrics_give_the_tasks_run_time_by_worker_state(workload):
+    """/metrics: the run time and count of the tasks that returned, normal and slow apart; a normal task runs at
+    least its injected service time (20 ms here, shifted exponential: at least 18 ms) and a slow one (x10) far
+    longer."""
+    import re
+
+    svc = build("uncoded", service_ms=20.0, slow_fraction=0.5, slow_factor=10.0, mean_slow_s=0.2)
+    with TestClient(create_app(svc)) as c:
+        for x in workload.X_test[:30]:
+            assert c.post("/predict", json={"input": x.tolist()}).status_code == 200
+        m = c.get("/metrics").text
+
+    def value(name: str, state: str) -> float:
+        return float(re.search(rf'{name}_total{{state="{state}"}} (\S+)', m).group(1))
+
+    runs = {s: value("gencc_task_runs", s) for s in ("normal", "slow")}
+    assert runs["normal"] + runs["slow"] == 30 and runs["normal"] > 0 and runs["slow"] > 0
+    normal = value("gencc_task_run_seconds", "normal") / runs["normal"]
+    slow = value("gencc_task_run_seconds", "slow") / runs["slow"]
+    assert 0.018 <= normal < 0.1 and slow > 0.15
+
+
 def test_overload_gets_503_and_every_request_one_answer(workload):
     svc = build("uncoded", service_ms=20.0, max_pending=8)
     rows = run_inprocess(svc, rate=2 * 6 / 0.022, duration=1.0, inputs=workload.X_test)  # 2x capacity

@@ -47,6 +47,11 @@ class Metrics:
                                  registry=self.registry)
         self.stragglers = Counter("gencc_straggler_tasks", "tasks that failed or ran slow, by reason",
                                   ["reason"], registry=self.registry)
+        self.run_seconds = Counter("gencc_task_run_seconds", "run time of the tasks that returned (start to end on "
+                                   "a worker), by worker state (slow: an injected slowdown hit it)", ["state"],
+                                   registry=self.registry)
+        self.runs = Counter("gencc_task_runs", "tasks that returned, by worker state", ["state"],
+                            registry=self.registry)
         #: counters the checked dispatcher keeps (gencc.serving.checked), copied at each scrape
         self.checks = {attr: Counter(f"gencc_{name}", doc, registry=self.registry) for attr, name, doc in (
             ("unchecked", "unchecked_answers", "answers no wrong-result check covered (--check-results)"),
@@ -276,6 +281,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
             m.stragglers.labels("slow").inc(slow)
         for attr, counter in m.checks.items():
             _catch_up(counter, getattr(service.dispatcher, attr, 0))
+        for state, n in service.dispatcher.runs.items():
+            _catch_up(m.runs.labels(state), n)
+            _catch_up(m.run_seconds.labels(state), service.dispatcher.run_seconds[state])
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -65,6 +65,10 @@ class Dispatcher:
         self.on_answer = on_answer
         self.latency = RollingQuantile(0.95, default=math.inf)
         self.failures: dict[str, int] = {}
+        #: run time (s) and count of the tasks that returned, by worker state ("normal", or "slow": an injected
+        #: slowdown hit it): what a worker's task really costs here (`/metrics`, the simulator's calibration)
+        self.run_seconds: dict[str, float] = {"normal": 0.0, "slow": 0.0}
+        self.runs: dict[str, int] = {"normal": 0, "slow": 0}
         self.errors: dict[str, int] = {}  # "place: ExceptionType" -> count (see `guard`)
         self.last_errors: deque[str] = deque(maxlen=MAX_ERRORS)
         self.tasks_sent = 0
@@ -263,6 +267,10 @@ class Dispatcher:
     def _done(self, task: Task) -> None:
         if not task.ok:
             self.failures[task.reason] = self.failures.get(task.reason, 0) + 1
+        elif task.t_end >= task.t_start:
+            state = "slow" if task.slow else "normal"
+            self.run_seconds[state] += task.t_end - task.t_start
+            self.runs[state] += 1
         group = self._group_of(task)
         if group is not None and getattr(group, "broken", False):  # abandoned: its tasks answer as plain copies
             if isinstance(task.owner, Request):
