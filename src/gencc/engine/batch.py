@@ -159,18 +159,9 @@ def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: li
 def call_task(resolve: Callable[[Task], tuple[Callable, bool | None]], task: Task, cast: Any = None) -> Any:
     """The outcome of one task with nothing injected, as `run_items` gives it: f's float64 output, or the
     exception (f raised, or its output is not finite: an `InjectedFault("nan")` holding it)."""
-    try:
-        fn, batched = resolve(task)
-    except Exception as e:  # noqa: BLE001 - an unknown function fails its task
-        return e
-    if task.block or batched or batched is None and getattr(fn, "batched", False):
-        it = Item(task, 1.0, "", 0.0, 0.0)
-        _inject(it, _call_group(fn, batched, [it], cast))
-        return it.outcome
-    o = _call_one(fn, task.x if cast is None else np.asarray(task.x, dtype=cast), False)
-    if isinstance(o, BaseException) or np.isfinite(o).all():
-        return o
-    return InjectedFault("nan", o)
+    it = Item(task, 1.0, "", 0.0, 0.0)
+    _run_one(resolve, it, cast)
+    return it.outcome
 
 
 def _run_one(resolve: Callable[[Task], tuple[Callable, bool | None]], it: Item, cast: Any) -> None:
