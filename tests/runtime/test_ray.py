@@ -144,6 +144,33 @@ def test_actor_killed_mid_job_is_a_straggler_then_replaced(X, restarts):
             np.testing.assert_allclose(r2.outputs, reference(code, X, range(4)), atol=1e-12)
 
 
+@pytest.mark.parametrize("broken", ["ray.wait raises", "a bug in the waiting thread"])
+def test_a_failing_waiting_thread_loses_the_calls_out_instead_of_hanging(X, monkeypatch, broken):
+    """Whatever fails in RayWorkers' waiting thread (Ray's own wait, or an unexpected error past it: here a ref
+    nobody sent, a KeyError), every call out fails as lost: the job ends with them counted as stragglers instead
+    of waiting forever, and the workers serve the next job."""
+    code, X = gencc.GCC(K=3, N=4), X[:3]
+    with RayExecutor(num_actors=4) as e:
+        assert run(smooth, X, code, e, order=False, timeout=60).stragglers == {}
+        with monkeypatch.context() as m:
+            if broken == "ray.wait raises":
+                def wait(*args, **kwargs):
+                    raise RuntimeError("injected: ray.wait failed")
+
+                m.setattr(ray, "wait", wait)
+            else:
+                m.setattr(e._backend, "wait", lambda refs, timeout: [object()])
+            t0 = time.monotonic()
+            with pytest.raises(gencc.JobFailed) as err:
+                run(smooth, X, code, e, order=False, timeout=30)
+            assert time.monotonic() - t0 < 20  # ended by the loss, not by the hard timeout
+        assert sorted(err.value.stragglers) == [0, 1, 2, 3]
+        assert all(why.startswith("lost") for why in err.value.stragglers.values()), err.value.stragglers
+        r = run(smooth, X, code, e, order=False, timeout=60)
+        assert r.stragglers == {}
+        np.testing.assert_allclose(r.outputs, reference(code, X, range(4)), atol=1e-12)
+
+
 def test_more_logical_workers_than_actors_and_torch_factory():
     Xw = np.random.default_rng(2).normal(size=(5, 6))
     code = gencc.GCC(K=5, N=10)

@@ -29,9 +29,9 @@ from .smoother_loo import (
 from .systematic import UNCERTAINTY_CACHE_SIZE, _error_sd, decoder_error_var, reml_apply, reml_form
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline (both kernels decode equally
-#: well above it: tests/codes/test_gcc.py). Half this would remove the cold decode's cliff (the dense Matern solve
-#: is O(n^3)), but it moves the committed rate and adversarial figures at N = 320 and 640: it waits for their
-#: regeneration (issue 34)
+#: well above it: tests/codes/test_gcc.py). Not lowered to remove the cold decode's cliff (the dense Matern solve
+#: is O(n^3)): measured at 256, the worst-case errors of rate-worst's digits CNN at N = 320..640 rose by 12-35% (the
+#: Matern fit decodes them better; issue 34), so the cliff waits for a faster Matern solve instead
 AUTO_DENSE_MAX = 512
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
 AUTO_SELECT_MAX = 64

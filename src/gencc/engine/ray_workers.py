@@ -56,6 +56,7 @@ class RayWorkers(Workers):
         self._closing = False
         self._calls: dict[Any, tuple[int, int, Item, Call]] = {}  # ref -> (slot, its generation, item, call)
         self._out: dict[int, Any] = {}  # slot -> the ref of its call out
+        self._checked = 0.0  # when the waiting thread last looked for dead actors (time.monotonic)
         super().__init__(n_workers, backend, *args, **options)
         self._waiter = threading.Thread(target=self._wait_loop, daemon=True, name=f"{self.name}-wait")
         self._waiter.start()
@@ -70,57 +71,85 @@ class RayWorkers(Workers):
 
     # ----- the waiting thread -------------------------------------------------------------------------------
     def _wait_loop(self) -> None:
-        kicks, calls = self._kicks, self._calls
-        checked = time.monotonic()
+        """The waiting thread. Whatever goes wrong in a round (Ray itself, or a bug here) fails every call out,
+        and every task picked but not yet sent, as lost: the jobs see stragglers, never a hang."""
+        self._checked = time.monotonic()
         while True:
-            slots = set()
-            if not calls:
-                try:
-                    slots.add(kicks.get(timeout=CHECK_S))
-                except queue.Empty:
-                    pass
             try:
-                while True:
-                    slots.add(kicks.get_nowait())
-            except queue.Empty:
-                pass
-            if self._closing:
-                return
-            for s in sorted(slots):
-                if s >= 0:
-                    self._look(s)
-            if time.monotonic() - checked >= CHECK_S:
-                checked = time.monotonic()
-                try:
-                    self.backend.check_actors()
-                except Exception as e:  # noqa: BLE001 - Ray itself failed: the calls out say so below
-                    log.warning("%s: looking for dead actors failed: %s", self.name, describe_error(e))
-            if not calls:
-                continue
-            try:
-                ready = self.backend.wait(list(calls), WAIT_S)
-            except Exception as e:  # noqa: BLE001 - Ray itself failed: every call out is lost
+                if self._wait_round():
+                    return
+            except Exception as e:  # noqa: BLE001 - the thread must outlive any error: the calls out are lost
                 if self._closing:
                     return
-                log.error("%s: ray.wait failed (%s): the %d calls out fail as lost", self.name,
-                          describe_error(e), len(calls))
-                lost = ConnectionError(f"ray.wait failed: {describe_error(e)}")
-                for s, gen, item, _ in list(calls.values()):
-                    item.outcome = lost
-                    self._done(s, gen, item)
-                calls.clear()
-                self._out.clear()
-                continue
-            for ref in ready:
-                s, gen, item, call = calls.pop(ref)
-                if self._out.get(s) is ref:
-                    del self._out[s]
-                try:
-                    item.outcome = self.backend.result(call)
-                except Exception as e:  # noqa: BLE001 - sorted out by `_outcome`
-                    item.outcome = e
-                if self._done(s, gen, item):
-                    self._look(s)
+                log.exception("%s: the waiting thread failed (%s): the %d calls out fail as lost", self.name,
+                              describe_error(e), len(self._calls))
+                self._lose_all(f"the waiting thread failed: {describe_error(e)}")
+
+    def _wait_round(self) -> bool:
+        """One round of the waiting thread: the slots kicked looked at, the actors checked now and then, one
+        `ray.wait` over the calls out and the ready ones finished. True when the workers are closing."""
+        kicks, calls = self._kicks, self._calls
+        slots = set()
+        if not calls:
+            try:
+                slots.add(kicks.get(timeout=CHECK_S))
+            except queue.Empty:
+                pass
+        try:
+            while True:
+                slots.add(kicks.get_nowait())
+        except queue.Empty:
+            pass
+        if self._closing:
+            return True
+        for s in sorted(slots):
+            if s >= 0:
+                self._look(s)
+        if time.monotonic() - self._checked >= CHECK_S:
+            self._checked = time.monotonic()
+            try:
+                self.backend.check_actors()
+            except Exception as e:  # noqa: BLE001 - Ray itself failed: the calls out say so below
+                log.warning("%s: looking for dead actors failed: %s", self.name, describe_error(e))
+        if not calls:
+            return False
+        try:
+            ready = self.backend.wait(list(calls), WAIT_S)
+        except Exception as e:  # noqa: BLE001 - Ray itself failed: every call out is lost
+            if self._closing:
+                return True
+            log.error("%s: ray.wait failed (%s): the %d calls out fail as lost", self.name,
+                      describe_error(e), len(calls))
+            self._lose_all(f"ray.wait failed: {describe_error(e)}")
+            return False
+        for ref in ready:
+            s, gen, item, call = calls.pop(ref)
+            if self._out.get(s) is ref:
+                del self._out[s]
+            try:
+                item.outcome = self.backend.result(call)
+            except Exception as e:  # noqa: BLE001 - sorted out by `_outcome`
+                item.outcome = e
+            if self._done(s, gen, item):
+                self._look(s)
+        return False
+
+    def _lose_all(self, why: str) -> None:
+        """Fail every call out, and every task a slot picked without a call out yet, as lost (`why`)."""
+        lost = ConnectionError(why)
+        pending = list(self._calls.values())
+        self._calls.clear()
+        out = set(self._out)
+        self._out.clear()
+        with self._lock:  # picked (the slot's call in progress) but never sent
+            pending += [(s, self._gen[s], Item(t, 1.0, "", 0.0, 0.0), None) for s, batch in enumerate(self._batch)
+                        if s not in out for t in batch]
+        for s, gen, item, _ in pending:
+            item.outcome = lost
+            try:
+                self._done(s, gen, item)
+            except Exception as e:  # noqa: BLE001 - keep failing the others
+                log.error("%s: failing a call as lost failed: %s", self.name, describe_error(e))
 
     def _look(self, s: int) -> None:
         """Slot s: drop its call if it was abandoned (hung, or cancelled past the grace), then send its

@@ -306,10 +306,15 @@ class WorkerThreads:
             if tasks and not (self._run_shared(s, gen, tasks[0]) if shared else self._execute(s, gen, tasks)):
                 return
 
+    def _injects(self) -> bool:
+        """Whether a task gets anything injected: a straggler multiplier, a fault or a service time."""
+        sv = self.service
+        return not (self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0)
+
     def _items(self, tasks: list[Task]) -> list[Item]:
         """The tasks as items, each with the injection drawn for it at its start."""
         sv = self.service
-        if self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0:  # no injection
+        if not self._injects():
             return [Item(t, 1.0, "", 0.0, 0.0) for t in tasks]
         items = []
         for t in tasks:
@@ -358,9 +363,7 @@ class WorkerThreads:
         tasks are delivered together once the claimed ones are done or CHUNK_S after the oldest finished.
         False when this thread must end (abandoned meanwhile)."""
         lock, rest, clock, holds = self._lock, self._rest[s], time.perf_counter, self._holds[s]
-        sv = self.service
-        plain = self.stragglers is None and self.faults is None and sv.samples is None and sv.mean_s == 0
-        call = getattr(self.backend, "run_task", None) if plain else None  # nothing injected: the lean call
+        call = getattr(self.backend, "run_task", None) if not self._injects() else None  # the lean call
         lean = call is not None and self.wrong is None
         calls = self._call_s
         current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
