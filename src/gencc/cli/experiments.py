@@ -213,8 +213,9 @@ def plot(
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial (sweeps); "
-                                             "gcc-defaults, parm, robust, low-redundancy (tables); or all")] = "all",
+    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial, "
+                                             "fixed-fraction (sweeps); gcc-defaults, parm, robust, low-redundancy, "
+                                             "noisy (tables); or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs; its "
                                                           "parent folder must exist)", callback=out_dir)]
     = Path("."),
