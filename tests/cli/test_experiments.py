@@ -100,3 +100,21 @@ def test_reproduce_cli_other_presets(tmp_path: Path) -> None:
     assert res.exit_code != 0
     res = runner.invoke(app, ["reproduce", "--preset", "vs-S", "-o", out, "--set", "colour=red"])
     assert res.exit_code != 0
+
+
+def test_sweep_k_frac_gives_k_per_n_and_refuses_bad_loads(tmp_path: Path) -> None:
+    csv = tmp_path / "f.csv"
+    res = runner.invoke(app, ["sweep", "-w", "toy-softmax", "--K", "", "--k-frac", "0.5", "--workers", "10,20",
+                              "--stragglers", "random:20%", "--trials", "2", "-o", str(csv), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    from gencc.experiments.sweep import read_rows
+
+    assert sorted({(r["K"], r["N"], r["S"]) for r in read_rows(csv)}) == [(5, 10, 2), (10, 20, 4)]
+    bad = runner.invoke(app, ["sweep", "-w", "toy-softmax", "--k-frac", "2", "--workers", "10", "-o",
+                              str(tmp_path / "g.csv"), "--no-progress"])
+    assert bad.exit_code == 2 and "'--k-frac'" in bad.output and "(0, 1]" in bad.output, bad.output
+    none = runner.invoke(app, ["sweep", "-w", "toy-softmax", "--K", "", "--workers", "10", "-o",
+                               str(tmp_path / "h.csv"), "--no-progress"])
+    assert none.exit_code == 2 and "no K given" in none.output, none.output
+    st = runner.invoke(app, ["reproduce", "--preset", "fixed-fraction", "-o", str(tmp_path), "--set", "K_frac=0"])
+    assert st.exit_code == 2 and "K_frac values are loads" in st.output, st.output

@@ -51,6 +51,9 @@ def sweep(
     N: Annotated[str, typer.Option("--workers", "--N", help="comma-separated numbers of workers N")] = "",
     ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides "
                                              "--workers")] = "",
+    k_frac: Annotated[str, typer.Option("--k-frac", help="comma-separated loads K/N in (0, 1]: K = round(frac N) "
+                                                         "at every N of --workers, besides --K (--K '' for loads "
+                                                         "only)")] = "",
     stragglers: Annotated[str, typer.Option(help="comma-separated: worst:S, random:S, block:S, random:10%, "
                                                  "bernoulli:p")] = "worst:2",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds or lo:hi ranges (each draws new inputs)")] = "0",
@@ -75,10 +78,15 @@ def sweep(
 
     if not N and not ratios:
         raise refuse("--workers", "give the worker counts with --workers and/or --ratios")
-    spec = SweepSpec(workloads=_list(workloads, str, "--workload"), schemes=_list(schemes, str, "--scheme"),
-                     K=_list(K, int, "--K"), N=_list(N, int, "--workers"), ratios=_list(ratios, float, "--ratios"),
-                     stragglers=_list(stragglers, str, "--stragglers"), seeds=_list(seeds, int, "--seeds"),
-                     trials=trials, opts=_opts(opt or []), adversaries=_list(adversaries, str, "--adversaries"))
+    fracs = _list(k_frac, float, "--k-frac")
+    try:
+        spec = SweepSpec(workloads=_list(workloads, str, "--workload"), schemes=_list(schemes, str, "--scheme"),
+                         K=_list(K, int, "--K"), N=_list(N, int, "--workers"),
+                         ratios=_list(ratios, float, "--ratios"), stragglers=_list(stragglers, str, "--stragglers"),
+                         seeds=_list(seeds, int, "--seeds"), trials=trials, opts=_opts(opt or []),
+                         adversaries=_list(adversaries, str, "--adversaries"), K_frac=fracs)
+    except ValueError as e:
+        raise refuse("--k-frac", str(e)) from None
     stray = sorted(set(spec.opts) - set(spec.schemes))
     if stray:
         raise refuse("--opt", f"options for {', '.join(stray)}, which is not in --scheme {schemes}")
@@ -100,7 +108,7 @@ MAX_WORKERS = 100_000
 #: the option of `gencc sweep` each grid field comes from
 _SWEEP_OPTIONS = {"workloads": "--workload", "schemes": "--scheme", "K": "--K", "N": "--workers", "ratios": "--ratios",
                   "stragglers": "--stragglers", "seeds": "--seeds", "adversaries": "--adversaries", "opts": "--opt",
-                  "trials": "--trials"}
+                  "trials": "--trials", "K_frac": "--k-frac"}
 
 
 def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
@@ -113,9 +121,11 @@ def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
     from ..experiments.toy_workloads import TOYS
 
     opt = {**_SWEEP_OPTIONS, **(options or {})}
-    for name in ("workloads", "schemes", "K", "stragglers", "seeds"):
+    for name in ("workloads", "schemes", "stragglers", "seeds"):
         if not getattr(spec, name):
             raise refuse(opt[name], f"no {name} given (an empty list)")
+    if not spec.K and not spec.K_frac:
+        raise refuse(opt["K"], "no K given (an empty list), and no loads K/N (K_frac) either")
     try:
         from ..workloads import WORKLOADS as TRAINED
     except ImportError:  # pragma: no cover - depends on the install
@@ -162,8 +172,8 @@ def plot(
     out: Annotated[Path, typer.Option("--out", "-o", help="writes figures/, data/, tables/ under it (its parent "
                                                           "folder must exist)", callback=out_dir)] = Path("."),
     prefix: Annotated[str, typer.Option(help="file name prefix of everything written")] = "sweep",
-    kind: Annotated[list[str] | None, typer.Option(help="rate, vs-S, redundancy, configs or adversarial, repeatable "
-                                                        "(default: all the data supports)")] = None,
+    kind: Annotated[list[str] | None, typer.Option(help="rate, vs-S, redundancy, configs, adversarial or fraction, "
+                                                        "repeatable (default: all the data supports)")] = None,
 ) -> None:
     """Figures (PNG) and the CSV data behind them: rel_mse against N with fitted slopes and theory lines,
     rel_mse against S, agreement and RelAcc against N/K, and the RMSE / RelAcc configuration table."""
@@ -203,8 +213,9 @@ def plot(
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial (sweeps); "
-                                             "gcc-defaults, parm, robust, low-redundancy (tables); or all")] = "all",
+    preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial, "
+                                             "fixed-fraction (sweeps); gcc-defaults, parm, robust, low-redundancy, "
+                                             "noisy (tables); or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs; its "
                                                           "parent folder must exist)", callback=out_dir)]
     = Path("."),

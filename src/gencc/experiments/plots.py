@@ -6,7 +6,8 @@
 - `vs-S`: rel_mse against S at fixed N, with fitted slopes and the S^3 theory line;
 - `redundancy`: agreement and rel_acc against N/K for classifiers;
 - `configs`: RMSE and RelAcc per (N, K, |F|) configuration and workload;
-- `adversarial`: rows with adversaries, rel_mse against N with its slope beside (6/5)(a-1) (see adversarial.py).
+- `adversarial`: rows with adversaries, rel_mse against N with its slope beside (6/5)(a-1) (see adversarial.py);
+- `fraction`: rel_mse against N at a fixed straggler fraction S/N and load K/N, GCC against BACC (see fraction.py).
 Rows with adversaries feed only `adversarial`; the other kinds use the rows without.
 """
 
@@ -19,10 +20,13 @@ from typing import Any
 import numpy as np
 
 from . import analysis as A
+from . import fraction
 from .adversarial import outputs as adversarial_outputs
 from .drawing import color, finish, grid, log_axes, null_formatter, positive, save, slope_label, stem
 
-KINDS = ("rate", "vs-S", "redundancy", "configs", "adversarial")
+KINDS = ("rate", "vs-S", "redundancy", "configs", "adversarial", "fraction")
+
+
 def plot_rate(points: list[dict], fits: list[dict], path: Path, title: str = "") -> Path:
     """rel_mse (Bernoulli: normalised) against N, log-log, one panel per (workload, straggler)."""
     workloads = sorted({p["workload"] for p in points})
@@ -119,13 +123,13 @@ def _ns_per(rows: list[dict]) -> dict[tuple, set]:
 
 NEEDS = ("rate needs three or more N for one straggler model, vs-S three or more S at one N, redundancy "
          "classifier rows at two or more N/K, configs fixed-count stragglers, adversarial rows with adversaries at two "
-         "or more N")
+         "or more N, fraction a percentage straggler spec at one K/N for three or more N")
 
 
 def detect_kinds(rows: list[dict]) -> list[str]:
     """The figure kinds the rows support: rate (three or more N for some straggler model), vs-S (three or more
     S at one N), redundancy (classifier rows at two or more N/K), configs (fixed-count rows), adversarial (rows
-    with adversaries at two or more N)."""
+    with adversaries at two or more N), fraction (a percentage straggler spec at one K/N for three or more N)."""
     adv = [r for r in rows if r.get("adversary")]
     rows = [r for r in rows if not r.get("adversary")]
     kinds = []
@@ -147,6 +151,8 @@ def detect_kinds(rows: list[dict]) -> list[str]:
         n_per.setdefault((r["workload"], r["K"], r["straggler"], r["scheme"], r["adversary"]), set()).add(r["N"])
     if any(len(v) >= 2 for v in n_per.values()):
         kinds.append("adversarial")
+    if fraction.supported(rows):
+        kinds.append("fraction")
     return kinds
 
 
@@ -223,4 +229,8 @@ def make_outputs(rows: list[dict], out: str | Path, prefix: str, kinds: Sequence
         tab = A.configs(rows)
         res["configs"] = tab
         paths.append(A.write_csv(tab_dir / f"{prefix}-configs.csv", tab))
+    if "fraction" in kinds:
+        frac = fraction.outputs(rows, out, prefix)
+        paths += frac.pop("paths")
+        res.update(frac)
     return res

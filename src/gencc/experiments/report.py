@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import adversarial
+from . import adversarial, fraction
 from . import analysis as A
 from .drawing import stem
 from .markdown import TIMING_PREFIX, command, table, write_generated
@@ -153,8 +153,10 @@ def _claims(out: Path) -> list[str]:
 def _grid_line(name: str) -> str:
     spec = preset_spec(name)
     return (f"Command: `{command(name, jobs=2)}`. Default grid: workloads "
-            f"{', '.join(spec.workloads)}; schemes {', '.join(spec.schemes)}; K {list(spec.K)}; "
+            f"{', '.join(spec.workloads)}; schemes {', '.join(spec.schemes)}; "
+            + (f"K {list(spec.K)}; " if spec.K else "")
             + (f"N = K x {list(spec.ratios)}" if spec.ratios else f"N {list(spec.N)}")
+            + (f"; K = N x {list(spec.K_frac)}" if spec.K_frac else "")
             + f"; stragglers {', '.join(spec.stragglers)}"
             + (f"; adversaries {', '.join(spec.adversaries)}" if spec.adversaries else "")
             + f"; seeds {len(spec.seeds)}; trials {spec.trials}.")
@@ -162,7 +164,8 @@ def _grid_line(name: str) -> str:
 
 def _sweep_tables(out: Path, name: str) -> list[str]:
     lines: list[str] = []
-    for section in (_rate_section, _vs_s_section, _redundancy_section, _configs_section, adversarial.section):
+    for section in (_rate_section, _vs_s_section, _redundancy_section, _configs_section, adversarial.section,
+                    fraction.section):
         sec = section(out, name)
         if sec:
             lines += [*sec, ""]

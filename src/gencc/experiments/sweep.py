@@ -109,7 +109,8 @@ class GridPoint:
 @dataclass
 class SweepSpec:
     """The grid. N comes from `N` (absolute) and/or `ratios` (N = ratio K, rounded); `opts` maps a scheme to
-    keyword options for its code (omitted: the math layer's defaults)."""
+    keyword options for its code (omitted: the math layer's defaults). `K_frac` adds points at a fixed load K / N:
+    K = round(frac N) for every N of `N` (ratios do not apply to them); with `K_frac` alone, pass K=()."""
 
     workloads: Sequence[str]
     schemes: Sequence[str] = ("gcc", "bacc")
@@ -121,6 +122,20 @@ class SweepSpec:
     trials: int = 20
     opts: dict[str, dict[str, Any]] = field(default_factory=dict)
     adversaries: Sequence[str] = ()
+    K_frac: Sequence[float] = ()
+
+    def __post_init__(self) -> None:
+        bad = [f for f in self.K_frac if not (isinstance(f, (int, float)) and 0.0 < float(f) <= 1.0)]
+        if bad:
+            raise ValueError(f"K_frac values are loads K / N in (0, 1], got {bad[0]!r}")
+
+    def _pairs(self) -> Iterator[tuple[str, int, int, list[int]]]:
+        """(workload, K, seed, the Ns for that K): the K grid with N and ratios, then the K_frac points."""
+        for w, K, seed in product(self.workloads, self.K, self.seeds):
+            yield w, int(K), int(seed), sorted(set(int(n) for n in self.N) | {int(round(r * K)) for r in self.ratios})
+        for w, frac, seed in product(self.workloads, self.K_frac, self.seeds):
+            for N in sorted(set(int(n) for n in self.N)):
+                yield w, int(round(float(frac) * N)), int(seed), [N]
 
     def points(self) -> list[GridPoint]:
         """Every valid grid point, in a fixed order (see `plan` for what is left out)."""
@@ -131,20 +146,23 @@ class SweepSpec:
         its count. Left out: points with N < K (a code needs at least K workers) and fixed-count stragglers with
         S >= N (no worker would return), and adversaries with worst-case stragglers (the worst-case search runs
         without them); an empty field leaves out everything. A bad adversary spec is a ValueError."""
-        empty = [name for name in ("workloads", "schemes", "K", "stragglers", "seeds") if not getattr(self, name)]
-        if not self.N and not self.ratios:
-            empty.append("N or ratios")
+        empty = [name for name in ("workloads", "schemes", "stragglers", "seeds") if not getattr(self, name)]
+        if not self.K and not self.K_frac:
+            empty.append("K or K_frac")
+        if not self.N and not (self.ratios and self.K):
+            empty.append("N" if self.K_frac and not self.K else "N or ratios")
         if empty:
             return [], [f"no {name} given" for name in empty]
-        out, dropped = [], {}
+        out, dropped, seen = [], {}, set()
         advs = tuple(self.adversaries) or ("",)
-        for w, K, seed in product(self.workloads, self.K, self.seeds):
-            Ns = sorted(set(int(n) for n in self.N) | {int(round(r * K)) for r in self.ratios})
+        for w, K, seed, Ns in self._pairs():
             for N, st, adv, scheme in product(Ns, self.stragglers, advs, self.schemes):
                 why = None
                 if adv:
                     parse_adversary(adv, N)
-                if N < K:
+                if K < 1:
+                    why = f"K={K} at N={N} (K_frac too small: a code needs K >= 1)"
+                elif N < K:
                     why = f"N={N} < K={K} (a code needs at least K workers)"
                 else:
                     model = parse_straggler(st, N)
@@ -156,7 +174,10 @@ class SweepSpec:
                     dropped[why] = dropped.get(why, 0) + 1
                     continue
                 opts = tuple(sorted(self.opts.get(scheme, {}).items()))
-                out.append(GridPoint(w, scheme, int(K), N, st, int(seed), int(self.trials), opts, adv))
+                pt = GridPoint(w, scheme, K, N, st, seed, int(self.trials), opts, adv)
+                if pt.key not in seen:  # a K_frac point may repeat one of the K grid
+                    seen.add(pt.key)
+                    out.append(pt)
         return out, [f"{why}: {n} point{'s' if n > 1 else ''}" for why, n in dropped.items()]
 
 
