@@ -11,7 +11,13 @@ process of its own). Two measurements:
 - `sweep` (issue 35): digits-cnn served by uncoded, hedged and the default coded scheme at equal W = 12, 50 ms
   service, 10% slow x10, at loads 0.3 to 0.95 of uncoded's capacity (one server per scheme, the loads in turn),
   with the simulator's prediction of each point (`serving_sweep.py`'s, its gate holding every decode for the
-  coded scheme) beside it. Bar: the default's p99.9 at most 1.1x the better of uncoded's and hedged's.
+  coded scheme) beside it, fed two measurements: the mean run time of a worker's task in its normal state at that
+  point (the server's `gencc_task_run_seconds` / `gencc_task_runs` on /metrics: the injected time plus the
+  model's forward pass and the CPU it waits for), which sets the simulated workers' service time; and the front
+  door's own time per request (HTTP, JSON, the client, the dispatcher, at that arrival rate), measured first at
+  each load by the same client against an uncoded server with no injected service time, of which each simulated
+  latency gets an independent draw added. Bar: the
+  default's p99.9 at most 1.1x the better of uncoded's and hedged's; the prediction within 20% at p50 and p99.
 
     python benchmarks/http_tail.py default --out docs/generated/default-tail.md
     python benchmarks/http_tail.py default --duration 20 --models mlp          # a quick look
@@ -100,9 +106,9 @@ def cnn28():
 
 # ---- the independent client ----------------------------------------------------------------------------------
 
-def client(url: str, rate: float, duration: float, data: Path, seed: int) -> dict:
+def client(url: str, rate: float, duration: float, data: Path, seed: int, samples: bool = False) -> dict:
     """Open-loop Poisson load on /v2/models/model/infer (httpx only): latency percentiles of the 200 answers (ms),
-    the answers not 200 and the share of degraded answers."""
+    the answers not 200 and the share of degraded answers (with `samples`, every latency too)."""
     import httpx
 
     X = np.load(data).astype(np.float32)
@@ -138,7 +144,7 @@ def client(url: str, rate: float, duration: float, data: Path, seed: int) -> dic
     lat, bad, degraded = asyncio.run(run())
     p50, p99, p999 = (float(v) for v in np.percentile(lat, [50, 99, 99.9]))
     return {"requests": len(times), "not_200": bad, "degraded": degraded / max(len(lat), 1), "p50": p50, "p99": p99,
-            "p999": p999, "gap": p999 - p50}
+            "p999": p999, "gap": p999 - p50, **({"latencies": lat} if samples else {})}
 
 
 # ---- the driver ----------------------------------------------------------------------------------------------
@@ -159,13 +165,54 @@ def serve(args: list[str], env: dict, start_timeout: float) -> tuple[subprocess.
     return server, port, time.monotonic() - t0
 
 
-def drive(port: int, rate: float, duration: float, data: Path, seed: int, env: dict) -> dict:
-    """The independent client in its own process against the server on `port`."""
+def task_runs(port: int) -> tuple[float, float]:
+    """(seconds, count) of the normal-state tasks that returned so far, from the server's /metrics."""
+    import re
+
+    import httpx
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+
+    def value(name: str) -> float:
+        got = re.search(rf'^{name}_total{{state="normal"}} (\S+)$', text, re.M)
+        return float(got.group(1)) if got else 0.0
+
+    return value("gencc_task_run_seconds"), value("gencc_task_runs")
+
+
+def drive(port: int, rate: float, duration: float, data: Path, seed: int, env: dict, samples: bool = False) -> dict:
+    """The independent client in its own process against the server on `port`; with the mean run time of the
+    normal-state tasks meanwhile (ms, from /metrics)."""
+    s0, n0 = task_runs(port)
     got = subprocess.run([sys.executable, str(Path(__file__).resolve()), "client", "--url",
                           f"http://127.0.0.1:{port}", "--rate", str(rate), "--duration", str(duration),
-                          "--data", str(data), "--seed", str(seed)], env=env, capture_output=True, text=True,
-                         check=True)
-    return json.loads(got.stdout.strip().splitlines()[-1])
+                          "--data", str(data), "--seed", str(seed), *(["--samples"] if samples else [])],
+                         env=env, capture_output=True, text=True, check=True)
+    s1, n1 = task_runs(port)
+    return {**json.loads(got.stdout.strip().splitlines()[-1]), "task_ms": 1000 * (s1 - s0) / max(n1 - n0, 1)}
+
+
+#: requests per load of the front door's measurement
+OVERHEAD_REQUESTS = 1000
+
+
+def front_door(a: argparse.Namespace, env: dict, data: Path) -> dict[float, np.ndarray]:
+    """Per load, the front door's time per request (ms): the sweep's client at that arrival rate (OVERHEAD_REQUESTS
+    requests) against an uncoded digits-cnn server on W workers with no injected service time and no stragglers."""
+    args = ["--workload", "digits-cnn", "--workers", str(W), "--K", str(K), "--scheme", "uncoded"]
+    server, port, _ = serve(args, env, a.start_timeout)
+    try:
+        out = {}
+        for i, frac in enumerate(a.loads):
+            rate = frac * capacity(SWEEP_MS)
+            out[frac] = np.array(drive(port, rate, OVERHEAD_REQUESTS / rate, data, a.seed + 100 + i, env,
+                                       samples=True)["latencies"])
+            print(json.dumps({"load": frac, "front_door_ms": {q: float(np.percentile(out[frac], q))
+                                                              for q in (50, 99)}}), flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return out
 
 
 def capacity(service_ms: float) -> float:
@@ -210,13 +257,19 @@ def default_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def predict(scheme: str, load: float, service_ms: float) -> dict:
-    """The simulator's p50 / p99 / p99.9 of a sweep point (serving_sweep.py's model of it, 3 seeds)."""
+def predict(scheme: str, rate: float, task_ms: float, overhead_ms: np.ndarray) -> dict:
+    """The simulator's p50 / p99 / p99.9 of a sweep point at `rate` req/s (serving_sweep.py's model of it, 3 seeds
+    of 60 s) with the measured normal-state task time `task_ms` as its service time, each simulated latency plus an
+    independent draw of the front door's measured time (`front_door`)."""
     import serving_sweep as sweep
 
-    ns = argparse.Namespace(workers=W, K=K, service_ms=service_ms, F=SLOW_F, X=SLOW_X, mean_slow_s=1.0,
-                            max_wait_ms=50.0, duration=60.0, seeds=3, gate="sent" if scheme in BASELINES else "held")
-    return sweep.sim_point(scheme, load, ns)
+    ns = argparse.Namespace(workers=W, K=K, service_ms=task_ms, F=SLOW_F, X=SLOW_X, mean_slow_s=1.0,
+                            max_wait_ms=50.0, duration=60.0, seeds=3)
+    gate = "sent" if scheme in BASELINES else "held"
+    lat = np.concatenate([sweep.sim_run(scheme, ns, rate, seed, gate)[0] for seed in range(ns.seeds)])
+    lat = lat + np.random.default_rng(11).choice(overhead_ms, size=lat.size)
+    p50, p99, p999 = (float(v) for v in np.percentile(lat, [50, 99, 99.9]))
+    return {"p50": p50, "p99": p99, "p999": p999}
 
 
 BASELINES = ("uncoded", "hedged")
@@ -231,6 +284,7 @@ def sweep_rows(a: argparse.Namespace, env: dict) -> list[dict]:
     data = Path(env["GENCC_BENCH_CACHE"]) / "digits-cnn-test.npy"
     np.save(data, load("digits-cnn", progress=False).X_test)
     default = ServiceConfig().scheme
+    overhead = front_door(a, env, data)
     rows = []
     for scheme in (*BASELINES, default):
         args = ["--workload", "digits-cnn", *slowdown(SWEEP_MS), "--scheme", scheme]
@@ -239,9 +293,9 @@ def sweep_rows(a: argparse.Namespace, env: dict) -> list[dict]:
             for i, frac in enumerate(a.loads):
                 rate = frac * capacity(SWEEP_MS)
                 row = drive(port, rate, a.requests / rate, data, a.seed + i, env)
-                sim = predict(scheme, frac, SWEEP_MS)
+                sim = predict(scheme, rate, row["task_ms"], overhead[frac])
                 rows.append({"scheme": scheme, "default": scheme == default, "load": frac, "rate": rate,
-                             **row, "sim": {k: sim[k] for k in ("p50", "p99", "p999")}})
+                             **row, "sim": sim, "front_door_p50": float(np.median(overhead[frac]))})
                 print(json.dumps(rows[-1]), flush=True)
                 time.sleep(2)  # the queues drain before the next load
         finally:
@@ -251,8 +305,9 @@ def sweep_rows(a: argparse.Namespace, env: dict) -> list[dict]:
 
 
 def sweep_table(rows: list[dict]) -> str:
-    out = ["| load | scheme | requests | p50 (ms) | p99 (ms) | p99.9 (ms) | gap / uncoded's | p99.9 / best baseline's "
-           "| simulated p50 / p99 (ms) | real / simulated p50, p99 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| load | scheme | requests | task (ms) | p50 (ms) | p99 (ms) | p99.9 (ms) | gap / uncoded's | p99.9 / best "
+           "baseline's | simulated p50 / p99 (ms) | real / simulated p50, p99 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         same = [u for u in rows if u["load"] == r["load"]]
         unc = next(u for u in same if u["scheme"] == "uncoded")
@@ -260,9 +315,9 @@ def sweep_table(rows: list[dict]) -> str:
         name = f"{r['scheme']} (default)" if r.get("default") else r["scheme"]
         vs = "" if r["scheme"] in BASELINES else f"{r['p999'] / best:.2f}"
         s = r["sim"]
-        out.append(f"| {r['load']:g} | {name} | {r['requests']:,} | {r['p50']:.0f} | {r['p99']:.0f} | "
-                   f"{r['p999']:.0f} | {r['gap'] / unc['gap']:.2f} | {vs} | {s['p50']:.0f} / {s['p99']:.0f} | "
-                   f"{r['p50'] / s['p50']:.2f}, {r['p99'] / s['p99']:.2f} |")
+        out.append(f"| {r['load']:g} | {name} | {r['requests']:,} | {r['task_ms']:.1f} | {r['p50']:.0f} | "
+                   f"{r['p99']:.0f} | {r['p999']:.0f} | {r['gap'] / unc['gap']:.2f} | {vs} | {s['p50']:.0f} / "
+                   f"{s['p99']:.0f} | {r['p50'] / s['p50']:.2f}, {r['p99'] / s['p99']:.2f} |")
     return "\n".join(out)
 
 
@@ -280,11 +335,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--rate", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--samples", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.duration <= 0 or a.requests < 100 or not all(0 < x < 1.5 for x in a.loads):
         ap.error("--duration must be > 0, --requests at least 100, --loads in (0, 1.5)")
     if a.mode == "client":
-        print(json.dumps(client(a.url, a.rate, a.duration, a.data, a.seed)))
+        print(json.dumps(client(a.url, a.rate, a.duration, a.data, a.seed, a.samples)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GENCC_BENCH_CACHE": os.environ.get("GENCC_BENCH_CACHE", tmp),
@@ -294,23 +350,29 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     if a.out is None:
         return
+    shown = Path(os.path.relpath(a.out.resolve(), HERE.parent))  # the page's command, from the repository root
     if a.mode == "default":
         cmd = "python benchmarks/http_tail.py default" + (f" --duration {a.duration:g}" if a.duration != 90 else "")
         intro = (f"# The default without a parity model, on an independent client\n\nRegenerate: `{cmd} --out "
-                 f"{a.out}`.\n\n`gencc serve --model SPEC --data TRAIN.npy` (the default scheme, no parity model) "
+                 f"{shown}`.\n\n`gencc serve --model SPEC --data TRAIN.npy` (the default scheme, no parity model) "
                  f"against `--scheme uncoded` on {W} workers, K = {K}, {SERVICE_MS:g} ms service, {SLOW_F:.0%} of the "
                  f"time slow x{SLOW_X:g}, Poisson arrivals at {LOAD:.0%} of uncoded's capacity for {a.duration:g} s, "
                  f"seed {a.seed}. Models this benchmark defines and trains on sklearn's digits: mlp (1x8x8) and "
                  f"cnn28 (28x28).")
     else:
         extra = "" if a.requests == 4500 else f" --requests {a.requests}"
+        front = ", ".join(f"{r['front_door_p50']:.1f} ms at {r['load']:g}" for r in rows if r["scheme"] == "uncoded")
         intro = (f"# Coded serving against the baselines on the real server, on an independent client\n\n"
-                 f"Regenerate: `python benchmarks/http_tail.py sweep{extra} --out {a.out}`.\n\ndigits-cnn on {W} "
+                 f"Regenerate: `python benchmarks/http_tail.py sweep{extra} --out {shown}`.\n\ndigits-cnn on {W} "
                  f"workers (K = {K}), {SWEEP_MS:g} ms service, {SLOW_F:.0%} of the time slow x{SLOW_X:g}; "
                  f"{a.requests:,} Poisson requests per load (a fraction of uncoded's capacity, "
                  f"{capacity(SWEEP_MS):.0f} req/s), one server per scheme. The simulated columns are "
                  f"`serving_sweep.py`'s model of the same point (3 seeds of 60 s; the coded scheme's gate holding "
-                 f"every decode).")
+                 f"every decode) with the point's measured normal-state task time as its service time, plus the front "
+                 f"door's own time at that load: the same client sent "
+                 f"{OVERHEAD_REQUESTS:,} requests at each load's rate to an uncoded server with no injected service "
+                 f"time, and each simulated latency gets an independent draw of those latencies added (their median: "
+                 f"{front}).")
     a.out.write_text(f"{intro} The client is httpx alone (no gencc code), open loop, over "
                      f"`/v2/models/model/infer`, in a process of its own. {machine()}\n\n{text}\n")
 

@@ -39,6 +39,7 @@ def test_client_measures_a_server(tail, tmp_path):
     try:
         np.save(tmp_path / "x.npy", X)
         got = tail.client(f"http://127.0.0.1:{port}", rate=40.0, duration=1.0, data=tmp_path / "x.npy", seed=0)
+        seconds, runs = tail.task_runs(port)  # the server's normal-state tasks, from /metrics
     finally:
         server.should_exit = True
         th.join()
@@ -46,10 +47,11 @@ def test_client_measures_a_server(tail, tmp_path):
     assert got["requests"] > 10 and got["not_200"] == 0 and got["degraded"] == 0.0
     assert 5.0 <= got["p50"] <= got["p99"] <= got["p999"] and got["gap"] == pytest.approx(got["p999"] - got["p50"])
     assert "gencc" not in tail.client.__code__.co_names  # the client speaks HTTP only
+    assert runs == got["requests"] and 0.0045 <= seconds / runs < 0.05  # one task each, 5 ms injected (0.9 fixed)
 
 
 def test_tables(tail):
-    base = {"requests": 4500, "not_200": 0, "degraded": 0.0, "p50": 50.0, "p99": 400.0}
+    base = {"requests": 4500, "not_200": 0, "degraded": 0.0, "p50": 50.0, "p99": 400.0, "task_ms": 52.46}
     rows = [{"model": "m", "scheme": "uncoded", **base, "p999": 550.0, "gap": 500.0},
             {"model": "m", "scheme": "default", **base, "degraded": 0.05, "p999": 150.0, "gap": 100.0}]
     text = tail.default_table(rows)
@@ -59,7 +61,7 @@ def test_tables(tail):
             {"scheme": "hedged", "load": 0.3, **base, "p999": 300.0, "gap": 250.0, "sim": sim},
             {"scheme": "sgcc", "default": True, "load": 0.3, **base, "p999": 330.0, "gap": 280.0, "sim": sim}]
     text = tail.sweep_table(rows)
-    assert "| 0.3 | sgcc (default) | 4,500 | 50 | 400 | 330 | 0.51 | 1.10 | 40 / 200 | 1.25, 2.00 |" in text
+    assert "| 0.3 | sgcc (default) | 4,500 | 52.5 | 50 | 400 | 330 | 0.51 | 1.10 | 40 / 200 | 1.25, 2.00 |" in text
 
 
 @pytest.mark.parametrize("argv", [["nope"], ["sweep", "--loads", "2"], ["default", "--duration", "0"],
