@@ -156,7 +156,8 @@ def measure_real(m: UserModel, scheme: str, duration: float, seed: int, timeline
     inputs for `duration` seconds; `run` varies the arrivals and slow periods (not the calibration)."""
     cfg = ServiceConfig(scheme=scheme, workers=W, K=K, seed=seed)
     slow = Slowdown(service_ms=SERVICE_MS, slow_fraction=SLOW_F, slow_factor=SLOW_X)
-    cal = calibrate_sgcc(m, K, coded_workers(K, W), m.parity) if scheme.startswith("sgcc-parity") else None
+    cal = (calibrate_sgcc(m.f, K, coded_workers(K, W), m.parity, data=m.X_train) if scheme.startswith("sgcc-parity")
+           else None)
     fns = {"f": m.f} if m.parity is None else {"f": m.f, "parity": m.parity}
 
     def make(gate):
@@ -289,7 +290,8 @@ HEAD_REAL = ["model", "run", "scheme", "gate threshold", "requests", "agreement 
 
 def _calibrate(m: UserModel, scheme: str, seed: int, duration: float):
     """(the gate's calibration on training inputs at calibration seed `seed`, SGCC's parity prior or None)."""
-    cal = calibrate_sgcc(m, K, coded_workers(K, W), m.parity) if scheme.startswith("sgcc-parity") else None
+    cal = (calibrate_sgcc(m.f, K, coded_workers(K, W), m.parity, data=m.X_train) if scheme.startswith("sgcc-parity")
+           else None)
 
     def make(gate):
         return lambda env: make_dispatcher(scheme, env, K=K, seed=seed, gate=gate, parity=m.parity, calibration=cal)
