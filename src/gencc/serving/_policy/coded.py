@@ -315,15 +315,14 @@ class CodedDispatcher(Dispatcher):
 
     def _late_copy(self, g: _Group, r: Request) -> None:
         """Plain copies of late member r (`Redundancy` late "copy"): the gate's copy rule when there is a gate
-        (without holding r: a decode of its group may still answer it), else one copy on a worker outside the
-        group."""
+        (without holding r: a decode of its group may still answer it), else `_copy`'s one copy."""
         if r.status:
             return
+        if self.gate is None:
+            self._copy(g, r)
+            return
         have = sum(t.kind == "copy" for t in r.tasks)
-        if self.gate is not None:
-            self.gate.copy(self, r, self.busy_workers(g))
-        elif not have:
-            self.send_copy(r, "copy", exclude=self.busy_workers(g))
+        self.gate.copy(self, r, self.busy_workers(g))
         self.copies += sum(t.kind == "copy" for t in r.tasks) - have
 
     # ----- results -----------------------------------------------------------------------------------
