@@ -16,12 +16,18 @@ process of its own). Two measurements:
   model's forward pass and the CPU it waits for), which sets the simulated workers' service time; and the front
   door's own time per request (HTTP, JSON, the client, the dispatcher, at that arrival rate), measured first at
   each load by the same client against an uncoded server with no injected service time, of which each simulated
-  latency gets an independent draw added. Bar: the
-  default's p99.9 at most 1.1x the better of uncoded's and hedged's; the prediction within 20% at p50 and p99.
+  latency gets an independent draw added. Each point is run for `--seeds` independent draws of the arrivals
+  (3; the same draws for every scheme) and their requests are pooled: a p99.9 of one run of 4,500 requests rests
+  on its 4-5 slowest answers, and one run of hedged requests' p99.9 was seen to move 3x between seeds. The page
+  also shows each seed alone, the server process's CPU time per request (from /proc: the front door, the
+  dispatcher and the model together), and a figure (`--png`). Bar: the default's p99.9 at most 1.1x the better
+  of uncoded's and hedged's; the prediction within 20% at p50 and p99.
 
     python benchmarks/http_tail.py default --out docs/generated/default-tail.md
     python benchmarks/http_tail.py default --duration 20 --models mlp          # a quick look
-    python benchmarks/http_tail.py sweep --out docs/generated/serving-http-sweep.md
+    python benchmarks/http_tail.py sweep --png docs/figures/serving-http-sweep.png \
+        --out docs/generated/serving-http-sweep.md
+    python benchmarks/http_tail.py sweep --from-raw R.json --out P.md      # re-render a run kept with --raw R.json
 
 A coded server calibrates its gate on training inputs before it binds its port; the client starts once
 /v2/health/ready answers 200, so no calibration overlaps a measurement. The machine should be otherwise idle.
@@ -180,6 +186,12 @@ def task_runs(port: int) -> tuple[float, float]:
     return value("gencc_task_run_seconds"), value("gencc_task_runs")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def drive(port: int, rate: float, duration: float, data: Path, seed: int, env: dict, samples: bool = False) -> dict:
     """The independent client in its own process against the server on `port`; with the mean run time of the
     normal-state tasks meanwhile (ms, from /metrics)."""
@@ -278,6 +290,8 @@ SWEEP_LOADS = (0.3, 0.57, 0.76, 0.95)
 
 
 def sweep_rows(a: argparse.Namespace, env: dict) -> list[dict]:
+    """One row per (scheme, load, seed): the client's figures and every latency. Each server stays up for all its
+    points; seed j of load i draws the arrivals `seed + i + 1000 j`, the same for every scheme."""
     from gencc.serving.config import ServiceConfig
     from gencc.workloads import load
 
@@ -292,33 +306,106 @@ def sweep_rows(a: argparse.Namespace, env: dict) -> list[dict]:
         try:
             for i, frac in enumerate(a.loads):
                 rate = frac * capacity(SWEEP_MS)
-                row = drive(port, rate, a.requests / rate, data, a.seed + i, env)
-                sim = predict(scheme, rate, row["task_ms"], overhead[frac])
-                rows.append({"scheme": scheme, "default": scheme == default, "load": frac, "rate": rate,
-                             **row, "sim": sim, "front_door_p50": float(np.median(overhead[frac]))})
-                print(json.dumps(rows[-1]), flush=True)
-                time.sleep(2)  # the queues drain before the next load
+                for j in range(a.seeds):
+                    cpu = cpu_seconds(server.pid)
+                    row = drive(port, rate, a.requests / rate, data, a.seed + i + 1000 * j, env, samples=True)
+                    cpu = cpu_seconds(server.pid) - cpu
+                    rows.append({"scheme": scheme, "default": scheme == default, "load": frac, "rate": rate,
+                                 "seed": j, **row, "server_cpu_s": cpu, "front_door_ms": overhead[frac].tolist()})
+                    print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("latencies", "front_door_ms")}),
+                          flush=True)
+                    time.sleep(2)  # the queues drain before the next point
         finally:
             server.terminate()
             server.wait(timeout=60)
     return rows
 
 
+def pooled(rows: list[dict]) -> list[dict]:
+    """Per (scheme, load): the percentiles of every seed's latencies together, each seed's p99.9, the mean
+    normal-state task time, and the simulator's prediction of the point fed that task time."""
+    out = []
+    for key in dict.fromkeys((r["scheme"], r["load"]) for r in rows):
+        runs = [r for r in rows if (r["scheme"], r["load"]) == key]
+        lat = np.concatenate([r["latencies"] for r in runs])
+        p50, p99, p999 = (float(v) for v in np.percentile(lat, [50, 99, 99.9]))
+        task_ms = float(np.mean([r["task_ms"] for r in runs]))
+        cpu_ms = 1000 * sum(r["server_cpu_s"] for r in runs) / sum(r["requests"] for r in runs)
+        out.append({"scheme": key[0], "load": key[1], "rate": runs[0]["rate"], "default": runs[0]["default"],
+                    "requests": sum(r["requests"] for r in runs), "not_200": sum(r["not_200"] for r in runs),
+                    "task_ms": task_ms, "cpu_ms": cpu_ms, "p50": p50, "p99": p99, "p999": p999, "gap": p999 - p50,
+                    "seeds": {r["seed"]: r["p999"] for r in runs},
+                    "sim": predict(key[0], runs[0]["rate"], task_ms, np.array(runs[0]["front_door_ms"])),
+                    "front_door_p50": float(np.median(runs[0]["front_door_ms"]))})
+    return out
+
+
 def sweep_table(rows: list[dict]) -> str:
-    out = ["| load | scheme | requests | task (ms) | p50 (ms) | p99 (ms) | p99.9 (ms) | gap / uncoded's | p99.9 / best "
-           "baseline's | simulated p50 / p99 (ms) | real / simulated p50, p99 |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    """The pooled figures per (load, scheme), then the p99.9 of each seed alone."""
+    out = ["| load | scheme | requests | task (ms) | server CPU per request (ms) | p50 (ms) | p99 (ms) | p99.9 (ms) | "
+           "gap / uncoded's | p99.9 / best baseline's | simulated p50 / p99 (ms) | real / simulated p50, p99 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         same = [u for u in rows if u["load"] == r["load"]]
         unc = next(u for u in same if u["scheme"] == "uncoded")
         best = min(u["p999"] for u in same if u["scheme"] in BASELINES)
         name = f"{r['scheme']} (default)" if r.get("default") else r["scheme"]
-        vs = "" if r["scheme"] in BASELINES else f"{r['p999'] / best:.2f}"
+        vs = "" if r["scheme"] in BASELINES else f"**{r['p999'] / best:.2f}**"
         s = r["sim"]
-        out.append(f"| {r['load']:g} | {name} | {r['requests']:,} | {r['task_ms']:.1f} | {r['p50']:.0f} | "
-                   f"{r['p99']:.0f} | {r['p999']:.0f} | {r['gap'] / unc['gap']:.2f} | {vs} | {s['p50']:.0f} / "
-                   f"{s['p99']:.0f} | {r['p50'] / s['p50']:.2f}, {r['p99'] / s['p99']:.2f} |")
+        out.append(f"| {r['load']:g} | {name} | {r['requests']:,} | {r['task_ms']:.1f} | {r['cpu_ms']:.1f} | "
+                   f"{r['p50']:.0f} | {r['p99']:.0f} | {r['p999']:.0f} | {r['gap'] / unc['gap']:.2f} | {vs} | "
+                   f"{s['p50']:.0f} / {s['p99']:.0f} | {r['p50'] / s['p50']:.2f}, {r['p99'] / s['p99']:.2f} |")
+    seeds = sorted({j for r in rows for j in r["seeds"]})
+    out += ["", "Each seed alone (its own arrivals, the same for every scheme), p99.9 in ms, and the default's p99.9 "
+            "over the better baseline's in that seed:", "",
+            "| load | " + " | ".join(f"seed {j}: uncoded / hedged / default" for j in seeds) + " | default / best "
+            "baseline, per seed |", "|---|" + "---|" * (len(seeds) + 1)]
+    for frac in dict.fromkeys(r["load"] for r in rows):
+        by = {r["scheme"]: r["seeds"] for r in rows if r["load"] == frac}
+        default = next(r["scheme"] for r in rows if r.get("default"))
+        cells = [" / ".join(f"{by[s][j]:.0f}" for s in (*BASELINES, default)) for j in seeds]
+        ratios = [by[default][j] / min(by[s][j] for s in BASELINES) for j in seeds]
+        out.append(f"| {frac:g} | " + " | ".join(cells) + " | " + ", ".join(f"{x:.2f}" for x in ratios) + " |")
     return "\n".join(out)
+
+
+def sweep_figure(rows: list[dict], path: Path) -> None:
+    """p99.9 against load per scheme (pooled; the bars span the seeds' own p99.9), and the default over the better
+    baseline with the bar's 1.1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for scheme in dict.fromkeys(r["scheme"] for r in rows):
+        mine = sorted((r for r in rows if r["scheme"] == scheme), key=lambda r: r["load"])
+        y = np.array([r["p999"] for r in mine])
+        lo = y - np.array([min(r["seeds"].values()) for r in mine])
+        hi = np.array([max(r["seeds"].values()) for r in mine]) - y
+        label = f"{scheme} (default)" if mine[0]["default"] else scheme
+        ax.errorbar([r["load"] for r in mine], y, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], marker="o",
+                    capsize=3, label=label)
+        if mine[0]["default"]:
+            best = [min(u["p999"] for u in rows if u["load"] == r["load"] and u["scheme"] in BASELINES)
+                    for r in mine]
+            xs = [r["load"] for r in mine]
+            bx.plot(xs, np.array(y) / np.array(best), marker="o", label="pooled")
+            per = [[r["seeds"][j] / min(u["seeds"][j] for u in rows if u["load"] == r["load"]
+                                        and u["scheme"] in BASELINES) for j in r["seeds"]] for r in mine]
+            for x, ys in zip(xs, per, strict=True):
+                bx.scatter([x] * len(ys), ys, color="grey", s=12, zorder=3)
+    bx.axhline(1.1, color="red", ls="--", lw=1, label="bar 1.1")
+    bx.scatter([], [], color="grey", s=12, label="each seed")
+    ax.set(xlabel="load (fraction of uncoded's capacity)", ylabel="p99.9 (ms)", yscale="log",
+           title="real server, independent client")
+    bx.set(xlabel="load (fraction of uncoded's capacity)", ylabel="default's p99.9 / better baseline's",
+           title="the default against hedged and uncoded")
+    ax.legend(fontsize=8)
+    bx.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -330,6 +417,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="sweep: fractions of uncoded's capacity (0.3 0.57 0.76 0.95)")
     ap.add_argument("--requests", type=int, default=4500, help="sweep: requests per point (4500)")
     ap.add_argument("--seed", type=int, default=0, help="the client's arrivals")
+    ap.add_argument("--seeds", type=int, default=3, help="sweep: arrival draws per point, pooled (3)")
+    ap.add_argument("--png", type=Path, default=None, help="sweep: write the figure here")
+    ap.add_argument("--raw", type=Path, default=None, help="sweep: keep every point's latencies in this JSON file")
+    ap.add_argument("--from-raw", type=Path, default=None, help="sweep: render the page and figure from --raw's "
+                    "file instead of measuring")
     ap.add_argument("--start-timeout", type=float, default=900.0, help="seconds to wait for a server to be ready")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown page here")
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -337,15 +429,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--samples", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.duration <= 0 or a.requests < 100 or not all(0 < x < 1.5 for x in a.loads):
-        ap.error("--duration must be > 0, --requests at least 100, --loads in (0, 1.5)")
+    if a.duration <= 0 or a.requests < 100 or not all(0 < x < 1.5 for x in a.loads) or not 1 <= a.seeds <= 20:
+        ap.error("--duration must be > 0, --requests at least 100, --loads in (0, 1.5), --seeds in 1..20")
+    if a.from_raw is not None and not a.from_raw.is_file():
+        ap.error(f"--from-raw {a.from_raw}: no such file (write one with sweep --raw)")
     if a.mode == "client":
         print(json.dumps(client(a.url, a.rate, a.duration, a.data, a.seed, a.samples)))
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "GENCC_BENCH_CACHE": os.environ.get("GENCC_BENCH_CACHE", tmp),
-               "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-        rows = default_rows(a, env) if a.mode == "default" else sweep_rows(a, env)
+    if a.mode == "sweep" and a.from_raw is not None:
+        raw = json.loads(a.from_raw.read_text())
+        a.requests, a.seeds, a.seed = raw["requests"], raw["seeds"], raw["seed"]
+        rows, when = raw["rows"], raw["machine"]
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "GENCC_BENCH_CACHE": os.environ.get("GENCC_BENCH_CACHE", tmp),
+                   "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+            rows = default_rows(a, env) if a.mode == "default" else sweep_rows(a, env)
+        when = machine()
+        if a.mode == "sweep" and a.raw is not None:
+            a.raw.parent.mkdir(parents=True, exist_ok=True)
+            a.raw.write_text(json.dumps({"requests": a.requests, "seeds": a.seeds, "seed": a.seed, "machine": when,
+                                         "rows": rows}))
+    if a.mode == "sweep":
+        rows = pooled(rows)
+        if a.png is not None:
+            sweep_figure(rows, a.png)
     text = default_table(rows) if a.mode == "default" else sweep_table(rows)
     print(text)
     if a.out is None:
@@ -360,13 +468,18 @@ def main(argv: list[str] | None = None) -> None:
                  f"seed {a.seed}. Models this benchmark defines and trains on sklearn's digits: mlp (1x8x8) and "
                  f"cnn28 (28x28).")
     else:
-        extra = "" if a.requests == 4500 else f" --requests {a.requests}"
+        extra = ("" if a.requests == 4500 else f" --requests {a.requests}") + \
+            ("" if a.seeds == 3 else f" --seeds {a.seeds}") + ("" if a.seed == 0 else f" --seed {a.seed}")
+        png = f" --png {os.path.relpath(a.png.resolve(), HERE.parent)}" if a.png is not None else ""
         front = ", ".join(f"{r['front_door_p50']:.1f} ms at {r['load']:g}" for r in rows if r["scheme"] == "uncoded")
         intro = (f"# Coded serving against the baselines on the real server, on an independent client\n\n"
-                 f"Regenerate: `python benchmarks/http_tail.py sweep{extra} --out {shown}`.\n\ndigits-cnn on {W} "
-                 f"workers (K = {K}), {SWEEP_MS:g} ms service, {SLOW_F:.0%} of the time slow x{SLOW_X:g}; "
-                 f"{a.requests:,} Poisson requests per load (a fraction of uncoded's capacity, "
-                 f"{capacity(SWEEP_MS):.0f} req/s), one server per scheme. The simulated columns are "
+                 f"Regenerate: `python benchmarks/http_tail.py sweep{extra}{png} --out {shown}`.\n\ndigits-cnn on "
+                 f"{W} workers (K = {K}), {SWEEP_MS:g} ms service, {SLOW_F:.0%} of the time slow x{SLOW_X:g}; "
+                 f"{a.seeds} x {a.requests:,} Poisson requests per load (a fraction of uncoded's capacity, "
+                 f"{capacity(SWEEP_MS):.0f} req/s), {a.seeds} independent draws of the arrivals (seeds), one server "
+                 f"per scheme. The first table pools every seed's requests per point (its p99.9 rests on about "
+                 f"{a.seeds * a.requests // 1000} slowest answers); the second shows each seed's p99.9 alone, whose "
+                 f"spread is the sampling error of one run. The simulated columns are "
                  f"`serving_sweep.py`'s model of the same point (3 seeds of 60 s; the coded scheme's gate holding "
                  f"every decode) with the point's measured normal-state task time as its service time, plus the front "
                  f"door's own time at that load: the same client sent "
@@ -374,7 +487,7 @@ def main(argv: list[str] | None = None) -> None:
                  f"time, and each simulated latency gets an independent draw of those latencies added (their median: "
                  f"{front}).")
     a.out.write_text(f"{intro} The client is httpx alone (no gencc code), open loop, over "
-                     f"`/v2/models/model/infer`, in a process of its own. {machine()}\n\n{text}\n")
+                     f"`/v2/models/model/infer`, in a process of its own. {when}\n\n{text}\n")
 
 
 if __name__ == "__main__":
