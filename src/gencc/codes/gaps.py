@@ -9,7 +9,9 @@ data points of a gap that holds at least MIN_POINTS of them (between two returne
 one) are the mean of the two, read around the results' least-squares trend in the fit's null space (so D_F still
 reproduces that null space, e.g. affine functions, exactly): still one fixed linear map per straggler pattern.
 gaps="auto" (`auto_min_points`) bridges only where the fit measured worse: from K >= 16 on, gaps of three or more
-data points, and edge gaps of two at redundancy N / K <= 4; elsewhere (and at every K < 16) the fit's rows stay.
+data points, and edge gaps of two at redundancy N / K <= 4; in a gap of two data points below those thresholds it
+takes, row by row, whichever of the fit's and the bridged row has the smaller L1 norm (the row's Lebesgue function
+value: the most that row can amplify an error in the results); elsewhere (and at every K < 16) the fit's rows stay.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ AUTO_EDGE_RATIO = 4
 #: every S/N <= 0.2 measured, and bridging a gap of three of ten data points (S/N = 0.25, the rate-worst preset's
 #: K = 10, N = 20, S = 5) raised xsinx's worst case by 7% on average
 AUTO_MIN_K = 16
+#: gaps="auto" compares the fit's and the bridged row by their L1 norms in a gap of this many data points that its
+#: thresholds leave to the fit (interior gaps of two; edge gaps of two at N > AUTO_EDGE_RATIO K)
+AUTO_COMPARE_POINTS = 2
 #: z within this of a returned point sits on it
 ON_POINT = 1e-12
 
@@ -84,27 +89,43 @@ def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
     return 0.5 * (berrut_weights(t, z) + L)
 
 
+def row_l1(D: np.ndarray) -> np.ndarray:
+    """The L1 norm of each row of a linear reading D: its Lebesgue function at that row's point, the most the
+    row can amplify a bounded error in the results (max |D y| / max |y| over y, reached at y = sign(row))."""
+    return np.abs(np.asarray(D, dtype=float)).sum(axis=1)
+
+
 def bridge_gaps(D: np.ndarray, t: np.ndarray, z: np.ndarray, min_points: int | tuple[int, int] = MIN_POINTS,
-                null_space: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+                null_space: Callable[[np.ndarray], np.ndarray] | None = None,
+                compare_points: int | None = None) -> np.ndarray:
     """D (len(z), len(t)) with the rows of the points z in a gap of the returned points t that holds at least
     `min_points` of them replaced by `bridge_rows` (a copy when any row changes). `min_points` may be a pair
     (interior, edge): the least for a gap between two returned points and for one beyond the outermost.
 
     With `null_space` (points -> (n, q) basis, a kernel's) the bridged rows read the results' deviation from their
-    least-squares trend in that space and add the trend back: R + (Phi(z) - R Phi(t)) Phi(t)^+, exact on it."""
+    least-squares trend in that space and add the trend back: R + (Phi(z) - R Phi(t)) Phi(t)^+, exact on it.
+
+    With `compare_points`, a row in a gap that holds at least that many data points but fewer than `min_points`
+    is bridged only where the bridged row's L1 norm (`row_l1`) is below D's: still a fixed map per pattern."""
     t = np.asarray(t, dtype=float)
     inner, edge = (min_points, min_points) if np.isscalar(min_points) else min_points
     j = np.searchsorted(t, np.asarray(z, dtype=float))
     at_edge = (j == 0) | (j >= t.size)
-    rows = np.flatnonzero(points_in_gap(t, z) >= np.where(at_edge, edge, inner))
+    count = points_in_gap(t, z)
+    full = count >= np.where(at_edge, edge, inner)
+    some = full | (count >= compare_points) if compare_points is not None else full
+    rows = np.flatnonzero(some & (count >= 1))
     if rows.size == 0 or t.size < 2:
         return D
-    D = np.array(D, dtype=float, copy=True)
     zr = np.asarray(z, dtype=float)[rows]
     R = bridge_rows(t, zr)
     if null_space is not None:
         Pt = null_space(t)
         if Pt.shape[1] and np.linalg.matrix_rank(Pt) == Pt.shape[1]:
             R = R + (null_space(zr) - R @ Pt) @ np.linalg.pinv(Pt)
-    D[rows] = R
+    take = full[rows] | (row_l1(R) < row_l1(np.asarray(D, dtype=float)[rows]))
+    if not take.any():
+        return D
+    D = np.array(D, dtype=float, copy=True)
+    D[rows[take]] = R[take]
     return D
