@@ -279,28 +279,34 @@ def _interpolate(D: np.ndarray, E: np.ndarray, i: np.ndarray, C: np.ndarray, n: 
     """Rows of the zero-mean interpolant: f known at the fit points, the slopes s = -J_ss^{-1} J_sf f, and
     f(z) = a . f + b . s; by symmetry W = A - X^T J_sf with X = J_ss^{-1} B^T, solved only for rows with b != 0
     (at a fit point b = 0 and the row is that point's unit row)."""
-    W = _scatter(i, C, (0, 2), n, 1, 0)
+    nz = i.size
     active = np.flatnonzero((C[:, 1] != 0) | (C[:, 3] != 0))
-    if not active.size:
-        return W
-    ia, Ca = i[active], C[active]
     na = active.size
-    rhs = np.zeros((n, na), order="F")  # B^T
-    cols = np.arange(na)
-    rhs[ia, cols] = Ca[:, 1]
-    nxt = ia + 1 < n
-    rhs[ia[nxt] + 1, cols[nxt]] += Ca[nxt, 3]
-    X = solve(rhs)
-    # J_sf: (slope i, value i) = D[i, 1, 0]; (slope i, value i+1) = E[i, 1, 0]; (slope i+1, value i) = E[i, 0, 1]
-    Xt = X.T
-    S = Xt * D[:, 1, 0]
-    if n > 1:
-        S[:, 1:] += Xt[:, :-1] * E[:, 1, 0]
-        S[:, :-1] += Xt[:, 1:] * E[:, 0, 1]
-    if na == W.shape[0]:
-        W -= S
+    if na:
+        ia, Ca = i[active], C[active]
+        rhs = np.zeros((n, na), order="F")  # B^T
+        cols = np.arange(na)
+        rhs[ia, cols] = Ca[:, 1]
+        nxt = ia + 1 < n
+        rhs[ia[nxt] + 1, cols[nxt]] += Ca[nxt, 3]
+        Xt = solve(rhs).T  # C-ordered (na, n)
+        # -X^T J_sf, with J_sf (slope i, value i) = D[i, 1, 0], (i, i+1) = E[i, 1, 0], (i+1, i) = E[i, 0, 1]
+        S = Xt * -D[:, 1, 0]
+        if n > 1:
+            tmp = np.multiply(Xt[:, :-1], E[:, 1, 0])
+            S[:, 1:] -= tmp
+            np.multiply(Xt[:, 1:], E[:, 0, 1], out=tmp)
+            S[:, :-1] -= tmp
+    if na == nz:
+        W = S
     else:
-        W[active] -= S
+        W = np.zeros((nz, n))
+        if na:
+            W[active] = S
+    r = np.arange(nz)
+    W[r, i] += C[:, 0]
+    nxt = i + 1 < n
+    W[r[nxt], i[nxt] + 1] += C[nxt, 2]
     return W
 
 
