@@ -142,3 +142,27 @@ def test_reproduces_the_null_space_exactly(seed, n, lam, ell):
     W = matern32_weights(t, z, Matern32(ell, null_degree=1), lam)
     a, b = rng.normal(size=2)
     assert np.abs(W @ (a + b * t) - (a + b * z)).max() < 1e-8 * (1 + abs(a) + abs(b))
+
+
+def test_gcc_cold_decode_takes_the_band_path_and_decodes_like_the_dense_solve(monkeypatch):
+    """Through the public API: GCC's default kernel at 180 returned workers decodes a real f on the band path,
+    and gives what the dense solve gives."""
+    import gencc
+    from gencc import smoothing
+
+    calls = []
+    band = matern_ssm.matern32_weights
+    monkeypatch.setattr(matern_ssm, "matern32_weights", lambda *a, **kw: calls.append(1) or band(*a, **kw))
+    X = np.linspace(-2, 2, 100)[:, None] * np.array([1.0, -0.5])
+    f = lambda x: np.sin(x) + 0.1 * x**2  # noqa: E731
+    returned = np.sort(np.random.default_rng(2).choice(200, 180, replace=False))
+    code = gencc.GCC(K=100, N=200)
+    Y = f(code.encode(X))[returned]
+    got = code.decode(Y, returned)
+    assert calls
+    monkeypatch.setattr(smoothing, "MATERN_BANDED_THRESHOLD", 10**9)
+    n_band = len(calls)
+    dense = gencc.GCC(K=100, N=200).decode(Y, returned)
+    assert len(calls) == n_band and not np.array_equal(got, dense)  # a fresh solve, on the dense path
+    assert np.abs(got - dense).max() < 1e-9
+    assert np.abs(got - f(X)).max() < 0.05
