@@ -166,3 +166,12 @@ def test_gcc_cold_decode_takes_the_band_path_and_decodes_like_the_dense_solve(mo
     assert len(calls) == n_band and not np.array_equal(got, dense)  # a fresh solve, on the dense path
     assert np.abs(got - dense).max() < 1e-9
     assert np.abs(got - f(X)).max() < 0.05
+
+
+@pytest.mark.parametrize(("null_degree", "n"), [(None, 1), (0, 1), (0, 2), (1, 2), (1, 3)])
+@pytest.mark.parametrize("lam", [0.0, 0.01])
+def test_smallest_fits_equal_the_dense_solve(null_degree, n, lam):
+    t = np.array([0.4, -0.3, 0.8])[:n]
+    z = np.array([-1.5, -0.2, 0.3, 0.9, 2.0])
+    k = Matern32(0.3, null_degree=null_degree)
+    assert np.abs(matern32_weights(t, z, k, lam) - smoother_weights(t, z, k, lam, method="dense")).max() < 1e-12
