@@ -16,8 +16,8 @@ SRC = Path(gencc.__file__).resolve().parent.parent
 #: that fits none fails `test_every_module_is_in_one_layer` until it is placed
 LAYERS: dict[str, tuple[str, ...]] = {
     "base": ("gencc._arrays", "gencc._validate", "gencc._lru", "gencc.errors", "gencc.netns"),
-    "math": ("gencc.points", "gencc.kernels", "gencc.smoothing", "gencc.ordering", "gencc.metrics", "gencc.codes",
-             "gencc.stragglers", "gencc.adversaries"),
+    "math": ("gencc.points", "gencc.kernels", "gencc.smoothing", "gencc.matern_ssm", "gencc.ordering",
+             "gencc.metrics", "gencc.codes", "gencc.stragglers", "gencc.adversaries"),
     "model": ("gencc.model",),
     "faults": ("gencc.faults",),
     "engine": ("gencc.engine",),
