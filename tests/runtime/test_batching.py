@@ -262,3 +262,34 @@ def test_a_cheap_per_input_f_at_large_n_runs_claimed_tasks_one_call_each_and_sto
             assert len(r.arrivals) >= 250
             np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-10)
         assert e._workers._claim() > 1
+
+
+def test_a_per_input_f_that_returns_nan_or_inf_is_a_straggler_though_the_shared_threads_leave_the_check_to_the_job():
+    """The shared pool's lean call does not check each output finite (`Workers.check_finite` False): the job's
+    collector checks the outputs delivered together. A per-input f returning NaN, inf, a wrong shape or raising
+    on chosen coded inputs: those workers are stragglers with their reasons, wherever their rows fall among the
+    results delivered together, and the decode matches the reference from the results it used."""
+    code = gencc.GCC(K=8, N=16)
+    X = np.random.default_rng(5).normal(size=(8, 4))
+    Xt = code.encode(X)
+    bad = {2: "nan", 5: "inf", 9: "shape", 12: "raise"}
+
+    def one(x):  # per input, defined here: not a model gencc ships
+        y = smooth(np.asarray(x)[None])[0]
+        for n, kind in bad.items():
+            if np.array_equal(x, Xt[n]):
+                if kind == "raise":
+                    raise RuntimeError("bad input")
+                if kind == "shape":
+                    return y[:2]
+                return y * (np.nan if kind == "nan" else np.inf)
+        return y
+
+    with LocalExecutor() as e:
+        for _ in range(4):  # the later jobs' threads claim several tasks each: the rows come back together
+            r = run(one, X, code, e, order=False)  # every worker's result judged
+            assert r.returned.tolist() == [n for n in range(16) if n not in bad]
+            assert r.stragglers[2] == r.stragglers[5] == "non-finite output (NaN or inf)"
+            assert r.stragglers[9].startswith("wrong shape") and r.stragglers[12].startswith("raised: RuntimeError")
+            np.testing.assert_allclose(r.outputs, reference(code, X, r.returned), atol=1e-10)
+        assert not e._workers.check_finite

@@ -95,6 +95,15 @@ class ThreadBackend:
         for each task they run when no latency or fault is injected."""
         return call_task(self.resolve, task, self.dtype)
 
+    def plain(self, task: Task) -> Callable | None:
+        """The task's function when a shared thread may call it with `gencc.engine.batch.call_plain`: a callable
+        of the task's own that takes one input at a time (no `batched`), on a backend that casts no inputs; None
+        otherwise (`run_task` then)."""
+        fn = task.fn
+        if self.dtype is not None or task.block or not callable(fn) or getattr(fn, "batched", False):
+            return None
+        return fn
+
     def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
             stop: threading.Event) -> np.ndarray:
         if fault == "crash":

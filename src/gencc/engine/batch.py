@@ -162,6 +162,24 @@ def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: li
             _inject(it, compute)
 
 
+_F64 = np.dtype(np.float64)
+
+
+def call_plain(fn: Callable, x: np.ndarray, check_finite: bool = True) -> Any:
+    """`call_task`'s outcome for a per-input `fn` on one numpy input with nothing injected and no cast, without
+    its layers (shared threads call this per task): f's output as a float64 array of its own, or the exception
+    (f raised; with `check_finite`, a non-finite output is an `InjectedFault("nan")` holding it; without, the
+    task's owner judges it, as a job's collector does once for the outputs delivered together)."""
+    try:
+        o = fn(x)
+        o = o.copy() if type(o) is np.ndarray and o.dtype is _F64 else np.array(to_numpy(o), dtype=float)
+    except Exception as e:  # noqa: BLE001 - f raised: that task fails
+        return e
+    if check_finite and not _all_finite(o):
+        return InjectedFault("nan", o)
+    return o
+
+
 def call_task(resolve: Callable[[Task], tuple[Callable, bool | None]], task: Task, cast: Any = None) -> Any:
     """The outcome of one task with nothing injected, as `run_items` gives it: f's float64 output, or the
     exception (f raised, or its output is not finite: an `InjectedFault("nan")` holding it)."""

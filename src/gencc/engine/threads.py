@@ -15,8 +15,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..faults import Cancelled, InjectedFault
-from .batch import Item
+from .batch import Item, call_plain
 from .task import Task, describe_error
 
 log = logging.getLogger("gencc.engine")
@@ -362,27 +364,35 @@ class WorkerThreads:
         start, end, injection, hang and cancellation its own), settling each when its call returns; finished
         tasks are delivered together once the claimed ones are done or CHUNK_S after the oldest finished.
         False when this thread must end (abandoned meanwhile)."""
-        lock, rest, clock, holds = self._lock, self._rest[s], time.perf_counter, self._holds[s]
+        lock, rest, clock, holds, t0 = self._lock, self._rest[s], time.perf_counter, self._holds[s], self._t0
         call = getattr(self.backend, "run_task", None) if not self._injects() else None  # the lean call
+        plain_of = getattr(self.backend, "plain", None) if call is not None else None
+        check, ndarray, last, plain = self.check_finite, np.ndarray, None, None
         lean = call is not None and self.wrong is None
         calls = self._call_s
         current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
             self._ready.append
         keep, counts = self.executed.append, self.counts
         while True:
-            t0 = clock()
+            t_call = clock()
             if call is not None:
-                o = call(task)
+                fn = task.fn
+                if fn is not last:  # a job's tasks share one f: what it is, looked up once
+                    last, plain = fn, plain_of(task) if plain_of is not None else None
+                x = task.x
+                o = call_plain(plain, x, check) if plain is not None and type(x) is ndarray and not task.block \
+                    else call(task)
             else:
                 items = self._items([task])
                 self._call(items)
-            calls[self._n_calls & 3] = clock() - t0  # the latest four calls' seconds (`_claim`)
+            t = clock()
+            calls[self._n_calls & 3] = t - t_call  # the latest four calls' seconds (`_claim`)
             self._n_calls += 1
             sent: list[Task] = []
             with lock:
                 if self._gen[s] != gen:  # abandoned meanwhile: its claimed and unsent tasks were handed on
                     return False
-                now = self.now()
+                now = t - t0
                 out = self._unsent[s]
                 if not out:
                     self._t_unsent[s] = now

@@ -60,7 +60,10 @@ class Workers(WorkerThreads):
     `send`, `call_later`, `loads`, `now` are for the front end, called from the control thread.
 
     threads: worker threads (None: one per worker). blas_threads: BLAS threads (process-wide) while the pool runs
-    (`gencc.engine.blas`; "auto": 1 when several threads run, None: untouched). keep: tasks in `executed`."""
+    (`gencc.engine.blas`; "auto": 1 when several threads run, None: untouched). keep: tasks in `executed`.
+    check_finite: False leaves the finiteness of a shared thread's lean call (a per-input f, nothing injected:
+    `gencc.engine.batch.call_plain`) to the task's owner: such a task is ok when f returned an array, and a
+    job's collector checks the outputs delivered together in one pass, not each tiny output on its own."""
 
     def __init__(self, n_workers: int, backend: Any, service: ServiceTimes | None = None,
                  stragglers: PersistentStragglers | None = None, faults: Faults | None = None, seed: int = 0,
@@ -68,7 +71,7 @@ class Workers(WorkerThreads):
                  name: str = "gencc-worker", threads: int | None = None, shared: bool = False,
                  inline: bool = False,
                  restart_s: float | None = 0.5, task_timeout: float | None = None, max_abandoned: int = 32,
-                 blas_threads: int | str | None = "auto", keep: int = 1000):
+                 blas_threads: int | str | None = "auto", keep: int = 1000, check_finite: bool = True):
         if n_workers < 1:
             raise ValueError(f"need at least one worker, got {n_workers}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
@@ -81,6 +84,7 @@ class Workers(WorkerThreads):
         self.backend, self.wrong, self.preempt, self.name = backend, wrong, bool(preempt), name
         self.mark_dead, self.inline, self.n_threads = bool(mark_dead), bool(inline), threads
         self.shared = bool(shared)
+        self.check_finite = bool(check_finite)
         self._ready: deque[int] = deque()  # shared threads: workers that may be idle with a queued task (checked)
         self._idle = 0  # shared threads: threads waiting for a wake-up token
         self._call_s = [CHUNK_S] * 4  # shared threads: the latest calls' seconds (`_claim`), _n_calls of them

@@ -104,23 +104,25 @@ def _block_completions(task: Task, rows: list[int]) -> list[Completion | BlockCo
 _F64 = np.dtype(np.float64)
 
 
-def _bulk(ws: list[int], vs: list[np.ndarray], cs: list) -> None:
+def _bulk(ws: list[int], vs: list[np.ndarray], cs: list, checked: bool = True) -> None:
     """Append the run of ok outputs (workers ws, outputs vs) to cs, as one block of rows when several (one
-    copy), and empty the run."""
+    copy; the collector checks its rows finite), and empty the run; `checked`: the workers checked each output
+    finite already."""
     if len(ws) > 1:
         cs.append(BlockCompletion(ws[:], np.array(vs)))
     elif ws:
-        cs.append(Completion(ws[0], vs[0], None, float("nan"), False, True))
+        cs.append(Completion(ws[0], vs[0], None, float("nan"), False, True if checked else None))
     ws.clear()
     vs.clear()
 
 
-def completion(task: Task) -> Completion | None:
-    """A finished engine task as a job's completion (None: cancelled, never delivered)."""
+def completion(task: Task, checked: bool = True) -> Completion | None:
+    """A finished engine task as a job's completion (None: cancelled, never delivered). `checked`: the workers
+    fail a non-finite output (`Workers.check_finite`), so an ok one is finite unless the injection corrupted it
+    afterwards; else the collector judges it."""
     w = task.slot
-    if task.ok:  # a backend fails a non-finite output (gencc.engine.backends), so an ok one is finite unless
-        # the injection corrupted it afterwards
-        return Completion(w, task.output, None, task.compute_time, False, None if task.wrong else True)
+    if task.ok:
+        return Completion(w, task.output, None, task.compute_time, False, None if task.wrong or not checked else True)
     if task.reason == "cancelled":
         return None
     if task.reason == "crash":
@@ -185,6 +187,7 @@ class EngineBatch(Batch):
         self._rank: dict[int, int] = {}  # worker -> when its first task was dispatched (0, 1, ...)
         self._block_rows: list[int] = []  # the logical workers of the block task, in dispatch order
         self._lock = threading.Lock()
+        self._checked = getattr(workers, "check_finite", True)  # whether an ok output was checked finite
         self.closed = False
 
     def _as_block(self, tasks: Sequence[Task]) -> tuple[Task, list[int]] | None:
@@ -226,6 +229,7 @@ class EngineBatch(Batch):
             rank = self._rank
             tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
         cs: list[Completion | BlockCompletion] = []
+        checked = self._checked
         ws: list[int] = []  # a run of ok float64 outputs of one shape: one BlockCompletion (the collector takes
         vs: list[np.ndarray] = []  # such rows together, up to where its policy may stop, see `collect`)
         shape = None
@@ -235,18 +239,18 @@ class EngineBatch(Batch):
             o = t.output
             if t.ok and not t.block and not t.wrong and type(o) is np.ndarray and o.dtype is _F64:
                 if o.shape != shape:
-                    _bulk(ws, vs, cs)
+                    _bulk(ws, vs, cs, checked)
                     shape = o.shape
                 ws.append(t.slot)
                 vs.append(o)
                 continue
-            _bulk(ws, vs, cs)
+            _bulk(ws, vs, cs, checked)
             shape = None
             if t.block:
                 cs += _block_completions(t, self._block_rows)
-            elif (c := completion(t)) is not None:
+            elif (c := completion(t, checked)) is not None:
                 cs.append(c)
-        _bulk(ws, vs, cs)
+        _bulk(ws, vs, cs, checked)
         if cs:
             self._q.put(cs)
 

@@ -118,9 +118,11 @@ class LocalExecutor(Executor):
         self._workers = self._pool(backend, threads, "gencc-worker")
 
     def _pool(self, backend: object, threads: int | str | None, name: str) -> Workers:
+        # a job's collector checks the outputs delivered together finite (`EngineBatch`), so a shared thread's
+        # lean call does not check each one on its own
         return make_pool(1, backend, faults=self.faults, seed=self.seed, preempt=True, mark_dead=False, name=name,
                          threads=threads, inline=True, blas_threads=self.blas_threads,
-                         task_timeout=self.task_timeout)
+                         task_timeout=self.task_timeout, check_finite=threads != "shared")
 
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         if self._closed:
