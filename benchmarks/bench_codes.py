@@ -32,6 +32,7 @@ from measure import Figure, interleaved
 from threadpoolctl import threadpool_limits
 
 import gencc
+from gencc.smoothing import MATERN_BANDED_THRESHOLD
 
 SUITE = "codes"
 #: the columns of the warm-decode and encode grids (the last one is --columns)
@@ -149,15 +150,17 @@ def cold(repeat: int, K: int, N: int, kernel: str | None = None, S: int | None =
     returned = _returned(N, S, rng)
     n = returned.size
     opts = {"kernel": kernel} if kernel else {}
-    floor = _dense_floor(n, K, rng) if kernel else _banded_floor(n, K, rng)
-    what = f"dense solve n={n}" if kernel else f"banded solve n={n}, 5 diagonals"
+    dense = kernel is not None and not (kernel == "matern32" and n >= MATERN_BANDED_THRESHOLD)
+    floor = _dense_floor(n, K, rng) if dense else _banded_floor(n, K, rng)
+    what = f"dense solve n={n}" if dense else f"banded solve n={n}, 5 diagonals"
 
     def build() -> None:
         gencc.GCC(K, N, **opts).decoding_matrix(returned)
 
     with threadpool_limits(1):
         t, f = pairs(build, floor, repeat if N <= 10_000 else max(3, repeat // 2), clock=time.thread_time)
-    path = f"kernel {kernel}, dense" if kernel else "default kernel, banded path"
+    path = (f"kernel {kernel}, " + ("dense" if dense else "state-space band path")) if kernel \
+        else "default kernel, banded path"
     return Figure(SUITE, f"cold D_F, K={K}, N={N}, S={S}, {path} (new code object, CPU)", 1e3 * t, 1e3 * f,
                   f"{what}, {K} right-hand sides")
 

@@ -8,8 +8,10 @@ meets one; the code, and so E, is built once per size); and the most threads ali
 (`threading.active_count()`, sampled in f). The per-input job is also given against the batched one (whose
 results come back as one block, so its decode meets the same straggler pattern every job and is cached: the
 per-input job's results arrive in their own order, so it also pays a cold decode). Last, the cold decode (a new
-straggler pattern, D_F built) at `CLIFF` = (K, N) = (250, 500), which GCC's auto kernel fits on its dense path
-(at most `gencc.codes.gcc.AUTO_DENSE_MAX` points), against the same at (500, 1000) on the banded path.
+straggler pattern, D_F built) at `CLIFF` = (K, N) = (250, 500), which GCC's auto kernel fits with the Matern 3/2
+kernel (at most `gencc.codes.gcc.AUTO_DENSE_MAX` points; its state-space band path from
+`gencc.smoothing.MATERN_BANDED_THRESHOLD` points, the dense solve below), against the same at (500, 1000), fitted
+with the cubic spline on its banded path.
 """
 
 from __future__ import annotations
@@ -103,6 +105,6 @@ def _cliff(repeat: int, rng: np.random.Generator) -> Figure:
             code.decode(Y[used], used)
             times[i].append(time.perf_counter() - t)
     (k1, n1), (k2, n2) = CLIFF
-    return Figure(SUITE, f"cold decode, GCC K={k1}, N={n1} (dense fit), first {round(WAIT * n1)}",
+    return Figure(SUITE, f"cold decode, GCC K={k1}, N={n1} (Matern 3/2 fit), first {round(WAIT * n1)}",
                   1e3 * median(times[0][1:]), 1e3 * median(times[1][1:]),
-                  f"the same at K={k2}, N={n2} (banded fit)")
+                  f"the same at K={k2}, N={n2} (cubic spline fit)")

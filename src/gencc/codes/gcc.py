@@ -29,9 +29,10 @@ from .smoother_loo import (
 from .systematic import UNCERTAINTY_CACHE_SIZE, _error_sd, decoder_error_var, reml_apply, reml_form
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline (both kernels decode equally
-#: well above it: tests/codes/test_gcc.py). Not lowered to remove the cold decode's cliff (the dense Matern solve
-#: is O(n^3)): measured at 256, the worst-case errors of rate-worst's digits CNN at N = 320..640 rose by 12-35% (the
-#: Matern fit decodes them better; issue 34), so the cliff waits for a faster Matern solve instead
+#: well above it: tests/codes/test_gcc.py). Not lowered to remove the cold decode's cliff: measured at 256, the
+#: worst-case errors of rate-worst's digits CNN at N = 320..640 rose by 12-35% (the Matern fit decodes them better;
+#: issue 34); the Matern fit's exact state-space band path (`gencc.matern_ssm`, from
+#: `smoothing.MATERN_BANDED_THRESHOLD` points) removed the cliff instead
 AUTO_DENSE_MAX = 512
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
 AUTO_SELECT_MAX = 64
@@ -54,8 +55,9 @@ class GCC(Code):
 
     Defaults (chosen by measurement, see the README): kernel "auto" is the Matern 3/2 kernel with length
     scale 0.3 and an unpenalised linear trend (its RKHS is W^{2,2}, the space of LeTCC, with a tension-like
-    norm) for fits through at most AUTO_DENSE_MAX points, and the cubic smoothing spline on its O(n) banded
-    path above that (the dense Matern solve is O(n^3) and ill-conditioned for thousands of clustered points).
+    norm) for fits through at most AUTO_DENSE_MAX points (its O(n) state-space path from
+    smoothing.MATERN_BANDED_THRESHOLD points on), and the cubic smoothing spline on its O(n) banded path above
+    that.
     alpha at Chebyshev points of the first kind, beta at Chebyshev points of the second kind with the
     nearest worker moved onto each alpha, lam = 0 (results are noiseless).
 
