@@ -92,12 +92,20 @@ def _call_batched(fn: Callable, items: list[Item], xs: list[Any]) -> bool:
     return True
 
 
+_F64 = np.dtype(np.float64)
+
+
+def _float64(o: Any) -> np.ndarray:
+    """f's output as a float64 numpy array of its own (a float64 array is copied without the conversion)."""
+    return o.copy() if type(o) is np.ndarray and o.dtype is _F64 else np.array(to_numpy(o), dtype=float)
+
+
 def _call_one(fn: Callable, x: Any, batched: bool | None) -> Any:
     """`fn` on one input: its output (a float64 numpy array of its own), or the exception it raised. An f that
     takes one input at a time is called on it directly (no batch of one around it)."""
     try:
         if batched is False or batched is None and not getattr(fn, "batched", False):
-            return np.array(to_numpy(fn(x if is_torch(x) else np.asarray(x))), dtype=float)
+            return _float64(fn(x if is_torch(x) else np.asarray(x)))
         return apply_one(fn, x, batched)
     except Exception as e:  # noqa: BLE001 - f raised: that task (or row) fails
         return e
@@ -162,17 +170,13 @@ def run_items(resolve: Callable[[Task], tuple[Callable, bool | None]], items: li
             _inject(it, compute)
 
 
-_F64 = np.dtype(np.float64)
-
-
 def call_plain(fn: Callable, x: np.ndarray, check_finite: bool = True) -> Any:
     """`call_task`'s outcome for a per-input `fn` on one numpy input with nothing injected and no cast, without
     its layers (shared threads call this per task): f's output as a float64 array of its own, or the exception
     (f raised; with `check_finite`, a non-finite output is an `InjectedFault("nan")` holding it; without, the
     task's owner judges it, as a job's collector does once for the outputs delivered together)."""
     try:
-        o = fn(x)
-        o = o.copy() if type(o) is np.ndarray and o.dtype is _F64 else np.array(to_numpy(o), dtype=float)
+        o = _float64(fn(x))
     except Exception as e:  # noqa: BLE001 - f raised: that task fails
         return e
     if check_finite and not _all_finite(o):

@@ -187,7 +187,7 @@ class EngineBatch(Batch):
         self._rank: dict[int, int] = {}  # worker -> when its first task was dispatched (0, 1, ...)
         self._block_rows: list[int] = []  # the logical workers of the block task, in dispatch order
         self._lock = threading.Lock()
-        self._checked = getattr(workers, "check_finite", True)  # whether an ok output was checked finite
+        self._checked = workers.check_finite  # whether an ok output was checked finite
         self.closed = False
 
     def _as_block(self, tasks: Sequence[Task]) -> tuple[Task, list[int]] | None:
