@@ -431,13 +431,20 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     if a.duration <= 0 or a.requests < 100 or not all(0 < x < 1.5 for x in a.loads) or not 1 <= a.seeds <= 20:
         ap.error("--duration must be > 0, --requests at least 100, --loads in (0, 1.5), --seeds in 1..20")
-    if a.from_raw is not None and not a.from_raw.is_file():
-        ap.error(f"--from-raw {a.from_raw}: no such file (write one with sweep --raw)")
+    raw = None
+    if a.from_raw is not None:
+        if not a.from_raw.is_file():
+            ap.error(f"--from-raw {a.from_raw}: no such file (write one with sweep --raw)")
+        try:
+            raw = json.loads(a.from_raw.read_text())
+        except ValueError:
+            raw = None
+        if not isinstance(raw, dict) or not {"requests", "seeds", "seed", "machine", "rows"} <= raw.keys():
+            ap.error(f"--from-raw {a.from_raw}: not a file written by sweep --raw")
     if a.mode == "client":
         print(json.dumps(client(a.url, a.rate, a.duration, a.data, a.seed, a.samples)))
         return
-    if a.mode == "sweep" and a.from_raw is not None:
-        raw = json.loads(a.from_raw.read_text())
+    if a.mode == "sweep" and raw is not None:
         a.requests, a.seeds, a.seed = raw["requests"], raw["seeds"], raw["seed"]
         rows, when = raw["rows"], raw["machine"]
     else:

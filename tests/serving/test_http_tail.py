@@ -98,7 +98,8 @@ def test_points_pool_every_seed(tail, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("argv", [["nope"], ["sweep", "--loads", "2"], ["default", "--duration", "0"],
                                   ["default", "--models", "resnet"], ["sweep", "--requests", "5"],
-                                  ["sweep", "--seeds", "0"], ["sweep", "--from-raw", "no/such.json"]])
+                                  ["sweep", "--seeds", "0"], ["sweep", "--from-raw", "no/such.json"],
+                                  ["sweep", "--from-raw", str(Path(__file__))]])
 def test_bad_arguments(tail, argv, capsys):
     with pytest.raises(SystemExit) as e:
         tail.main(argv)
