@@ -19,7 +19,7 @@ import numpy as np
 
 from ..faults import Cancelled, InjectedFault
 from .batch import Item, call_plain
-from .task import Task, describe_error
+from .task import Task, TaskRecord, describe_error, fn_name
 
 log = logging.getLogger("gencc.engine")
 
@@ -52,7 +52,7 @@ class WorkerThreads:
         queues, ready = self._queues, self._ready.append if self.shared else None
         ok = slow = 0
         for t in tasks:
-            t.state, t.on_cancel, t.t_end, t.compute_time = "done", None, now, now - t.t_start
+            t.state, t.on_cancel, t.t_end = "done", None, now
             w = t.worker
             current[w] = None
             loads[w] -= 1
@@ -205,9 +205,15 @@ class WorkerThreads:
             w = ready.popleft()
             if current[w] is not None or dead[w]:  # listed again when it is free (or re-created)
                 continue
-            task = self._next_live(queues[w])
-            if task is None:
+            q = queues[w]
+            if not q:
                 continue
+            task = q.popleft()
+            if task.cancelled:  # dropped (counted), and the next live one taken
+                self.dropped += 1
+                task = self._next_live(q)
+                if task is None:
+                    continue
             if first is None:
                 first = task
                 self._start_task(s, w, task, now)
@@ -368,8 +374,10 @@ class WorkerThreads:
         call = getattr(self.backend, "run_task", None) if not self._injects() else None  # the lean call
         plain_of = getattr(self.backend, "plain", None) if call is not None else None
         check, ndarray, last, plain = self.check_finite, np.ndarray, None, None
-        lean = call is not None and self.wrong is None
-        calls = self._call_s
+        lean = call is not None and self.wrong is None  # nothing injected: a task is never slow or wrong
+        fast = lean and self._batching  # `_start_task` of a claimed task inlined (no stop event to make)
+        preempt, pickup = self.preempt, self.lags["pickup"].append
+        calls, name, new_record = self._call_s, fn_name(None), tuple.__new__
         current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
             self._ready.append
         keep, counts = self.executed.append, self.counts
@@ -378,7 +386,7 @@ class WorkerThreads:
             if call is not None:
                 fn = task.fn
                 if fn is not last:  # a job's tasks share one f: what it is, looked up once
-                    last, plain = fn, plain_of(task) if plain_of is not None else None
+                    last, plain, name = fn, plain_of(task) if plain_of is not None else None, fn_name(fn)
                 x = task.x
                 o = call_plain(plain, x, check) if plain is not None and type(x) is ndarray and not task.block \
                     else call(task)
@@ -398,16 +406,17 @@ class WorkerThreads:
                     self._t_unsent[s] = now
                 end = False
                 if lean and not task.delay and not isinstance(o, BaseException) and not task.cancelled:
-                    # the common case of `_settle` and `_finish_all`: an output, nothing held
-                    task.output, task.ok, task.state, task.on_cancel = o, True, "done", None
-                    task.t_end, task.compute_time = now, now - task.t_start
+                    # the common case of `_settle` and `_finish_all`: an output, nothing held (its record as
+                    # `Task.record` makes it: ok, neither slow nor wrong)
+                    task.output, task.ok, task.state, task.on_cancel, task.t_end = o, True, "done", None, now
                     w = task.worker
                     current[w] = None
                     loads[w] -= 1
                     free_since[w] = now
                     if queues[w]:
                         ready(w)
-                    keep(task.record())
+                    keep(new_record(TaskRecord, (w, name, task.kind, True, "", task.t_start, now, task.busy, False,
+                                                 False)))
                     out.append(task)
                     counts["ok"] += 1
                     self.running -= 1
@@ -425,14 +434,25 @@ class WorkerThreads:
                     self._thread[s] = None
                 task = rest.popleft() if rest and not end else None
                 if task is not None:
-                    self._start_task(s, task.worker, task, now)
+                    if fast:  # `_start_task` of a claimed task (its worker's current task and its thread are set)
+                        self.running += 1
+                        task.busy, task.state, task.t_start = self.running, "running", now
+                        if not preempt:
+                            task.on_cancel = None
+                        at, free = task.t_sent, free_since[task.worker]
+                        if at != at:  # nan: never stamped
+                            at = now
+                        pickup(now - (at if at > free else free))
+                    else:
+                        self._start_task(s, task.worker, task, now)
                     self._batch[s], self._t_call[s] = [task], now
                 else:
                     self._batch[s], self._t_call[s] = [], math.nan
                 self._t_cancel[s] = math.inf
                 if task is None or now - self._t_unsent[s] >= CHUNK_S:
                     sent, self._unsent[s], self._t_unsent[s] = out, [], math.inf
-            self._emit(sent)
+            if sent:
+                self._emit(sent)
             if task is None:
                 return not end
 

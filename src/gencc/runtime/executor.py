@@ -15,6 +15,8 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice, repeat
+from operator import attrgetter, gt, itemgetter
 from typing import Any
 
 import numpy as np
@@ -51,6 +53,15 @@ class JobTasks(Sequence[Task]):
         if self._tasks is None:
             X, delays = self.X, self._delays
             self._tasks = [Task(n, X[n], delays[n]) for n in self.workers]
+        return self._tasks
+
+    def bind(self, fn: Callable | str | None, on_done: Callable[[Task], None]) -> list[Task] | None:
+        """The tasks built with their function, callback and slot (the worker) set, as an executor sends a job's
+        first tasks (one pass, not a second one over built tasks); None when they were built already."""
+        if self._tasks is not None:
+            return None
+        X, delays = self.X, self._delays
+        self._tasks = [Task(n, X[n], delays[n], fn, on_done, "primary", n) for n in self.workers]
         return self._tasks
 
     def __len__(self) -> int:
@@ -102,6 +113,7 @@ def _block_completions(task: Task, rows: list[int]) -> list[Completion | BlockCo
 
 
 _F64 = np.dtype(np.float64)
+_slot_of, _first = attrgetter("slot"), itemgetter(0)
 
 
 def _bulk(ws: list[int], vs: list[np.ndarray], cs: list, checked: bool = True) -> None:
@@ -225,9 +237,10 @@ class EngineBatch(Batch):
         of them does not always take the lowest-numbered workers (a block of stragglers at the edge)."""
         if self.closed:
             return
-        if len(tasks) > 1:
-            rank = self._rank
-            tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
+        if len(tasks) > 1:  # the ranks looked up in C; sorted only when out of order (one thread's are not)
+            ranks = list(map(self._rank.get, map(_slot_of, tasks), repeat(0)))
+            if any(map(gt, ranks, islice(ranks, 1, None))):
+                tasks = [t for _, t in sorted(zip(ranks, tasks, strict=True), key=_first)]
         cs: list[Completion | BlockCompletion] = []
         checked = self._checked
         ws: list[int] = []  # a run of ok float64 outputs of one shape: one BlockCompletion (the collector takes
@@ -296,6 +309,18 @@ class EngineBatch(Batch):
                 self.workers.grow(top)
             self.workers.send_many(((block.slot, block),))
             return
+        if type(tasks) is JobTasks and not self._tasks:  # a job's first tasks, one per worker: built bound
+            built = tasks.bind(fn, done)
+            if built is not None:
+                workers = tasks.workers
+                with self._lock:
+                    self._rank = dict(zip(workers, range(len(workers)), strict=True))
+                    self._tasks += built
+                top = max(workers) + 1
+                if top > self.workers.n_workers:
+                    self.workers.grow(top)
+                self.workers.send_many(zip(workers, built, strict=True))
+                return
         with self._lock:
             for t in tasks:
                 t.slot = w = int(t.worker)
