@@ -381,6 +381,9 @@ class WorkerThreads:
         current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
             self._ready.append
         keep, counts = self.executed.append, self.counts
+        gens, unsent, t_unsent, batch_of, t_call_of, t_cancel = self._gen, self._unsent, self._t_unsent, \
+            self._batch, self._t_call, self._t_cancel
+        n, inf, nan = self._n_calls, math.inf, math.nan
         while True:
             t_call = clock()
             if call is not None:
@@ -394,20 +397,21 @@ class WorkerThreads:
                 items = self._items([task])
                 self._call(items)
             t = clock()
-            calls[self._n_calls & 3] = t - t_call  # the latest four calls' seconds (`_claim`)
-            self._n_calls += 1
-            sent: list[Task] = []
+            calls[n & 3] = t - t_call  # the latest four calls' seconds (`_claim`)
+            n += 1
+            sent = None
             with lock:
-                if self._gen[s] != gen:  # abandoned meanwhile: its claimed and unsent tasks were handed on
+                self._n_calls = n
+                if gens[s] != gen:  # abandoned meanwhile: its claimed and unsent tasks were handed on
                     return False
                 now = t - t0
-                out = self._unsent[s]
+                out = unsent[s]
                 if not out:
-                    self._t_unsent[s] = now
-                end = False
+                    t_unsent[s] = now
+                end = freed = False
                 if lean and not task.delay and not isinstance(o, BaseException) and not task.cancelled:
                     # the common case of `_settle` and `_finish_all`: an output, nothing held (its record as
-                    # `Task.record` makes it: ok, neither slow nor wrong)
+                    # `Task.record` makes it: ok, neither slow nor wrong); `running` counted down below
                     task.output, task.ok, task.state, task.on_cancel, task.t_end = o, True, "done", None, now
                     w = task.worker
                     current[w] = None
@@ -419,7 +423,7 @@ class WorkerThreads:
                                                  False)))
                     out.append(task)
                     counts["ok"] += 1
-                    self.running -= 1
+                    freed = True
                 else:
                     if call is not None:
                         items = [Item(task, 1.0, "", 0.0, 0.0, o)]
@@ -427,15 +431,16 @@ class WorkerThreads:
                 if holds and holds[0][0] <= now:
                     self._due(s, out, now)
                 if not out:
-                    self._t_unsent[s] = math.inf
+                    t_unsent[s] = inf
                 if end:  # the thread ends with its crashed worker: what it claimed goes to the other threads
                     self._release(s)
-                    self._gen[s] += 1
+                    gens[s] += 1
                     self._thread[s] = None
                 task = rest.popleft() if rest and not end else None
                 if task is not None:
                     if fast:  # `_start_task` of a claimed task (its worker's current task and its thread are set)
-                        self.running += 1
+                        if not freed:  # else one running task ended and this one started: the count stays
+                            self.running += 1
                         task.busy, task.state, task.t_start = self.running, "running", now
                         if not preempt:
                             task.on_cancel = None
@@ -444,13 +449,17 @@ class WorkerThreads:
                             at = now
                         pickup(now - (at if at > free else free))
                     else:
+                        if freed:
+                            self.running -= 1
                         self._start_task(s, task.worker, task, now)
-                    self._batch[s], self._t_call[s] = [task], now
+                    batch_of[s], t_call_of[s] = [task], now
                 else:
-                    self._batch[s], self._t_call[s] = [], math.nan
-                self._t_cancel[s] = math.inf
-                if task is None or now - self._t_unsent[s] >= CHUNK_S:
-                    sent, self._unsent[s], self._t_unsent[s] = out, [], math.inf
+                    if freed:
+                        self.running -= 1
+                    batch_of[s], t_call_of[s] = [], nan
+                t_cancel[s] = inf
+                if task is None or now - t_unsent[s] >= CHUNK_S:
+                    sent, unsent[s], t_unsent[s] = out, [], inf
             if sent:
                 self._emit(sent)
             if task is None:

@@ -40,6 +40,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,8 @@ from ..faults import Faults, PersistentStragglers, ServiceTimes, WrongResults
 from . import blas
 from .task import Task, TaskRecord
 from .threads import CHUNK_S, RELEASE_S, WorkerThreads
+
+_on_done_of = attrgetter("on_done")  # (looked up in C when finished tasks are handed to their owners)
 
 #: the workers' own delays they record (see the module docstring)
 LAGS = ("post", "timer", "pickup")
@@ -217,7 +220,8 @@ class Workers(WorkerThreads):
                 raise RuntimeError("these workers are closed")
             wake = set()
             dead, loads, queues, slot, cancelled = self.dead, self._loads, self._queues, self._slot, self._cancelled
-            queued, shared, ready, n = self._queued, self.shared, self._ready.append, 0
+            queued, shared, ready = self._queued, self.shared, self._ready.append
+            n = len(self._ready)
             for worker, task in pairs:
                 task.worker = worker
                 if dead[worker]:
@@ -229,12 +233,11 @@ class Workers(WorkerThreads):
                 queues[worker].append(task)
                 if shared:
                     ready(worker)
-                    n += 1
                     continue
                 s = slot[worker]
                 queued[s].add(worker)
                 wake.add(s)
-            if shared and n and self._idle:  # one waiting thread woken: it wakes the next if work remains
+            if shared and len(self._ready) > n and self._idle:  # one waiting thread woken: it wakes the next if any
                 self._wake[0].put(None)
             for s in wake:  # one wake-up per thread, however many of its workers got a task
                 self._wake[s].put(None)
@@ -319,6 +322,15 @@ class Workers(WorkerThreads):
             for t in tasks:
                 self.post(lambda t=t: self._deliver(t))
             return
+        if len(set(map(id, map(_on_done_of, tasks)))) == 1:  # one callback (a job's): the tasks handed on together
+            cb = tasks[0].on_done
+            many = getattr(getattr(cb, "__self__", None), "on_done_many", None)
+            if many is not None or cb is None:
+                if self.preempt:
+                    tasks = [t for t in tasks if not t.cancelled]
+                if many is not None and tasks:
+                    self.call_guarded(lambda: many(tasks))
+                return
         groups: dict[int, tuple[Callable, list[Task]]] = {}
         preempt, last, group = self.preempt, None, None  # last: the previous task's callback, group its owner's
         for t in tasks:

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice, repeat
-from operator import attrgetter, gt, itemgetter
+from operator import attrgetter, gt, is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -113,7 +113,21 @@ def _block_completions(task: Task, rows: list[int]) -> list[Completion | BlockCo
 
 
 _F64 = np.dtype(np.float64)
-_slot_of, _first = attrgetter("slot"), itemgetter(0)
+_slot_of, _first, _output_of = attrgetter("slot"), itemgetter(0), attrgetter("output")
+_flags_of = attrgetter("ok", "cancelled", "block", "wrong")
+_kind_of = attrgetter("dtype", "shape")
+
+
+def _one_block(tasks: Sequence[Task]) -> bool:
+    """Whether the finished tasks are all ok, uncancelled plain tasks (no block, no corrupted output) whose outputs
+    are float64 numpy arrays of one shape: what `EngineBatch.on_done_many` takes as one block (looked up in C)."""
+    if set(map(_flags_of, tasks)) != {(True, False, False, False)}:
+        return False
+    outs = list(map(_output_of, tasks))
+    if not all(map(is_, map(type, outs), repeat(np.ndarray))):
+        return False
+    kinds = set(map(_kind_of, outs))
+    return len(kinds) == 1 and next(iter(kinds))[0] is _F64
 
 
 def _bulk(ws: list[int], vs: list[np.ndarray], cs: list, checked: bool = True) -> None:
@@ -241,6 +255,9 @@ class EngineBatch(Batch):
             ranks = list(map(self._rank.get, map(_slot_of, tasks), repeat(0)))
             if any(map(gt, ranks, islice(ranks, 1, None))):
                 tasks = [t for _, t in sorted(zip(ranks, tasks, strict=True), key=_first)]
+        if len(tasks) > 1 and _one_block(tasks):  # the common case, checked in C: one block of rows
+            self._q.put([BlockCompletion(list(map(_slot_of, tasks)), np.array(list(map(_output_of, tasks))))])
+            return
         cs: list[Completion | BlockCompletion] = []
         checked = self._checked
         ws: list[int] = []  # a run of ok float64 outputs of one shape: one BlockCompletion (the collector takes
