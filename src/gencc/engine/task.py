@@ -6,6 +6,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from ..errors import WorkerError
@@ -61,8 +62,7 @@ class Task:
 
     def record(self) -> TaskRecord:
         """What the workers keep of this task once it is done: no input, no output (see `TaskRecord`)."""
-        return _new(TaskRecord, (self.worker, fn_name(self.fn), self.kind, self.ok, self.reason, self.t_start,
-                                 self.t_end, self.busy, self.slow, self.wrong))  # TaskRecord(...) without its __new__
+        return as_record(record_fields(self))
 
     def cancel(self) -> None:
         """Mark as no longer needed: a worker drops it if it has not started it yet (the workers' `on_cancel`
@@ -95,12 +95,16 @@ class TaskRecord(NamedTuple):
     wrong: bool
 
 
-_new = tuple.__new__
+#: a finished task's `TaskRecord` fields as a plain tuple, read in C (the workers keep these per task), its
+#: function as it is (`as_record` names it when the record is read)
+record_fields = attrgetter(*TaskRecord._fields)
 
 
-def fn_name(fn: str | Callable | None) -> str:
-    """A task's function as `TaskRecord.fn` names it: "f" for None, a name as it is, a callable's type's name."""
-    return "f" if fn is None else fn if type(fn) is str else type(fn).__name__
+def as_record(fields: tuple) -> TaskRecord:
+    """The `TaskRecord` of a task's `record_fields`."""
+    fn = fields[1]
+    name = "f" if fn is None else fn if type(fn) is str else type(fn).__name__
+    return TaskRecord(fields[0], name, *fields[2:])
 
 
 def describe_error(e: BaseException) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..faults import Cancelled, InjectedFault
 from .batch import Item, call_plain
-from .task import Task, TaskRecord, describe_error, fn_name
+from .task import Task, describe_error, record_fields
 
 log = logging.getLogger("gencc.engine")
 
@@ -48,7 +48,7 @@ class WorkerThreads:
     def _finish_all(self, tasks: Sequence[Task], out: list[Task], now: float) -> None:
         """The bookkeeping of tasks that finished at `now` (their outcome set): each worker freed, recorded,
         counted, the task appended to `out` for delivery. One pass for a whole call's tasks."""
-        current, loads, free_since, keep = self._current, self._loads, self._free_since, self.executed.append
+        current, loads, free_since, keep = self._current, self._loads, self._free_since, self._records.append
         queues, ready = self._queues, self._ready.append if self.shared else None
         ok = slow = 0
         for t in tasks:
@@ -59,7 +59,7 @@ class WorkerThreads:
             free_since[w] = now
             if ready is not None and queues[w]:  # its next task is ready for any thread
                 ready(w)
-            keep(t.record())
+            keep(record_fields(t))
             if t.ok:
                 ok += 1
             else:
@@ -377,10 +377,10 @@ class WorkerThreads:
         lean = call is not None and self.wrong is None  # nothing injected: a task is never slow or wrong
         fast = lean and self._batching  # `_start_task` of a claimed task inlined (no stop event to make)
         preempt, pickup = self.preempt, self.lags["pickup"].append
-        calls, name, new_record = self._call_s, fn_name(None), tuple.__new__
+        calls = self._call_s
         current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
             self._ready.append
-        keep, counts = self.executed.append, self.counts
+        keep, counts = self._records.append, self.counts
         gens, unsent, t_unsent, batch_of, t_call_of, t_cancel = self._gen, self._unsent, self._t_unsent, \
             self._batch, self._t_call, self._t_cancel
         n, inf, nan = self._n_calls, math.inf, math.nan
@@ -389,7 +389,7 @@ class WorkerThreads:
             if call is not None:
                 fn = task.fn
                 if fn is not last:  # a job's tasks share one f: what it is, looked up once
-                    last, plain, name = fn, plain_of(task) if plain_of is not None else None, fn_name(fn)
+                    last, plain = fn, plain_of(task) if plain_of is not None else None
                 x = task.x
                 o = call_plain(plain, x, check) if plain is not None and type(x) is ndarray and not task.block \
                     else call(task)
@@ -410,8 +410,8 @@ class WorkerThreads:
                     t_unsent[s] = now
                 end = freed = False
                 if lean and not task.delay and not isinstance(o, BaseException) and not task.cancelled:
-                    # the common case of `_settle` and `_finish_all`: an output, nothing held (its record as
-                    # `Task.record` makes it: ok, neither slow nor wrong); `running` counted down below
+                    # the common case of `_settle` and `_finish_all`: an output, nothing held; `running` is
+                    # counted down below
                     task.output, task.ok, task.state, task.on_cancel, task.t_end = o, True, "done", None, now
                     w = task.worker
                     current[w] = None
@@ -419,8 +419,7 @@ class WorkerThreads:
                     free_since[w] = now
                     if queues[w]:
                         ready(w)
-                    keep(new_record(TaskRecord, (w, name, task.kind, True, "", task.t_start, now, task.busy, False,
-                                                 False)))
+                    keep(record_fields(task))
                     out.append(task)
                     counts["ok"] += 1
                     freed = True

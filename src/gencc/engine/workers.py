@@ -47,7 +47,7 @@ import numpy as np
 
 from ..faults import Faults, PersistentStragglers, ServiceTimes, WrongResults
 from . import blas
-from .task import Task, TaskRecord
+from .task import Task, TaskRecord, as_record
 from .threads import CHUNK_S, RELEASE_S, WorkerThreads
 
 _on_done_of = attrgetter("on_done")  # (looked up in C when finished tasks are handed to their owners)
@@ -108,7 +108,7 @@ class Workers(WorkerThreads):
         self._stopped = False  # set with _stop, under the lock; read there (the control thread waits on _stop)
         self.dropped = 0
         self.running = 0  # workers running a task right now
-        self.executed: deque[TaskRecord] = deque(maxlen=keep)  # the latest tasks run (calibration, tests)
+        self._records: deque[tuple] = deque(maxlen=keep)  # the latest tasks run, as `record_fields` (`executed`)
         self.counts: Counter[str] = Counter()  # finished tasks by outcome: "ok" or the failure's reason
         self.slow_tasks = 0
         self.errors: list[BaseException] = []  # front-end callbacks that raised (the latest 100)
@@ -171,6 +171,12 @@ class Workers(WorkerThreads):
             if len(self._wake) > 1 and not self._blas_held:
                 blas.acquire(self._blas)
                 self._blas_held = True
+
+    @property
+    def executed(self) -> deque[TaskRecord]:
+        """The latest tasks run (at most `keep`), oldest first, as `TaskRecord`s (calibration, tests): a copy, built
+        when read (the workers keep each task's fields as a plain tuple)."""
+        return deque(map(as_record, list(self._records)), maxlen=self._records.maxlen)
 
     def _add_slot(self, wake: queue.SimpleQueue) -> None:
         """A new thread slot (its state, its thread started); `wake` is its wake-up queue (shared: one for all)."""
