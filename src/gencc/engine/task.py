@@ -95,8 +95,8 @@ class TaskRecord(NamedTuple):
     wrong: bool
 
 
-#: a finished task's `TaskRecord` fields as a plain tuple, read in C (the workers keep these per task), its
-#: function as it is (`as_record` names it when the record is read)
+#: a finished task's `TaskRecord` fields as a plain tuple, its function as it is (`as_record` names it when the
+#: record is read): what the workers keep per task (a shared thread's lean path builds the same tuple inline)
 record_fields = attrgetter(*TaskRecord._fields)
 
 

@@ -419,7 +419,7 @@ class WorkerThreads:
                     free_since[w] = now
                     if queues[w]:
                         ready(w)
-                    keep(record_fields(task))
+                    keep((w, task.fn, task.kind, True, "", task.t_start, now, task.busy, False, False))  # record_fields
                     out.append(task)
                     counts["ok"] += 1
                     freed = True
@@ -443,10 +443,12 @@ class WorkerThreads:
                         task.busy, task.state, task.t_start = self.running, "running", now
                         if not preempt:
                             task.on_cancel = None
-                        at, free = task.t_sent, free_since[task.worker]
-                        if at != at:  # nan: never stamped
-                            at = now
-                        pickup(now - (at if at > free else free))
+                        at = task.t_sent
+                        if at != at:  # nan: never stamped, so started as soon as its worker was free (0 s late)
+                            pickup(0.0)
+                        else:
+                            free = free_since[task.worker]
+                            pickup(now - (at if at > free else free))
                     else:
                         if freed:
                             self.running -= 1

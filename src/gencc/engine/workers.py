@@ -40,6 +40,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from itertools import filterfalse
 from operator import attrgetter
 from typing import Any
 
@@ -50,7 +51,7 @@ from . import blas
 from .task import Task, TaskRecord, as_record
 from .threads import CHUNK_S, RELEASE_S, WorkerThreads
 
-_on_done_of = attrgetter("on_done")  # (looked up in C when finished tasks are handed to their owners)
+_on_done_of, _cancelled_of = attrgetter("on_done"), attrgetter("cancelled")  # (read in C when tasks are delivered)
 
 #: the workers' own delays they record (see the module docstring)
 LAGS = ("post", "timer", "pickup")
@@ -333,7 +334,7 @@ class Workers(WorkerThreads):
             many = getattr(getattr(cb, "__self__", None), "on_done_many", None)
             if many is not None or cb is None:
                 if self.preempt:
-                    tasks = [t for t in tasks if not t.cancelled]
+                    tasks = list(filterfalse(_cancelled_of, tasks))
                 if many is not None and tasks:
                     self.call_guarded(lambda: many(tasks))
                 return
