@@ -3,6 +3,7 @@
     python benchmarks/instructions.py                  # gencc.run (GCC and uncoded) beside MinimalJob
     python benchmarks/instructions.py --schemes gcc    # one scheme
     python benchmarks/instructions.py --schemes gcc --per-input   # a per-input f beside HandRolledJob
+    python benchmarks/instructions.py --scale --jobs 4   # K=500, N=1000: a per-input job beside a batched one
 
 Wall-clock figures on a shared VM move by 2x between runs minutes apart (docs/guides/runtime.md), so a change to
 the runtime's Python work is judged here: each scheme runs `--jobs` and then 2 x `--jobs` jobs (K = 8, a trivial
@@ -12,7 +13,15 @@ their instruction counts over `--jobs` is the cost of one job, start-up and warm
 bench_runtime's MinimalJob on the same inputs (the same ordering, encode and decode around one hand-off to one
 thread). Needs valgrind; takes a few minutes. The counts still move with how the threads were scheduled (the GIL's
 timed waits, the engine's polling control thread): by a few per cent for the GCC job, by more for the small uncoded
-job and MinimalJob. """
+job and MinimalJob.
+
+`--scale` counts bench_scale's K = 500, N = 1,000 job (GCC, wait for 900, order=False) with a per-input f and
+with a batched one, and the cold decode of a new straggler pattern that the per-input job pays and the batched one
+does not (its block meets one pattern, cached): the per-input job's runtime cost per task is then (per-input -
+batched - cold decode) / N. Under valgrind f runs ~50x slower, so a shared thread would claim one or two tasks at a
+time (`gencc.engine.threads.CHUNK_S` over a call's seconds) and give claims back after `RELEASE_S`, unlike the
+uninstrumented run, whose calls of this f fill `CHUNK_MAX` claims: both are pinned in the counted process so the
+count follows the real chunking, not the host's load. """
 
 from __future__ import annotations
 
@@ -66,6 +75,54 @@ def child(scheme: str, jobs: int, kind: str) -> None:
             gencc.run(double, inputs[j % len(inputs)], code, ex, wait_for=wait_for)
 
 
+SCALE_K, SCALE_N, SCALE_WAIT, SCALE_DIM = 500, 1000, 900, 8
+
+
+def scale_child(jobs: int, kind: str) -> None:
+    """Run `jobs` K=500, N=1000 jobs after three (kind "plain" or "batched"), or `jobs` cold decodes after two
+    (kind "decode"), under callgrind."""
+    import numpy as np
+
+    import gencc
+    import gencc.engine.threads as threads
+    import gencc.engine.workers as workers
+    from gencc.runtime import LocalExecutor
+
+    threads.CHUNK_S = workers.CHUNK_S = 10.0  # the real run's chunking (see the module docstring)
+    threads.RELEASE_S = workers.RELEASE_S = 100.0
+
+    def double(X):
+        return np.asarray(X) * 2.0
+
+    double.batched = kind == "batched"
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=(SCALE_K, SCALE_DIM)) for _ in range(8)]
+    code = gencc.GCC(SCALE_K, SCALE_N)
+    Y = code.encode(inputs[0]) * 2.0  # E built once, as a code serving many jobs holds it
+    if kind == "decode":
+        for _ in range(2 + jobs):
+            used = np.sort(rng.choice(SCALE_N, SCALE_WAIT, replace=False))
+            code.decode(Y[used], used)
+        return
+    with LocalExecutor(blas_threads=1) as ex:
+        for j in range(3 + jobs):
+            gencc.run(double, inputs[j % len(inputs)], code, ex, wait_for=SCALE_WAIT, order=False)
+
+
+def scale(jobs: int) -> int:
+    """Print the K=500, N=1000 counts (instructions per job, and per task of the per-input job's runtime)."""
+    got = {kind: per_job("scale", jobs, kind) for kind in ("plain", "batched", "decode")}
+    print(f"| K={SCALE_K}, N={SCALE_N}, wait for {SCALE_WAIT}, order=False | instructions |")
+    print("|---|---|")
+    print(f"| per-input job | {got['plain'] / 1e6:,.2f} M |")
+    print(f"| batched job | {got['batched'] / 1e6:,.2f} M |")
+    print(f"| cold decode (a new pattern) | {got['decode'] / 1e6:,.2f} M |")
+    print(f"| per-input job / batched job | {got['plain'] / got['batched']:.2f} |")
+    per_task = (got["plain"] - got["batched"] - got["decode"]) / SCALE_N
+    print(f"| per task: (per-input - batched - cold decode) / N | {per_task / 1e3:,.1f} k |")
+    return 0
+
+
 def count(scheme: str, jobs: int, kind: str) -> int:
     """Instructions of a child process running `jobs` jobs (callgrind's total)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,18 +144,25 @@ def per_job(scheme: str, jobs: int, kind: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        child(argv[1], int(argv[2]), argv[3])
+        if argv[1] == "scale":
+            scale_child(int(argv[2]), argv[3])
+        else:
+            child(argv[1], int(argv[2]), argv[3])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), help="default: both")
     ap.add_argument("--jobs", type=int, default=200, help="jobs in the shorter run (default 200)")
     ap.add_argument("--per-input", action="store_true",
                     help="f taking one input at a time, beside HandRolledJob (a ThreadPoolExecutor job) as the floor")
+    ap.add_argument("--scale", action="store_true",
+                    help="K=500, N=1000: a per-input job beside a batched one and a cold decode (try --jobs 4)")
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs must be a positive integer, got {args.jobs}")
     if shutil.which("valgrind") is None:
         ap.error("valgrind is not installed (Debian: apt-get install valgrind)")
+    if args.scale:
+        return scale(args.jobs)
     kind, floor_kind = ("plain", "hand") if args.per_input else ("batched", "minimal")
     fname = "per-input" if args.per_input else "batched"
     floor_name = "HandRolledJob" if args.per_input else "MinimalJob"
