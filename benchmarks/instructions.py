@@ -4,6 +4,7 @@
     python benchmarks/instructions.py --schemes gcc    # one scheme
     python benchmarks/instructions.py --schemes gcc --per-input   # a per-input f beside HandRolledJob
     python benchmarks/instructions.py --schemes gcc --breakdown   # also the job's ordering, encode and decode alone
+    python benchmarks/instructions.py --schemes gcc --scale       # also K=500, N=1000: per-input beside batched
 
 Wall-clock figures on a shared VM move by 2x between runs minutes apart (docs/guides/runtime.md), so a change to
 the runtime's Python work is judged here: each scheme runs `--jobs` and then 2 x `--jobs` jobs (K = 8, a trivial
@@ -13,7 +14,15 @@ their instruction counts over `--jobs` is the cost of one job, start-up and warm
 bench_runtime's MinimalJob on the same inputs (the same ordering, encode and decode around one hand-off to one
 thread). Needs valgrind; takes a few minutes. The counts still move with how the threads were scheduled (the GIL's
 timed waits, the engine's polling control thread): by a few per cent for the GCC job, by more for the small uncoded
-job and MinimalJob. """
+job and MinimalJob.
+
+`--scale` counts bench_scale's K = 500, N = 1,000 job (GCC, wait for 900, order=False) with a per-input f and
+with a batched one, and the cold decode of a new straggler pattern that the per-input job pays and the batched one
+does not (its block meets one pattern, cached): the per-input job's runtime cost per task is then (per-input -
+batched - cold decode) / N. Under valgrind f runs ~50x slower, so a shared thread would claim one or two tasks at a
+time (`gencc.engine.threads.CHUNK_S` over a call's seconds) and give claims back after `RELEASE_S`, unlike the
+uninstrumented run, whose calls of this f fill `CHUNK_MAX` claims: both are pinned in the counted process so the
+count follows the real chunking, not the host's load. """
 
 from __future__ import annotations
 
@@ -85,6 +94,54 @@ def child(scheme: str, jobs: int, kind: str) -> None:
             gencc.run(double, inputs[j % len(inputs)], code, ex, wait_for=wait_for)
 
 
+SCALE_K, SCALE_N, SCALE_WAIT, SCALE_DIM = 500, 1000, 900, 8
+
+
+def scale_child(jobs: int, kind: str) -> None:
+    """Run `jobs` K=500, N=1000 jobs after three (kind "plain" or "batched"), or `jobs` cold decodes after two
+    (kind "decode"), under callgrind."""
+    import numpy as np
+
+    import gencc
+    import gencc.engine.threads as threads
+    import gencc.engine.workers as workers
+    from gencc.runtime import LocalExecutor
+
+    threads.CHUNK_S = workers.CHUNK_S = 10.0  # the real run's chunking (see the module docstring)
+    threads.RELEASE_S = workers.RELEASE_S = 100.0
+
+    def double(X):
+        return np.asarray(X) * 2.0
+
+    double.batched = kind == "batched"
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=(SCALE_K, SCALE_DIM)) for _ in range(8)]
+    code = gencc.GCC(SCALE_K, SCALE_N)
+    Y = code.encode(inputs[0]) * 2.0  # E built once, as a code serving many jobs holds it
+    if kind == "decode":
+        for _ in range(2 + jobs):
+            used = np.sort(rng.choice(SCALE_N, SCALE_WAIT, replace=False))
+            code.decode(Y[used], used)
+        return
+    with LocalExecutor(blas_threads=1) as ex:
+        for j in range(3 + jobs):
+            gencc.run(double, inputs[j % len(inputs)], code, ex, wait_for=SCALE_WAIT, order=False)
+
+
+def scale(jobs: int, emit: Callable[[str], None]) -> None:
+    """The K=500, N=1000 table (instructions per job, and per task of the per-input job's runtime)."""
+    got = {kind: per_job("scale", jobs, kind) for kind in ("plain", "batched", "decode")}
+    emit(f"| K={SCALE_K}, N={SCALE_N}, wait for {SCALE_WAIT}, order=False | instructions |")
+    emit("|---|---|")
+    emit(f"| per-input job | {got['plain'] / 1e6:,.2f} M |")
+    emit(f"| batched job | {got['batched'] / 1e6:,.2f} M |")
+    emit(f"| cold decode (a new pattern) | {got['decode'] / 1e6:,.2f} M |")
+    emit(f"| per-input job / batched job | {got['plain'] / got['batched']:.2f} |")
+    per_task = (got["plain"] - got["batched"] - got["decode"]) / SCALE_N
+    emit(f"| per task: (per-input - batched - cold decode) / N | {per_task / 1e3:,.1f} k |")
+    emit()
+
+
 def count(scheme: str, jobs: int, kind: str) -> int:
     """Instructions of a child process running `jobs` jobs (callgrind's total)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,7 +163,10 @@ def per_job(scheme: str, jobs: int, kind: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        child(argv[1], int(argv[2]), argv[3])
+        if argv[1] == "scale":
+            scale_child(int(argv[2]), argv[3])
+        else:
+            child(argv[1], int(argv[2]), argv[3])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), help="default: both")
@@ -117,10 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     kinds.add_argument("--both", action="store_true", help="the batched table, then the per-input one")
     ap.add_argument("--breakdown", action="store_true",
                     help="also count the GCC job's ordering, encode and decode alone (the rest is the runtime's)")
+    ap.add_argument("--scale", action="store_true",
+                    help="also K=500, N=1000: a per-input job beside a batched one and a cold decode")
+    ap.add_argument("--scale-jobs", type=int, default=4, help="jobs in --scale's shorter run (default 4)")
     ap.add_argument("--out", type=Path, default=None, help="also write the tables (markdown) to this file")
     args = ap.parse_args(argv)
-    if args.jobs < 1:
-        ap.error(f"--jobs must be a positive integer, got {args.jobs}")
+    for name in ("jobs", "scale_jobs"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):
         ap.error(f"--out must be a file in an existing folder, got {args.out}")
     if shutil.which("valgrind") is None:
@@ -133,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for per_input in ((False, True) if args.both else (args.per_input,)):
         table(args, per_input, emit)
+    if args.scale:
+        scale(args.scale_jobs, emit)
     if args.out is not None:
         cmd = " ".join(["python benchmarks/instructions.py", *argv])
         args.out.write_text(f"Generated by `{cmd}`; do not edit by hand. Instructions per job counted by valgrind's "

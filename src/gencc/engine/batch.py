@@ -176,7 +176,8 @@ def call_plain(fn: Callable, x: np.ndarray, check_finite: bool = True) -> Any:
     (f raised; with `check_finite`, a non-finite output is an `InjectedFault("nan")` holding it; without, the
     task's owner judges it, as a job's collector does once for the outputs delivered together)."""
     try:
-        o = _float64(fn(x))
+        o = fn(x)
+        o = o.copy() if type(o) is np.ndarray and o.dtype is _F64 else _float64(o)  # `_float64`, its common case first
     except Exception as e:  # noqa: BLE001 - f raised: that task fails
         return e
     if check_finite and not _all_finite(o):

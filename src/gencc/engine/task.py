@@ -6,6 +6,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from ..errors import WorkerError
@@ -20,7 +21,8 @@ class Task:
     different functions, e.g. ParM's parity model; shipped once to other processes), or None: "f".
     delay: injected delivery latency in seconds after the worker finished (inf: never delivered); the worker
     is free during it, so the delays of many tasks overlap. The rest is filled in by the workers: timing, `ok`,
-    `output`, `reason` (one of `gencc.faults.FAULTS` when failed) and `error` (the exception, as text).
+    `output`, `reason` (one of `gencc.faults.FAULTS` when failed) and `error` (the exception, as text);
+    `compute_time` is read from the timing.
     block: `x` is a block of inputs, one per row, that travel together (a job's coded inputs on a batched pool
     with nothing injected): its function is called on the rows with the other tasks of the call, `output` is
     the block of their outputs (or, when the block's call raised, one outcome per row: an output or the
@@ -43,7 +45,6 @@ class Task:
     output: Any = field(default=None, repr=False)
     reason: str = ""
     error: str = ""
-    compute_time: float = math.nan
     slow: bool = False
     busy: int = 0  # workers running a task when this one started, itself included (shared-CPU contention)
     wrong: bool = False  # the injection corrupted the output (WrongResults): ground truth for measurement only
@@ -54,12 +55,14 @@ class Task:
     block: bool = False
     thread: int = -1  # the workers' thread slot that took it (the workers' own bookkeeping)
 
+    @property
+    def compute_time(self) -> float:
+        """Seconds from its start to its end, held time included (nan until it started and ended)."""
+        return self.t_end - self.t_start
+
     def record(self) -> TaskRecord:
         """What the workers keep of this task once it is done: no input, no output (see `TaskRecord`)."""
-        fn = self.fn
-        name = "f" if fn is None else fn if type(fn) is str else type(fn).__name__
-        return _new(TaskRecord, (self.worker, name, self.kind, self.ok, self.reason, self.t_start, self.t_end,
-                                 self.busy, self.slow, self.wrong))  # TaskRecord(...) without its Python __new__
+        return as_record(record_fields(self))
 
     def cancel(self) -> None:
         """Mark as no longer needed: a worker drops it if it has not started it yet (the workers' `on_cancel`
@@ -92,7 +95,16 @@ class TaskRecord(NamedTuple):
     wrong: bool
 
 
-_new = tuple.__new__
+#: a finished task's `TaskRecord` fields as a plain tuple, its function as it is (`as_record` names it when the
+#: record is read): what the workers keep per task (a shared thread's lean path builds the same tuple inline)
+record_fields = attrgetter(*TaskRecord._fields)
+
+
+def as_record(fields: tuple) -> TaskRecord:
+    """The `TaskRecord` of a task's `record_fields`."""
+    fn = fields[1]
+    name = "f" if fn is None else fn if type(fn) is str else type(fn).__name__
+    return TaskRecord(fields[0], name, *fields[2:])
 
 
 def describe_error(e: BaseException) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..faults import Cancelled, InjectedFault
 from .batch import Item, call_plain
-from .task import Task, describe_error
+from .task import Task, describe_error, record_fields
 
 log = logging.getLogger("gencc.engine")
 
@@ -48,18 +48,18 @@ class WorkerThreads:
     def _finish_all(self, tasks: Sequence[Task], out: list[Task], now: float) -> None:
         """The bookkeeping of tasks that finished at `now` (their outcome set): each worker freed, recorded,
         counted, the task appended to `out` for delivery. One pass for a whole call's tasks."""
-        current, loads, free_since, keep = self._current, self._loads, self._free_since, self.executed.append
+        current, loads, free_since, keep = self._current, self._loads, self._free_since, self._records.append
         queues, ready = self._queues, self._ready.append if self.shared else None
         ok = slow = 0
         for t in tasks:
-            t.state, t.on_cancel, t.t_end, t.compute_time = "done", None, now, now - t.t_start
+            t.state, t.on_cancel, t.t_end = "done", None, now
             w = t.worker
             current[w] = None
             loads[w] -= 1
             free_since[w] = now
             if ready is not None and queues[w]:  # its next task is ready for any thread
                 ready(w)
-            keep(t.record())
+            keep(record_fields(t))
             if t.ok:
                 ok += 1
             else:
@@ -205,9 +205,15 @@ class WorkerThreads:
             w = ready.popleft()
             if current[w] is not None or dead[w]:  # listed again when it is free (or re-created)
                 continue
-            task = self._next_live(queues[w])
-            if task is None:
+            q = queues[w]
+            if not q:
                 continue
+            task = q.popleft()
+            if task.cancelled:  # dropped (counted), and the next live one taken
+                self.dropped += 1
+                task = self._next_live(q)
+                if task is None:
+                    continue
             if first is None:
                 first = task
                 self._start_task(s, w, task, now)
@@ -368,11 +374,16 @@ class WorkerThreads:
         call = getattr(self.backend, "run_task", None) if not self._injects() else None  # the lean call
         plain_of = getattr(self.backend, "plain", None) if call is not None else None
         check, ndarray, last, plain = self.check_finite, np.ndarray, None, None
-        lean = call is not None and self.wrong is None
+        lean = call is not None and self.wrong is None  # nothing injected: a task is never slow or wrong
+        fast = lean and self._batching  # `_start_task` of a claimed task inlined (no stop event to make)
+        preempt, pickup = self.preempt, self.lags["pickup"].append
         calls = self._call_s
         current, loads, free_since, queues, ready = self._current, self._loads, self._free_since, self._queues, \
             self._ready.append
-        keep, counts = self.executed.append, self.counts
+        keep, counts = self._records.append, self.counts
+        gens, unsent, t_unsent, batch_of, t_call_of, t_cancel = self._gen, self._unsent, self._t_unsent, \
+            self._batch, self._t_call, self._t_cancel
+        n, inf, nan = self._n_calls, math.inf, math.nan
         while True:
             t_call = clock()
             if call is not None:
@@ -386,31 +397,32 @@ class WorkerThreads:
                 items = self._items([task])
                 self._call(items)
             t = clock()
-            calls[self._n_calls & 3] = t - t_call  # the latest four calls' seconds (`_claim`)
-            self._n_calls += 1
-            sent: list[Task] = []
+            calls[n & 3] = t - t_call  # the latest four calls' seconds (`_claim`)
+            n += 1
+            sent = None
             with lock:
-                if self._gen[s] != gen:  # abandoned meanwhile: its claimed and unsent tasks were handed on
+                self._n_calls = n
+                if gens[s] != gen:  # abandoned meanwhile: its claimed and unsent tasks were handed on
                     return False
                 now = t - t0
-                out = self._unsent[s]
+                out = unsent[s]
                 if not out:
-                    self._t_unsent[s] = now
-                end = False
+                    t_unsent[s] = now
+                end = freed = False
                 if lean and not task.delay and not isinstance(o, BaseException) and not task.cancelled:
-                    # the common case of `_settle` and `_finish_all`: an output, nothing held
-                    task.output, task.ok, task.state, task.on_cancel = o, True, "done", None
-                    task.t_end, task.compute_time = now, now - task.t_start
+                    # the common case of `_settle` and `_finish_all`: an output, nothing held; `running` is
+                    # counted down below
+                    task.output, task.ok, task.state, task.on_cancel, task.t_end = o, True, "done", None, now
                     w = task.worker
                     current[w] = None
                     loads[w] -= 1
                     free_since[w] = now
                     if queues[w]:
                         ready(w)
-                    keep(task.record())
+                    keep((w, task.fn, task.kind, True, "", task.t_start, now, task.busy, False, False))  # record_fields
                     out.append(task)
                     counts["ok"] += 1
-                    self.running -= 1
+                    freed = True
                 else:
                     if call is not None:
                         items = [Item(task, 1.0, "", 0.0, 0.0, o)]
@@ -418,21 +430,39 @@ class WorkerThreads:
                 if holds and holds[0][0] <= now:
                     self._due(s, out, now)
                 if not out:
-                    self._t_unsent[s] = math.inf
+                    t_unsent[s] = inf
                 if end:  # the thread ends with its crashed worker: what it claimed goes to the other threads
                     self._release(s)
-                    self._gen[s] += 1
+                    gens[s] += 1
                     self._thread[s] = None
                 task = rest.popleft() if rest and not end else None
                 if task is not None:
-                    self._start_task(s, task.worker, task, now)
-                    self._batch[s], self._t_call[s] = [task], now
+                    if fast:  # `_start_task` of a claimed task (its worker's current task and its thread are set)
+                        if not freed:  # else one running task ended and this one started: the count stays
+                            self.running += 1
+                        task.busy, task.state, task.t_start = self.running, "running", now
+                        if not preempt:
+                            task.on_cancel = None
+                        at = task.t_sent
+                        if at != at:  # nan: never stamped, so started as soon as its worker was free (0 s late)
+                            pickup(0.0)
+                        else:
+                            free = free_since[task.worker]
+                            pickup(now - (at if at > free else free))
+                    else:
+                        if freed:
+                            self.running -= 1
+                        self._start_task(s, task.worker, task, now)
+                    batch_of[s], t_call_of[s] = [task], now
                 else:
-                    self._batch[s], self._t_call[s] = [], math.nan
-                self._t_cancel[s] = math.inf
-                if task is None or now - self._t_unsent[s] >= CHUNK_S:
-                    sent, self._unsent[s], self._t_unsent[s] = out, [], math.inf
-            self._emit(sent)
+                    if freed:
+                        self.running -= 1
+                    batch_of[s], t_call_of[s] = [], nan
+                t_cancel[s] = inf
+                if task is None or now - t_unsent[s] >= CHUNK_S:
+                    sent, unsent[s], t_unsent[s] = out, [], inf
+            if sent:
+                self._emit(sent)
             if task is None:
                 return not end
 

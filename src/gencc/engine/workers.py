@@ -40,14 +40,18 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from itertools import filterfalse
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from ..faults import Faults, PersistentStragglers, ServiceTimes, WrongResults
 from . import blas
-from .task import Task, TaskRecord
+from .task import Task, TaskRecord, as_record
 from .threads import CHUNK_S, RELEASE_S, WorkerThreads
+
+_on_done_of, _cancelled_of = attrgetter("on_done"), attrgetter("cancelled")  # (read in C when tasks are delivered)
 
 #: the workers' own delays they record (see the module docstring)
 LAGS = ("post", "timer", "pickup")
@@ -105,7 +109,7 @@ class Workers(WorkerThreads):
         self._stopped = False  # set with _stop, under the lock; read there (the control thread waits on _stop)
         self.dropped = 0
         self.running = 0  # workers running a task right now
-        self.executed: deque[TaskRecord] = deque(maxlen=keep)  # the latest tasks run (calibration, tests)
+        self._records: deque[tuple] = deque(maxlen=keep)  # the latest tasks run, as `record_fields` (`executed`)
         self.counts: Counter[str] = Counter()  # finished tasks by outcome: "ok" or the failure's reason
         self.slow_tasks = 0
         self.errors: list[BaseException] = []  # front-end callbacks that raised (the latest 100)
@@ -169,6 +173,12 @@ class Workers(WorkerThreads):
                 blas.acquire(self._blas)
                 self._blas_held = True
 
+    @property
+    def executed(self) -> deque[TaskRecord]:
+        """The latest tasks run (at most `keep`), oldest first, as `TaskRecord`s (calibration, tests): a copy, built
+        when read (the workers keep each task's fields as a plain tuple)."""
+        return deque(map(as_record, list(self._records)), maxlen=self._records.maxlen)
+
     def _add_slot(self, wake: queue.SimpleQueue) -> None:
         """A new thread slot (its state, its thread started); `wake` is its wake-up queue (shared: one for all)."""
         self._wake.append(wake)
@@ -217,7 +227,8 @@ class Workers(WorkerThreads):
                 raise RuntimeError("these workers are closed")
             wake = set()
             dead, loads, queues, slot, cancelled = self.dead, self._loads, self._queues, self._slot, self._cancelled
-            queued, shared, ready, n = self._queued, self.shared, self._ready.append, 0
+            queued, shared, ready = self._queued, self.shared, self._ready.append
+            n = len(self._ready)
             for worker, task in pairs:
                 task.worker = worker
                 if dead[worker]:
@@ -229,12 +240,11 @@ class Workers(WorkerThreads):
                 queues[worker].append(task)
                 if shared:
                     ready(worker)
-                    n += 1
                     continue
                 s = slot[worker]
                 queued[s].add(worker)
                 wake.add(s)
-            if shared and n and self._idle:  # one waiting thread woken: it wakes the next if work remains
+            if shared and len(self._ready) > n and self._idle:  # one waiting thread woken: it wakes the next if any
                 self._wake[0].put(None)
             for s in wake:  # one wake-up per thread, however many of its workers got a task
                 self._wake[s].put(None)
@@ -319,6 +329,15 @@ class Workers(WorkerThreads):
             for t in tasks:
                 self.post(lambda t=t: self._deliver(t))
             return
+        if len(set(map(id, map(_on_done_of, tasks)))) == 1:  # one callback (a job's): the tasks handed on together
+            cb = tasks[0].on_done
+            many = getattr(getattr(cb, "__self__", None), "on_done_many", None)
+            if many is not None or cb is None:
+                if self.preempt:
+                    tasks = list(filterfalse(_cancelled_of, tasks))
+                if many is not None and tasks:
+                    self.call_guarded(lambda: many(tasks))
+                return
         groups: dict[int, tuple[Callable, list[Task]]] = {}
         preempt, last, group = self.preempt, None, None  # last: the previous task's callback, group its owner's
         for t in tasks:

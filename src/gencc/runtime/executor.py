@@ -15,6 +15,8 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress, islice, repeat
+from operator import attrgetter, gt, itemgetter, ne
 from typing import Any
 
 import numpy as np
@@ -51,6 +53,16 @@ class JobTasks(Sequence[Task]):
         if self._tasks is None:
             X, delays = self.X, self._delays
             self._tasks = [Task(n, X[n], delays[n]) for n in self.workers]
+        return self._tasks
+
+    def bind(self, fn: Callable | str | None, on_done: Callable[[Task], None]) -> list[Task] | None:
+        """The tasks built with their function, callback and slot (the worker) set, as an executor sends a job's
+        first tasks (one pass, not a second one over built tasks); None when they were built already."""
+        if self._tasks is not None:
+            return None
+        workers, rows = self.workers, list(self.X)  # the rows as views (or items), made in C
+        xs, delays = map(rows.__getitem__, workers), map(self._delays.__getitem__, workers)
+        self._tasks = list(map(Task, workers, xs, delays, repeat(fn), repeat(on_done), repeat("primary"), workers))
         return self._tasks
 
     def __len__(self) -> int:
@@ -102,6 +114,19 @@ def _block_completions(task: Task, rows: list[int]) -> list[Completion | BlockCo
 
 
 _F64 = np.dtype(np.float64)
+_slot_of, _state_of, _first, _output_of = attrgetter("slot"), attrgetter("state"), itemgetter(0), attrgetter("output")
+
+
+def _one_block(tasks: Sequence[Task]) -> bool:
+    """Whether the finished tasks are all ok, uncancelled plain tasks (no block, no corrupted output) whose outputs
+    are float64 numpy arrays of one shape: what `EngineBatch.on_done_many` takes as one block."""
+    shape = tasks[0].output.shape if type(tasks[0].output) is np.ndarray else None
+    for t in tasks:
+        o = t.output
+        if not t.ok or t.cancelled or t.block or t.wrong or type(o) is not np.ndarray or o.dtype is not _F64 \
+                or o.shape != shape:
+            return False
+    return True
 
 
 def _bulk(ws: list[int], vs: list[np.ndarray], cs: list, checked: bool = True) -> None:
@@ -225,9 +250,13 @@ class EngineBatch(Batch):
         of them does not always take the lowest-numbered workers (a block of stragglers at the edge)."""
         if self.closed:
             return
-        if len(tasks) > 1:
-            rank = self._rank
-            tasks = sorted(tasks, key=lambda t: rank.get(t.slot, 0))
+        if len(tasks) > 1:  # the ranks looked up in C; sorted only when out of order (one thread's are not)
+            ranks = list(map(self._rank.get, map(_slot_of, tasks), repeat(0)))
+            if any(map(gt, ranks, islice(ranks, 1, None))):
+                tasks = [t for _, t in sorted(zip(ranks, tasks, strict=True), key=_first)]
+        if len(tasks) > 1 and _one_block(tasks):  # the common case: one block of rows
+            self._q.put([BlockCompletion(list(map(_slot_of, tasks)), np.array(list(map(_output_of, tasks))))])
+            return
         cs: list[Completion | BlockCompletion] = []
         checked = self._checked
         ws: list[int] = []  # a run of ok float64 outputs of one shape: one BlockCompletion (the collector takes
@@ -296,6 +325,18 @@ class EngineBatch(Batch):
                 self.workers.grow(top)
             self.workers.send_many(((block.slot, block),))
             return
+        if type(tasks) is JobTasks and not self._tasks:  # a job's first tasks, one per worker: built bound
+            built = tasks.bind(fn, done)
+            if built is not None:
+                workers = tasks.workers
+                with self._lock:
+                    self._rank = dict(zip(workers, range(len(workers)), strict=True))
+                    self._tasks += built
+                top = max(workers) + 1
+                if top > self.workers.n_workers:
+                    self.workers.grow(top)
+                self.workers.send_many(zip(workers, built, strict=True))
+                return
         with self._lock:
             for t in tasks:
                 t.slot = w = int(t.worker)
@@ -314,8 +355,11 @@ class EngineBatch(Batch):
     def cancel(self, workers: Sequence[int]) -> None:
         stop = {int(w) for w in workers}
         with self._lock:
-            # a block task stops only when none of its rows is wanted any more
-            tasks = [t for t in self._tasks if (t.slot in stop if not t.block else stop.issuperset(self._block_rows))]
+            if not self._block_rows:  # no block task: picked in C
+                tasks = list(compress(self._tasks, map(stop.__contains__, map(_slot_of, self._tasks))))
+            else:  # a block task stops only when none of its rows is wanted any more
+                tasks = [t for t in self._tasks
+                         if (t.slot in stop if not t.block else stop.issuperset(self._block_rows))]
         for t in tasks:
             t.cancel()
 
@@ -323,7 +367,7 @@ class EngineBatch(Batch):
         self.closed = True
         with self._lock:
             # finished ones need no cancel (a stale read of a task finishing now only cancels a finished task)
-            tasks = [t for t in self._tasks if t.state != "done"]
+            tasks = list(compress(self._tasks, map(ne, map(_state_of, self._tasks), repeat("done"))))
             self._tasks = []  # no cycle task -> on_done -> batch -> task: a job's objects go without the cyclic GC
         for t in tasks:
             t.cancel()
