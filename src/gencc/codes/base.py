@@ -13,7 +13,7 @@ from .._arrays import LinearMap, apply_matrix, is_torch, take_rows, to_numpy
 from .._lru import LRU
 from .._validate import check_int
 from . import robust
-from .capabilities import Capabilities
+from .capabilities import PLAIN, Capabilities
 from .selection_map import SelectionMap, decoder_map
 
 #: decoding matrices kept per code (least recently used are dropped first)
@@ -275,7 +275,7 @@ class Code(ABC):
         """What this code can do (`gencc.codes.Capabilities`): callers read this instead of probing the code. The
         base declares the plain case; a code that leaves inputs missing, has coding groups, estimates its own
         uncertainty or overrides `can_decode` declares it here (`gencc.testing.check_code` verifies)."""
-        return Capabilities()
+        return PLAIN
 
     def decode_uncertainty(self, Y: Any, returned: Sequence[int]) -> np.ndarray:
         """Per input, the estimated standard deviation of each decoded output coordinate's error: only codes whose

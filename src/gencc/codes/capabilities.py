@@ -41,6 +41,12 @@ class Capabilities:
         return {k: slot for slot, members in (self.groups or ()) for k in members}
 
 
+#: the plain declaration (the base `Code`'s), and a GCC's (an uncertainty estimate): frozen, so shared by every
+#: code that declares them (a job's policy reads a code's capabilities once per job)
+PLAIN = Capabilities()
+UNCERTAIN = Capabilities(uncertainty=True)
+
+
 def as_groups(pairs: object) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """Coding groups as plain ints: (slot, inputs) pairs from numpy indices."""
     return tuple((int(slot), tuple(int(k) for k in members)) for slot, members in pairs)  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ from ..smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
 from . import robust, robust_search
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
-from .capabilities import Capabilities
+from .capabilities import UNCERTAIN, Capabilities
 from .gaps import AUTO_COMPARE_POINTS, MIN_POINTS, auto_min_points, bridge_gaps
 from .smoother_loo import (
     adjacent_pair_residuals,
@@ -163,7 +163,7 @@ class GCC(Code):
     @property
     def capabilities(self) -> Capabilities:
         """An uncertainty estimate (`decode_uncertainty`, the GP reading of the fit)."""
-        return Capabilities(uncertainty=True)
+        return UNCERTAIN
 
     @property
     def data_dependent(self) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._arrays import all_finite
 from ..engine import Task
 from ..errors import JobFailed, JobTimeout
 from .executor import Batch, BlockCompletion, Executor, JobTasks
@@ -145,7 +146,7 @@ def _take_block(c: BlockCompletion, min_valid: int, hedges: bool, ref: tuple | N
             or (ref is not None and v.shape[1:] != ref) or (ref is None and valid):
         return 0
     taken = min(len(v), min_valid - len(valid))
-    if taken <= 0 or not np.isfinite(v[:taken]).all():
+    if taken <= 0 or not all_finite(v[:taken]):
         return 0
     return taken
 
