@@ -226,6 +226,9 @@ def table(args: argparse.Namespace, per_input: bool, emit: Callable[[str], None]
         breakdown(args.jobs, totals["gcc"], fname, emit)
 
 
+_PIECES: dict[str, float] = {}
+
+
 def breakdown(jobs: int, total: float, fname: str, emit: Callable[[str], None]) -> None:
     """The GCC job's math counted alone (each piece in its own pair of processes), beside the whole job's count:
     what any runtime running this job does, and what is left for gencc's own."""
@@ -233,7 +236,9 @@ def breakdown(jobs: int, total: float, fname: str, emit: Callable[[str], None]) 
     emit("|---|---|---|")
     rest = total
     for kind, label in PARTS.items():
-        got = per_job("gcc", jobs, kind)
+        got = _PIECES.get(kind)
+        if got is None:  # the pieces do not depend on f: counted once for both tables
+            got = _PIECES[kind] = per_job("gcc", jobs, kind)
         rest -= got
         emit(f"| {label} | {got / 1e3:,.0f} k | {got / total:.0%} |")
     emit(f"| the rest: the runtime (validation, dispatch, the calls of f, collection, result) | {rest / 1e3:,.0f} k "
