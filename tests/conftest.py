@@ -1,6 +1,7 @@
 """Test-wide settings: property tests draw the same examples on every run, so CI never flakes on a new one; and
 the launcher that re-executes Ray tests inside a loopback-only network namespace."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -72,3 +73,21 @@ def wait_healthy():
             time.sleep(0.5)
 
     return wait
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """name -> the script benchmarks/<name>.py imported as a module (the scripts are no package; the folder is on
+    sys.path while it runs, as when the script is run, for the scripts it imports beside it)."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"{name}_under_test", folder / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(folder))
+        try:
+            spec.loader.exec_module(mod)
+        finally:
+            sys.path.remove(str(folder))
+        return mod
+    return load

@@ -3,7 +3,6 @@ among the candidates (each decoded alone), so it bounds every pick among them; t
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from itertools import combinations
@@ -18,11 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("gap_readings_under_test", ROOT / "benchmarks" / "gap_readings.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def bench(load_benchmark):
+    return load_benchmark("gap_readings")
 
 
 def test_oracle_worst_is_the_brute_force_worst_of_the_least_candidate_error(bench):

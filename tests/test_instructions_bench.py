@@ -4,7 +4,6 @@ count takes minutes)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +15,8 @@ SCRIPT = ROOT / "benchmarks" / "instructions.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports bench_runtime beside it
-    spec = importlib.util.spec_from_file_location("instructions_under_test", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.path.remove(str(ROOT / "benchmarks"))
+def bench(load_benchmark):
+    return load_benchmark("instructions")
 
 
 @pytest.mark.parametrize("args, says", [
@@ -39,7 +33,8 @@ def test_bad_options_exit_2_with_one_message(args, says):
 
 
 @pytest.mark.parametrize("kind", ["order", "encode", "decode"])
-def test_each_piece_runs_alone_on_the_jobs_inputs(bench, kind):
+def test_each_piece_runs_alone_on_the_jobs_inputs(bench, kind, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # the child imports bench_runtime beside it, as run
     bench.child("gcc", 3, kind)  # what a counted child process runs (no valgrind here): it must not raise
 
 

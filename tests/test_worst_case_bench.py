@@ -3,7 +3,6 @@ checked by brute force on a small row; the script prints its table."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from itertools import combinations
@@ -18,11 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("worst_case_under_test", ROOT / "benchmarks" / "worst_case.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def bench(load_benchmark):
+    return load_benchmark("worst_case")
 
 
 def test_worst_is_at_least_every_block_and_at_most_the_brute_force_worst(bench):
