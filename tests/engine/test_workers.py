@@ -451,3 +451,26 @@ def test_a_claimed_task_cancelled_before_its_call_is_dropped_and_its_worker_serv
     wait_for(lambda: len(done) == 4)
     assert 102 not in seen and sorted(seen) == [7, 100, 101, 103] and w.dropped >= 1
     assert done[-1].worker == 2 and done[-1].ok
+
+
+def test_a_shared_threads_lean_records_are_the_tasks_own_fields():
+    """A shared pool's lean path (a per-input f, nothing injected) writes each record as a tuple of its own: it
+    must read as `TaskRecord(record_fields(task))` would, field for field, for every task it ran."""
+    from gencc.engine import make_pool
+    from gencc.engine.task import as_record, record_fields
+
+    def plus_one(x):  # a function of the test's own, one input at a time
+        return np.asarray(x) + 1.0
+
+    w = make_pool(4, ThreadBackend({"f": plus_one}), threads="shared", keep=100)
+    try:
+        done = []
+        for i in range(40):
+            w.send(i % 4, Task(x=np.full(3, float(i)), fn="f", on_done=done.append))
+        wait_for(lambda: len(done) == 40)
+        assert all(t.ok and np.array_equal(t.output, t.x + 1.0) for t in done)
+        wait_for(lambda: len(w.executed) == 40)
+        want = sorted(as_record(record_fields(t)) for t in done)
+        assert sorted(w.executed) == want
+    finally:
+        w.close(timeout=2)
