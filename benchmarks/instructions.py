@@ -195,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         lines.append(line)
 
+    pieces: dict[str, float] = {}  # the job's pieces do not depend on f: counted once for both tables
     for per_input in ((False, True) if args.both else (args.per_input,)):
-        table(args, per_input, emit)
+        table(args, per_input, emit, pieces)
     if args.scale:
         scale(args.scale_jobs, emit)
     if args.out is not None:
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def table(args: argparse.Namespace, per_input: bool, emit: Callable[[str], None]) -> None:
+def table(args: argparse.Namespace, per_input: bool, emit: Callable[[str], None], pieces: dict[str, float]) -> None:
     """One table: gencc.run against its floor for each scheme (with --breakdown, the GCC job's pieces after it)."""
     kind, floor_kind = ("plain", "hand") if per_input else ("batched", "minimal")
     fname = "per-input" if per_input else "batched"
@@ -223,22 +224,19 @@ def table(args: argparse.Namespace, per_input: bool, emit: Callable[[str], None]
         emit(f"| {what} | {got / 1e3:,.0f} k | {floor / 1e3:,.0f} k | {got / floor:.2f} |")
     emit()
     if args.breakdown and "gcc" in totals:  # uncoded jobs are not ordered, encoded or decoded
-        breakdown(args.jobs, totals["gcc"], fname, emit)
+        breakdown(args.jobs, totals["gcc"], fname, emit, pieces)
 
 
-_PIECES: dict[str, float] = {}
-
-
-def breakdown(jobs: int, total: float, fname: str, emit: Callable[[str], None]) -> None:
+def breakdown(jobs: int, total: float, fname: str, emit: Callable[[str], None], pieces: dict[str, float]) -> None:
     """The GCC job's math counted alone (each piece in its own pair of processes), beside the whole job's count:
     what any runtime running this job does, and what is left for gencc's own."""
     emit(f"| piece of one GCC job ({fname} f) | instructions | share of the job |")
     emit("|---|---|---|")
     rest = total
     for kind, label in PARTS.items():
-        got = _PIECES.get(kind)
-        if got is None:  # the pieces do not depend on f: counted once for both tables
-            got = _PIECES[kind] = per_job("gcc", jobs, kind)
+        got = pieces.get(kind)
+        if got is None:
+            got = pieces[kind] = per_job("gcc", jobs, kind)
         rest -= got
         emit(f"| {label} | {got / 1e3:,.0f} k | {got / total:.0%} |")
     emit(f"| the rest: the runtime (validation, dispatch, the calls of f, collection, result) | {rest / 1e3:,.0f} k "

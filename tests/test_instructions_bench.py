@@ -41,7 +41,8 @@ def test_each_piece_runs_alone_on_the_jobs_inputs(bench, kind, monkeypatch):
 def test_the_breakdown_page_adds_up(bench, monkeypatch, tmp_path):
     """With counts stubbed, the page holds both tables and the pieces with the rest, which sum to the job."""
     counts = {"batched": 800, "minimal": 500, "plain": 1200, "hand": 1600, "order": 250, "encode": 40, "decode": 140}
-    monkeypatch.setattr(bench, "per_job", lambda scheme, jobs, kind: counts[kind] * 1e3)
+    asked = []
+    monkeypatch.setattr(bench, "per_job", lambda scheme, jobs, kind: asked.append(kind) or counts[kind] * 1e3)
     monkeypatch.setattr(bench.shutil, "which", lambda name: "/usr/bin/valgrind")
     out = tmp_path / "instructions.md"
     assert bench.main(["--schemes", "gcc", "--both", "--breakdown", "--scale", "--out", str(out)]) == 0
@@ -53,3 +54,4 @@ def test_the_breakdown_page_adds_up(bench, monkeypatch, tmp_path):
     assert "| 770 k | 64% |" in text  # 1,200 - 430: the per-input job's
     assert "| per-input job / batched job | 1.50 |" in text  # the K=500 table, from the same stub
     assert "| per task: (per-input - batched - cold decode) / N | 0.3 k |" in text  # (1,200 - 800 - 140) k / 1,000
+    assert [asked.count(k) for k in ("order", "encode", "decode")] == [1, 1, 2]  # once for both tables (+ scale)
