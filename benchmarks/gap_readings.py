@@ -112,6 +112,29 @@ def cell(workload: str, K: int, N: int, stragglers: str, seeds: list[int], names
     return {s: tuple(np.mean(v, axis=0)) for s, v in acc.items()}
 
 
+def parse_cell(ap: argparse.ArgumentParser, text: str) -> tuple[str, int, int, str]:
+    """A --cells entry `workload,K,N,worst:S` checked before any work (argparse's exit 2 and one message)."""
+    from gencc.experiments.toy_workloads import TOYS
+    from gencc.workloads import WORKLOADS
+
+    parts = text.split(",")
+    try:
+        wl, K, N, st = parts[0], int(parts[1]), int(parts[2]), parts[3]
+        if len(parts) != 4:
+            raise ValueError
+    except (IndexError, ValueError):
+        ap.error(f"a cell is workload,K,N,worst:S (e.g. digits-cnn,5,20,worst:4), got {text!r}")
+    if wl not in TOYS and wl not in WORKLOADS:
+        ap.error(f"unknown workload {wl!r} in cell {text!r}; available: {', '.join([*WORKLOADS, *TOYS])}")
+    if not 1 <= K < N:
+        ap.error(f"a cell needs 1 <= K < N, got K={K}, N={N} in {text!r}")
+    try:
+        parse_straggler(st, N)
+    except ValueError as e:
+        ap.error(f"cell {text!r}: {e}")
+    return wl, K, N, st
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", nargs="*", default=None,
@@ -120,15 +143,17 @@ def main() -> None:
                     help=f"comma-separated readings (default {','.join(CANDIDATES)})")
     ap.add_argument("--seeds", default="0,1,2", help="input sets, as the preset's seeds (default 0,1,2)")
     args = ap.parse_args()
-    cells = [(c.split(",")[0], int(c.split(",")[1]), int(c.split(",")[2]), c.split(",")[3]) for c in args.cells] \
-        if args.cells else CELLS
+    cells = [parse_cell(ap, c) for c in args.cells] if args.cells else CELLS
     names = tuple(n.strip() for n in args.candidates.split(",") if n.strip())
     bad = [n for n in names if n not in CANDIDATES]
     if bad:
         ap.error(f"unknown candidate {bad[0]!r}; choose from {', '.join(CANDIDATES)}")
     if any(not c[3].startswith("worst:") for c in cells):
         ap.error("every cell's stragglers must be a worst-case spec, worst:S or worst:P%")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     print(f"worst rel_mse / agreement, mean over input sets {seeds}; oracle: per pattern the closest of "
           f"{', '.join(names)}")
     print("| workload | K, N, stragglers | " + " | ".join(["gcc", "bacc", *names, "oracle"]) + " | seconds |")

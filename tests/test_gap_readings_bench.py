@@ -63,3 +63,17 @@ def test_script_prints_the_table_and_refuses_random_cells():
     bad = subprocess.run([*cmd, "--cells", "toy-softmax,4,10,random:2"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "worst-case spec" in bad.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--cells", "foo"], "a cell is workload,K,N,worst:S"),
+    (["--cells", "toy-softmax,4,x,worst:2"], "a cell is workload,K,N,worst:S"),
+    (["--cells", "nosuch,4,10,worst:2"], "unknown workload 'nosuch'"),
+    (["--cells", "toy-softmax,12,10,worst:2"], "1 <= K < N"),
+    (["--cells", "toy-softmax,4,10,worst:abc"], "bad straggler spec"),
+    (["--seeds", "x"], "--seeds takes comma-separated integers"),
+])
+def test_bad_cells_and_seeds_exit_2_before_any_work(args, says):
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gap_readings.py"), *args], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
