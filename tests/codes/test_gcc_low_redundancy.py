@@ -172,6 +172,25 @@ def test_decode_in_any_order_and_dtype_is_the_sorted_choice(lost, seed, bad):
         code.decode(Y[:len(perm)], np.r_[perm[:-1], perm[0]])
 
 
+@settings(max_examples=15)
+@given(lost=st.lists(st.integers(0, 14), min_size=1, max_size=3, unique=True), seed=st.integers(0, 10**6))
+def test_a_pattern_seen_before_decodes_as_a_fresh_code_does(lost, seed):
+    """The second decode of a pattern (float64 results, int64 indices: `GCC.decode`'s hot path, from the cached
+    entry) gives, bit for bit, what a code that never saw the pattern gives for the same results, whichever
+    candidate these results pick; a non-finite value still raises there."""
+    code = gencc.GCC(10, 15)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(np.setdiff1d(np.arange(15), lost))
+    first = nonlinear(code.encode(rng.normal(size=(10, 5))))[perm]
+    code.decode(first, perm)  # the pattern's entry cached
+    for scale in (1.0, 1e-3, 1e3):  # other results: the pick may differ from the first decode's
+        Y = nonlinear(code.encode(scale * rng.normal(size=(10, 5))))[perm]
+        np.testing.assert_array_equal(code.decode(Y, perm), gencc.GCC(10, 15).decode(Y, perm))
+    Y[rng.integers(len(Y)), rng.integers(Y.shape[1])] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        code.decode(Y, perm)
+
+
 def test_pick_sends_near_ties_to_the_first_candidate():
     pick = gcc_low_redundancy.pick
     assert pick(np.array([2.0, 1.0, 3.0]), 1.0) == 1

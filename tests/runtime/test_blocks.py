@@ -3,6 +3,8 @@ with blocks): the same job, result for result, as the tasks sent one by one; a b
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from runtime_helpers import Faulty, reference, smooth
@@ -10,6 +12,9 @@ from runtime_helpers import Faulty, reference, smooth
 import gencc
 from gencc.faults import Faults
 from gencc.runtime import LocalExecutor, run, stream
+from gencc.runtime.collect import collect
+from gencc.runtime.executor import Batch, BlockCompletion
+from gencc.runtime.policy import CodedPolicy
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +146,46 @@ def test_a_list_of_tasks_travels_as_a_block_only_when_it_can(X):
                 assert sum(len(c.workers) if type(c) is BlockCompletion else 1 for c in got) == 3
     finally:
         w.close(timeout=2)
+
+
+class _Given(Batch):
+    """A batch whose completions are all there at the first take (what a job's block task brings back)."""
+
+    def __init__(self, completions: list) -> None:
+        self._left = list(completions)
+
+    def next(self, timeout):
+        return self._left.pop(0) if self._left else None
+
+    def ready(self) -> bool:
+        return bool(self._left)
+
+    def add(self, tasks) -> None:
+        raise AssertionError("a coded job adds no tasks")
+
+    def cancel(self, workers) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("wait_for", [None, 5, 8])
+@pytest.mark.parametrize("bad", [None, 1, 10])
+def test_collect_takes_a_block_as_it_takes_the_same_rows_one_by_one(wait_for, bad):
+    """`collect` takes a job's first completion in one step when it is a block after whose leading rows the policy
+    stops; that step, and its fallback to the loop (a non-finite row among them), end where the loop ends for the
+    same rows as separate completions: the same valid results, stragglers, arrivals and workers left out."""
+    code, rng = gencc.GCC(K=6, N=12), np.random.default_rng(3)
+    workers, values = rng.permutation(12).tolist(), rng.normal(size=(12, 3))
+    if bad is not None:
+        values[bad, 1] = np.nan
+    got, block = {}, BlockCompletion(workers, values)
+    for kind, given in (("block", [block]), ("rows", block.rows())):
+        outstanding = set(workers)
+        valid, stragglers, arrivals, _ = collect(_Given(given), CodedPolicy(code, wait_for, None), 5.0,
+                                                 time.perf_counter(), outstanding)
+        got[kind] = ([(w, v.tolist()) for w, v in valid.items()], stragglers, sorted(arrivals), sorted(outstanding))
+    assert got["block"] == got["rows"]
+    finite = [w for i, w in enumerate(workers) if i != bad]
+    assert [w for w, _ in got["block"][0]] == finite[:wait_for or 12]

@@ -351,8 +351,12 @@ class WorkerThreads:
 
     def _execute(self, s: int, gen: int, tasks: list[Task]) -> bool:
         """Run the picked tasks, then finish or hold each; False when this thread must end."""
-        items = self._items(tasks)
-        self._call(items)
+        run = getattr(self.backend, "run_task", None) if len(tasks) == 1 and self._batching else None
+        if run is not None and not self._injects():  # one task (a job's block), nothing injected: its lean call
+            items = [Item(tasks[0], 1.0, "", 0.0, 0.0, run(tasks[0]))]
+        else:
+            items = self._items(tasks)
+            self._call(items)
         out: list[Task] = []
         with self._lock:
             if self._gen[s] != gen:  # abandoned meanwhile: a fresh thread has the workers

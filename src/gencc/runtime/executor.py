@@ -250,6 +250,11 @@ class EngineBatch(Batch):
         of them does not always take the lowest-numbered workers (a block of stragglers at the edge)."""
         if self.closed:
             return
+        if len(tasks) == 1 and tasks[0].block:  # a job's block task alone (the batched pool's common case)
+            t = tasks[0]
+            if not t.cancelled and (cs := _block_completions(t, self._block_rows)):
+                self._q.put(cs)
+            return
         if len(tasks) > 1:  # the ranks looked up in C; sorted only when out of order (one thread's are not)
             ranks = list(map(self._rank.get, map(_slot_of, tasks), repeat(0)))
             if any(map(gt, ranks, islice(ranks, 1, None))):
@@ -316,14 +321,17 @@ class EngineBatch(Batch):
         as_block = self._as_block(tasks)
         if as_block is not None:
             block, rows = as_block
-            with self._lock:  # a block is a job's first dispatch: its rows rank first, in order
-                self._block_rows, self._rank = rows, dict(zip(rows, range(len(rows)), strict=True))
+            with self._lock:  # a block is a job's first dispatch
+                self._block_rows = rows
                 block.on_done = done
                 self._tasks.append(block)
             top = max(rows) + 1
             if top > self.workers.n_workers:
                 self.workers.grow(top)
             self.workers.send_many(((block.slot, block),))
+            rank = dict(zip(rows, range(len(rows)), strict=True))  # its rows rank first, in order (read by later
+            with self._lock:  # adds and multi-task deliveries, never by the block's own: built once it is out)
+                self._rank = rank
             return
         if type(tasks) is JobTasks and not self._tasks:  # a job's first tasks, one per worker: built bound
             built = tasks.bind(fn, done)

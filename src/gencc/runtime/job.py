@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,24 @@ def robust_policy(code: Code, wait_for: int | None, deadline: float | None, adve
     return RobustPolicy(code, wait_for, deadline, adversaries, threshold)
 
 
+_CODE, _REPLICATION, _BASELINE = "code", "replication", "baseline"
+#: the kind of each type of code a job was given (isinstance on the codes' abstract base classes goes through
+#: Python-level hooks: once per type, not per job)
+_KINDS: dict[type, str] = {}
+#: the executor types a job was given (checked once per type, likewise)
+_EXECUTORS: set[type] = set()
+
+
+def _kind(code: Any) -> str:
+    """The job's kind of `code` (`_CODE`, `_REPLICATION`, `_BASELINE`), kept per type; refuses anything else."""
+    if not isinstance(code, (Code, Baseline)):
+        raise ValueError(f"code must be a gencc Code (GCC, BACC, LCC, Replication, ParM) or a baseline (Uncoded, "
+                         f"Replicated, Hedged), got {type(code).__name__}")
+    kind = _BASELINE if isinstance(code, Baseline) else _REPLICATION if isinstance(code, Replication) else _CODE
+    _KINDS[type(code)] = kind
+    return kind
+
+
 def _own_function(code: Code, f: Callable | None, n: int) -> Callable | None:
     """Worker n's own function when the code gives it one other than the job's f (else None)."""
     if code.uniform_workers:
@@ -126,17 +145,17 @@ def run(
     """
     t_start = time.perf_counter()
     f = resolve(f)  # a torch module, an import path or a model file: as_model's Model (torch in, torch out)
-    if not isinstance(code, (Code, Baseline)):
-        raise ValueError(f"code must be a gencc Code (GCC, BACC, LCC, Replication, ParM) or a baseline (Uncoded, "
-                         f"Replicated, Hedged), got {type(code).__name__}")
+    kind = _KINDS.get(type(code)) or _kind(code)
     if f is not None and not callable(f):
         raise ValueError(f"f must be callable, got {type(f).__name__}")
     if executor is None:
         if f is None:
             raise ValueError("f is None: pass the function, or an executor built from a factory")
         executor = default_executor()
-    elif not isinstance(executor, Executor):
-        raise ValueError(f"executor must be a gencc Executor (LocalExecutor, RayExecutor), got {executor!r}")
+    elif type(executor) not in _EXECUTORS:
+        if not isinstance(executor, Executor):
+            raise ValueError(f"executor must be a gencc Executor (LocalExecutor, RayExecutor), got {executor!r}")
+        _EXECUTORS.add(type(executor))
     Xn = check_inputs(X, code.K)
     if deadline is not None:
         deadline = check_deadline(deadline)
@@ -145,8 +164,8 @@ def run(
     if order is not True and order is not False and order not in METHODS:
         raise ValueError(f"order must be True, False or one of {', '.join(METHODS)}, got {order!r}")
     rng = as_rng(seed)
-    delays = draw_delays(latency, code.N, rng)
-    if isinstance(code, Baseline):
+    delays = draw_delays(latency, code.N, rng) if latency is not None or kind is _BASELINE else None
+    if kind is _BASELINE:
         if wait_for is not None or deadline is not None:
             raise ValueError(f"{code.name} has its own stop rule (the first answer per input); "
                              "wait_for and deadline apply to codes only")
@@ -162,7 +181,7 @@ def run(
                 wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
                                      hint=f"{code.name} decodes from at least {lo} results")
         t0 = time.perf_counter()
-        if order is True and isinstance(code, Replication):
+        if order is True and kind is _REPLICATION:
             order = False  # copies of each input: which worker holds which copy changes no output
         if order:
             perm = order_checked(Xn.reshape(code.K, -1).astype(float, copy=False), "chain" if order is True else order)
@@ -171,14 +190,15 @@ def run(
             perm, Xp = None, X if is_torch(X) else Xn
         Xt = code.encode(Xp)
         t_encode = time.perf_counter() - t0
-        policy = CodedPolicy(code, wait_for, deadline)
         if adversaries:
             policy = robust_policy(code, wait_for, deadline, adversaries, robust_threshold)
         elif robust_threshold is not None:
             raise ValueError("robust_threshold is the threshold of a robust decode: pass adversaries=A as well")
+        else:  # built once the tasks are out (it is first needed then)
+            policy = partial(CodedPolicy, code, wait_for, deadline)
         # dispatch in a random order: otherwise, with little injected latency, arrival order follows worker
         # index and the stragglers form a block at the edge of [-1, 1], the worst pattern for a smooth decoder
-        dl, order_n = delays.tolist(), rng.permutation(code.N).tolist()
+        dl, order_n = delays.tolist() if delays is not None else [0.0] * code.N, rng.permutation(code.N).tolist()
         if code.uniform_workers:
             tasks = JobTasks(Xt, order_n, dl)
         else:

@@ -47,6 +47,7 @@ class CodedPolicy(Policy):
         # a code that declares Code's rule (enough distinct workers, every input estimated) is asked by count; one
         # that keeps only its count (partial: which inputs have a copy back) by count, then `missing`
         caps = code.capabilities
+        self._partial = caps.partial
         self._least = code.min_results if caps.count_rule else None
         self._count = self._least if not caps.partial else None
         if type(self).satisfied is CodedPolicy.satisfied and type(self).decodable is CodedPolicy.decodable:
@@ -77,6 +78,7 @@ class CodedPolicy(Policy):
     def assemble(self, valid: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ws = sorted(valid)
         r = np.array(ws, dtype=np.int64)
-        Y = np.array([valid[w] for w in ws], dtype=float)  # one copy (np.stack costs three times as much here)
-        missing = np.zeros(0, dtype=np.int64) if len(ws) == self.N else np.asarray(self.code.missing(r), dtype=np.int64)
+        Y = np.array(list(map(valid.__getitem__, ws)), dtype=float)  # one copy (np.stack costs three times as much)
+        missing = np.zeros(0, dtype=np.int64) if len(ws) == self.N or not self._partial \
+            else np.asarray(self.code.missing(r), dtype=np.int64)  # only a partial code leaves inputs without one
         return np.asarray(self.code.decode(Y, r)), r, missing
