@@ -41,15 +41,12 @@ def order_checked(A: np.ndarray, method: str = "chain") -> np.ndarray:
     K = A.shape[0]
     if K <= 2 or method == "identity":
         return np.arange(K)
-    # here, not at import: scipy.spatial costs `import gencc` ~0.2 s
-    from scipy.spatial.distance import cdist, pdist, squareform
-
     if method == "pca":
         C = A - A.mean(axis=0)
         _, _, vt = np.linalg.svd(C, full_matrices=False)
         perm = np.argsort(C @ vt[0], kind="stable")
     elif method == "spectral":
-        D = cdist(A, A, "sqeuclidean")
+        D = _distance().cdist(A, A, "sqeuclidean")
         sigma2 = np.median(D[np.triu_indices(K, 1)]) or 1.0
         W = np.exp(-D / sigma2)
         L = np.diag(W.sum(axis=1)) - W
@@ -59,11 +56,25 @@ def order_checked(A: np.ndarray, method: str = "chain") -> np.ndarray:
         D = _gram_distances(A) if K >= WIDE_K and A.shape[1] >= GRAM_D else None
         if D is None:
             # pdist's pairs once each, the same numbers as cdist's (half the work; below WIDE_K, squareform costs more)
-            D = cdist(A, A) if K < WIDE_K else squareform(pdist(A))
+            dist = _distance()
+            D = dist.cdist(A, A) if K < WIDE_K else dist.squareform(dist.pdist(A))
         perm = _chain(D)
     if perm[0] > perm[-1]:
         perm = perm[::-1]
     return np.asarray(perm, dtype=np.int64)
+
+
+_DISTANCE: Any = None
+
+
+def _distance() -> Any:
+    """scipy.spatial.distance, imported on first use (at import, scipy.spatial costs `import gencc` ~0.2 s)."""
+    global _DISTANCE
+    if _DISTANCE is None:
+        from scipy.spatial import distance
+
+        _DISTANCE = distance
+    return _DISTANCE
 
 
 #: from this many columns on (and WIDE_K inputs), the chain's distances come from the Gram matrix (below, pdist and

@@ -138,7 +138,7 @@ def pick(scores: np.ndarray, energy: float) -> int:
     decode's product then refuses the results)."""
     s = scores.tolist()  # a few candidates: plain floats cost less than numpy's per-call overhead
     least = min(s)
-    if not math.isfinite(least) or not math.isfinite(energy) or any(v != v for v in s):
+    if not math.isfinite(least) or not math.isfinite(energy) or any(map(math.isnan, s)):
         return 0
     bound = least + TIE * math.sqrt(least * energy)
-    return next(i for i, v in enumerate(s) if v <= bound)
+    return list(map(bound.__ge__, s)).index(True)  # the first within the bound (the least one is)

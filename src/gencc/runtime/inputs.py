@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch, to_numpy
+from .._arrays import all_finite, is_torch, to_numpy
 from .._validate import check_positive
 
 
@@ -35,7 +35,7 @@ NONFINITE_X = "X contains non-finite values (NaN or inf); coded computing needs 
 def check_inputs(X: Any, K: int) -> np.ndarray:
     """X as numpy, checked: first dimension K, numeric, finite."""
     if type(X) is np.ndarray and X.dtype.kind == "f" and X.ndim and X.shape[0] == K:  # the common case
-        if not np.isfinite(X).all():
+        if not all_finite(X):
             raise ValueError(NONFINITE_X)
         return X
     if X is None or not hasattr(X, "shape") and not isinstance(X, (list, tuple)):
