@@ -166,8 +166,14 @@ class Code(ABC):
         """
         last = self._last  # the hottest path: the pattern of the last decode, float64 results (n, m)
         if (type(returned) is _ND and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2 and returned.dtype is _I64
-                and len(Y) == returned.size and last[0] == returned.tobytes()):
-            return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
+                and len(Y) == returned.size):
+            key = returned.tobytes()
+            if last[0] == key:
+                return last[2](Y)  # an equal key proves the indices valid; the product proves Y finite
+            if self._pattern_hot:  # a data-dependent decoder's own path for a pattern it decoded before
+                out = self._hot_decode(Y, key)
+                if out is not None:
+                    return out
         if type(returned) is list and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2:
             last = self._last_list  # the same for indices in a list equal to the last pattern's
             if len(Y) == len(returned) and last[0] == returned:
@@ -206,6 +212,14 @@ class Code(ABC):
         if type(returned) is list:  # validated and decoded: a copy of the indices as the list pattern's key
             self._last_list = (list(returned), dec, dec.product(_F64, "Y", NONFINITE_Y))
         return out
+
+    #: whether `_hot_decode` may know the pattern (a data-dependent decoder with per-pattern entries of its own)
+    _pattern_hot = False
+
+    def _hot_decode(self, Y: np.ndarray, key: bytes) -> np.ndarray | None:
+        """A decode of float64 results (n, m) from the entry of the pattern whose int64 indices' bytes are `key`,
+        when there is one (its key proves the indices valid); None otherwise (the general path then)."""
+        return None
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         """`decode` for a data-dependent decoder (Y has one result per returned worker): D_F for these results,

@@ -126,6 +126,7 @@ class GCC(Code):
             raise ValueError(f"kernel {self.kernel.name} has a null space of dimension {self.kernel.q}; "
                              f"need K >= {self.kernel.q}, got K={K}")
         self.decoder = self._resolve_decoder(decoder)
+        self._pattern_hot = self.decoder == "select"  # `_hot_decode` knows the patterns it decoded before
         #: a gap holding this many data points, below gap_min_points, is bridged row by row where the bridged
         #: row's L1 norm is the smaller (gaps="auto" from K = AUTO_MIN_K with the interpolating decoder: at low
         #: redundancy the select decoder's LOO pick already reads such gaps, and the rule there lowered the random
@@ -233,16 +234,11 @@ class GCC(Code):
             self._cache.put(("select-order", key), entry)
         return entry[2][_select_index(entry, Y)].apply(Y, "Y", NONFINITE_Y, check_result=True)
 
-    def decode(self, Y: Any, returned: Sequence[int]) -> Any:
-        """`Code.decode`, the select decoder's hot path first: float64 results (n, m) and int64 indices of a
-        pattern decoded before (its entry's key proves the indices valid, as the base class's last pattern does):
-        the pick and the picked candidate's product, nothing else."""
-        if (type(returned) is _ND and type(Y) is _ND and Y.dtype is _F64 and Y.ndim == 2 and returned.dtype is _I64
-                and self.decoder == "select" and len(Y) == returned.size):
-            entry = self._cache.get(("select-order", returned.tobytes()))
-            if entry is not None:
-                return entry[3][_select_index(entry, Y)](Y)
-        return super().decode(Y, returned)
+    def _hot_decode(self, Y: np.ndarray, key: bytes) -> np.ndarray | None:
+        """The select decoder's path for a pattern decoded before (`Code._hot_decode`): its entry's pick and the
+        picked candidate's float64 product, nothing else."""
+        entry = self._cache.get(("select-order", key)) if self.decoder == "select" else None
+        return None if entry is None else entry[3][_select_index(entry, Y)](Y)
 
     def _selection(self, returned: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The select decoder's candidates and LOO maps for sorted `returned`, kept in the code's decoder cache
@@ -407,7 +403,7 @@ def _points(spec: str | np.ndarray, n: int, label: str) -> np.ndarray:
     return pts
 
 
-_ND, _F64, _I64 = np.ndarray, np.dtype(np.float64), np.dtype(np.int64)
+_F64 = np.dtype(np.float64)
 
 
 def _select_index(entry: tuple, Y: np.ndarray) -> int:
