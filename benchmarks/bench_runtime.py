@@ -507,7 +507,7 @@ def streams(args: argparse.Namespace) -> list[Figure]:
 
 
 STDLIB_BLOCK = 25  # jobs per block of the side-by-side stdlib figures (blocks of each kind alternate)
-STDLIB_ROUNDS = 24
+STDLIB_ROUNDS = 80  # the host's wake-up latency drifts over seconds: a longer run is a steadier median
 
 
 def _identity_like(batched: bool):
