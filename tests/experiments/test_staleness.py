@@ -115,3 +115,54 @@ def test_diff_csv_tolerates_last_bit_noise_and_ignores_skipped_columns(tmp_path:
 def test_cheap_presets_are_presets() -> None:
     assert set(CHEAP) < {*PRESETS, *TABLE_PRESETS} and "rate-worst" not in CHEAP
     assert not {"gcc-defaults", "robust", "low-redundancy"} & set(CHEAP)  # minutes each: not in CI's check
+
+
+def test_diff_csv_compares_a_trained_workloads_rows_by_text_when_its_model_moved(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("workload,scheme,rel_mse\ndigits-cnn,gcc,0.013\nxsinx,gcc,0.002\n")
+    b.write_text("workload,scheme,rel_mse\ndigits-cnn,gcc,0.017\nxsinx,gcc,0.002\n")
+    assert diff_csv(a, b) == "row 1, rel_mse: 0.013 committed, 0.017 rebuilt"
+    assert diff_csv(a, b, values_of_trained=False) is None  # another model's figure: its shape is compared
+    b.write_text("workload,scheme,rel_mse\ndigits-cnn,gcc,0.017\nxsinx,gcc,0.00202\n")
+    assert diff_csv(a, b, values_of_trained=False) == "row 2, rel_mse: 0.002 committed, 0.00202 rebuilt"
+    b.write_text("workload,scheme,rel_mse\ndigits-cnn,bacc,0.017\nxsinx,gcc,0.002\n")
+    assert diff_csv(a, b, values_of_trained=False) == "row 1, scheme: gcc committed, bacc rebuilt"
+    a.write_text("S,scheme,rel_mse\n1,GCC,0.5\n")  # no workload column: every row is the trained model's
+    b.write_text("S,scheme,rel_mse\n1,GCC,0.7\n")
+    assert diff_csv(a, b, values_of_trained=False) is None and diff_csv(a, b) is not None
+
+
+@pytest.mark.slow
+def test_check_with_another_trained_model_still_checks_analytic_rows_by_value(tmp_path: Path, monkeypatch) -> None:
+    from gencc.experiments import provenance
+
+    monkeypatch.setattr(provenance, "fingerprints", lambda: {"digits-cnn": "a" * 64})
+    docs = tmp_path / "docs"
+    reproduce("vs-S", docs, TINY, progress=False)
+    assert provenance.read(docs, "vs-S") == {"digits-cnn": "a" * 64}
+    monkeypatch.setattr(provenance, "fingerprints", lambda: {"digits-cnn": "b" * 64})  # as on another processor
+    res = check(docs, ["vs-S"], TINY)
+    assert res.ok, res.differ
+    assert res.models == {"vs-S": {"digits-cnn": ("a" * 64, "b" * 64)}}
+    cli = runner.invoke(app, ["reproduce", "--check", "--preset", "vs-S", "-o", str(docs), "--no-progress", *SET])
+    assert cli.exit_code == 0 and "trained models differ from those vs-S's figures were built with" in cli.output
+
+    table = docs / "tables" / "vs-S-slopes.csv"  # the toy workload's slope is still compared by value
+    head, first, *rest = table.read_text().splitlines()
+    cols = first.split(",")
+    i = head.split(",").index("slope")
+    cols[i] = repr(float(cols[i]) * 1.01)
+    table.write_text("\n".join([head, ",".join(cols), *rest]) + "\n")
+    page = docs / "generated" / "vs-S.md"
+    page.write_text(page.read_text().replace("| toy-xsinx |", "| toy-xsinx (edited) |", 1))
+    res = check(docs, ["vs-S"], TINY)
+    assert set(res.differ) == {"tables/vs-S-slopes.csv", "generated/vs-S.md"}
+
+
+def test_diff_csv_takes_two_rounding_level_values_as_equal(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("workload,rel_mse_q10\nxsinx,2.29e-31\n")
+    b.write_text("workload,rel_mse_q10\nxsinx,6.67e-30\n")  # an exact decode's rounding on two processors
+    assert diff_csv(a, b) is None
+    b.write_text("workload,rel_mse_q10\nxsinx,3e-20\n")
+    assert diff_csv(a, b) == "row 1, rel_mse_q10: 2.29e-31 committed, 3e-20 rebuilt"

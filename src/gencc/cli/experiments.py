@@ -290,6 +290,11 @@ def _check(preset: str, out: Path, set_: list[str] | None, jobs: int, progress: 
         for name in res.not_checked:
             typer.echo(f"not rechecked: {name} (last run {secs.get(name, '?')} s; check it with "
                        f"`gencc reproduce --check --preset {name} --out {out}`)")
+    for name, moved in res.models.items():
+        which = ", ".join(f"{m} {a[:10]} committed, {b[:10]} here" for m, (a, b) in moved.items())
+        typer.echo(f"trained models differ from those {name}'s figures were built with ({which}; another "
+                   "processor's kernels round differently): its trained workloads' figures were compared for their "
+                   "shape and text, not their values")
     if res.ok:
         typer.echo("up to date")
         return

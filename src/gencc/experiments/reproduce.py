@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import analysis as A
+from . import provenance
 from .plots import make_outputs
 from .presets import PRESETS, TABLE_PRESETS, preset_spec
 from .report import write_results
@@ -35,6 +36,7 @@ def reproduce(name: str, out: str | Path = "docs", overrides: Sequence[str] | di
         t0 = time.perf_counter()
         res = TABLES[name].reproduce(out, overrides, progress)
         _record_timing(Path(out), name, time.perf_counter() - t0, res["points"], res["points"], 1, bool(overrides))
+        provenance.record(Path(out), name)
         write_results(out)
         return res
     out = Path(out)
@@ -47,6 +49,7 @@ def reproduce(name: str, out: str | Path = "docs", overrides: Sequence[str] | di
     outputs = make_outputs(rows, out, name, PRESETS[name].kinds, n_boot=n_boot)
     seconds = time.perf_counter() - t0
     _record_timing(out, name, seconds, result.total, result.ran, jobs, bool(overrides))
+    provenance.record(out, name)
     write_results(out)
     outputs.update(seconds=seconds, sweep=result, rows=len(rows))
     return outputs
