@@ -12,6 +12,10 @@ smallest over the same candidates; each is averaged over the sets and the worklo
 
 A scheme is a code name with options separated by semicolons (`gcc:gaps=bridge`); `gcc` is GCC's default
 (gaps="auto"), `gcc:gaps=fit` the fit everywhere, `gcc:gaps=bridge` every gap of two or more data points bridged.
+`gcc:ell=0.6` is GCC with its auto kernel (Matern 3/2 with a linear trend) at length scale 0.6 instead of 0.3:
+at K = 5 the data points are about 0.6 apart, twice the default length scale (issue 33):
+
+    python benchmarks/worst_case.py --workload digits-cnn --schemes gcc,gcc:ell=0.6,gcc:ell=0.9,bacc --rows 5,20,4
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import gencc
 from gencc import metrics as M
 from gencc.codes import make_code
 from gencc.codes.registry import parse_option
+from gencc.kernels import Matern32
 
 #: the rows of issue 33: (K, N, S)
 ROWS = ((10, 40, 8), (16, 24, 4), (20, 60, 10), (32, 80, 8), (50, 100, 20))
@@ -63,12 +68,31 @@ def workload(name: str) -> tuple[Callable, np.ndarray, np.ndarray]:
 
 
 def parse_scheme(text: str) -> tuple[str, dict]:
+    """(code name, options) of a scheme spec; ValueError naming what is wrong."""
     name, _, rest = text.partition(":")
-    opts = {}
+    opts: dict = {}
     for item in filter(None, rest.split(";")):
         key, _, value = item.partition("=")
-        opts[key] = parse_option(name, key, value)
+        if name == "gcc" and key == "ell":
+            try:
+                ell = float(value)
+            except ValueError:
+                ell = -1.0
+            if not (ell > 0 and np.isfinite(ell)):
+                raise ValueError(f"gcc:ell needs a positive length scale, got {value!r} (e.g. gcc:ell=0.6)")
+            opts["ell"] = ell
+        else:
+            opts[key] = parse_option(name, key, value)
     return name, opts
+
+
+def build(name: str, K: int, N: int, opts: dict) -> gencc.Code:
+    """The code of a parsed scheme; `ell` swaps GCC's auto kernel for the same kernel at that length scale."""
+    if "ell" not in opts:
+        return make_code(name, K, N, **opts)
+    rest = {k: v for k, v in opts.items() if k != "ell"}
+    make_code(name, K, N, **rest)  # the other options checked as the registry checks them
+    return gencc.GCC(K, N, kernel=Matern32(opts["ell"], null_degree=1), **rest)
 
 
 def worst(f: Callable, X: np.ndarray, code: gencc.Code, S: int) -> tuple[float, float]:
@@ -98,17 +122,36 @@ def main() -> None:
     ap.add_argument("--sets", type=int, default=3, help="input sets per workload (default 3)")
     ap.add_argument("--trials", type=int, default=30, help="random straggler draws per set (default 30)")
     args = ap.parse_args()
-    rows = [tuple(int(v) for v in r.split(",")) for r in args.rows] if args.rows else ROWS
-    schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    loads = {name: workload(name) for name in args.workload.split(",")}
+    try:  # everything checked before any model is trained or loaded
+        try:
+            rows = [tuple(int(v) for v in r.split(",")) for r in args.rows] if args.rows else ROWS
+        except ValueError:
+            rows = [()]
+        if any(len(r) != 3 or not 1 <= r[2] < r[1] or r[0] >= r[1] or r[0] < 1 for r in rows):
+            raise ValueError("each row is K,N,S with 1 <= K < N and 1 <= S < N (e.g. --rows 5,20,4)")
+        schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
+        parsed = {s: parse_scheme(s) for s in schemes}
+        for name, opts in parsed.values():
+            build(name, 4, 8, opts)
+        names = [w for w in args.workload.split(",") if w]
+        from gencc.workloads import WORKLOADS
+
+        bad = [w for w in names if w != "script-mlp" and w not in WORKLOADS]
+        if bad or not names:
+            raise ValueError(f"unknown workload {bad[0] if bad else ''!r}; choose script-mlp or {', '.join(WORKLOADS)}")
+        if args.sets < 1 or args.trials < 1:
+            raise ValueError("--sets and --trials must be at least 1")
+    except ValueError as e:
+        ap.error(str(e))
+    loads = {name: workload(name) for name in names}
     print(f"workloads {', '.join(loads)}; {args.sets} input sets each; random: {args.trials} draws per set")
     print("| K, N, S | scheme | worst rel_mse | worst agreement | random rel_mse | random RelAcc | seconds |")
     print("|---|---|---|---|---|---|---|")
     for K, N, S in rows:
         for scheme in schemes:
             t0 = time.perf_counter()
-            name, opts = parse_scheme(scheme)
-            code = make_code(name, K, N, **opts)
+            name, opts = parsed[scheme]
+            code = build(name, K, N, opts)
             w_rel, w_agr, r_rel, r_acc = [], [], [], []
             for f, X_test, y_test in loads.values():
                 for s in range(args.sets):

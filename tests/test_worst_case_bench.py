@@ -54,3 +54,27 @@ def test_script_prints_the_table():
                          capture_output=True, text=True, timeout=300, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| 6, 12, 2 |")]
     assert [r.split("|")[2].strip() for r in rows] == ["gcc", "gcc:gaps=fit", "gcc:gaps=bridge", "bacc"]
+
+
+def test_a_length_scale_scheme_is_the_auto_kernel_at_that_length_scale(bench):
+    name, opts = bench.parse_scheme("gcc:ell=0.6;gaps=fit")
+    code = bench.build(name, 5, 20, opts)
+    ref = gencc.GCC(5, 20, kernel=gencc.kernels.Matern32(0.6, null_degree=1), gaps="fit")
+    X = np.random.default_rng(1).normal(size=(5, 3))
+    np.testing.assert_array_equal(code.encode(X), ref.encode(X))
+    assert not np.allclose(code.encode(X), gencc.GCC(5, 20, gaps="fit").encode(X))  # 0.3 is another encoder
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--schemes", "gcc:ell=0"], "gcc:ell needs a positive length scale"),
+    (["--schemes", "gcc:ell=x"], "gcc:ell needs a positive length scale"),
+    (["--schemes", "gcc:foo=1"], "gcc has no option 'foo'"),
+    (["--rows", "5,4,1"], "each row is K,N,S"),
+    (["--rows", "5,x"], "each row is K,N,S"),
+    (["--workload", "nope"], "unknown workload 'nope'"),
+    (["--trials", "0"], "--trials must be at least 1"),
+])
+def test_bad_arguments_exit_2_with_one_message_before_any_work(args, message):
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "worst_case.py"), *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
