@@ -87,11 +87,11 @@ def parse_scheme(text: str) -> tuple[str, dict]:
 
 
 def build(name: str, K: int, N: int, opts: dict) -> gencc.Code:
-    """The code of a parsed scheme; `ell` swaps GCC's auto kernel for the same kernel at that length scale."""
+    """The code of a parsed scheme (its other options already checked by the registry in `parse_scheme`); `ell`
+    swaps GCC's auto kernel for the same kernel at that length scale."""
     if "ell" not in opts:
         return make_code(name, K, N, **opts)
     rest = {k: v for k, v in opts.items() if k != "ell"}
-    make_code(name, K, N, **rest)  # the other options checked as the registry checks them
     return gencc.GCC(K, N, kernel=Matern32(opts["ell"], null_degree=1), **rest)
 
 
@@ -122,13 +122,14 @@ def main() -> None:
     ap.add_argument("--sets", type=int, default=3, help="input sets per workload (default 3)")
     ap.add_argument("--trials", type=int, default=30, help="random straggler draws per set (default 30)")
     args = ap.parse_args()
+    bad_row = "each row is K,N,S with 1 <= K < N and 1 <= S < N (e.g. --rows 5,20,4)"
     try:  # everything checked before any model is trained or loaded
         try:
             rows = [tuple(int(v) for v in r.split(",")) for r in args.rows] if args.rows else ROWS
         except ValueError:
-            rows = [()]
+            raise ValueError(bad_row) from None
         if any(len(r) != 3 or not 1 <= r[2] < r[1] or r[0] >= r[1] or r[0] < 1 for r in rows):
-            raise ValueError("each row is K,N,S with 1 <= K < N and 1 <= S < N (e.g. --rows 5,20,4)")
+            raise ValueError(bad_row)
         schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
         parsed = {s: parse_scheme(s) for s in schemes}
         for name, opts in parsed.values():
