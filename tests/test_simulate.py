@@ -76,6 +76,45 @@ def test_worst_pattern_runs_once_with_exact():
     assert len(big) == 1 and big[0]["exact"] is False
 
 
+def test_worst_agreement_pattern_is_the_least_agreement_over_every_set():
+    """On digits through a classifier the test defines (10 classes): the worst-agreement record's agreement is the
+    brute-force minimum over every straggler set, ties going to the larger rel_mse; never above the agreement at
+    the set of largest rel_mse. A model that is no classifier gets a clear error."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits().data / 16.0
+    W = np.random.default_rng(4).normal(size=(64, 10))
+
+    def clf(x):
+        return np.tanh(x @ W)
+
+    Kc, Nc, S = 6, 12, 3
+    X = data[np.random.default_rng(1).choice(len(data), Kc, replace=False)]
+    gaps = []
+    for code in (GCC(Kc, Nc), BACC(Kc, Nc)):
+        least, most = simulate(clf, X, code, FixedCount(S, "worst-agreement")), simulate(clf, X, code,
+                                                                                         FixedCount(S, "worst"))
+        assert len(least) == 1 and least[0]["exact"] and least[0]["pattern"] == "worst-agreement"
+        perm = gencc.order_inputs(X)
+        Yall = np.stack([clf(x) for x in code.encode(X[perm])])
+        truth = np.stack([clf(x) for x in X])
+        scores = []
+        from itertools import combinations
+        for st in combinations(range(Nc), S):
+            r = np.setdiff1d(np.arange(Nc), st)
+            est = np.empty_like(truth)
+            est[perm] = code.decode(Yall[r], r)
+            scores.append((np.mean(est.argmax(1) == truth.argmax(1)), -gencc.metrics.rel_mse(est, truth)))
+        agr, neg_rel = min(scores)
+        assert least[0]["agreement"] == agr and least[0]["rel_mse"] == pytest.approx(-neg_rel, rel=1e-10)
+        gaps.append(most[0]["agreement"] - least[0]["agreement"])
+    assert min(gaps) >= 0 and max(gaps) > 0  # the largest-loss set is not the worst case of agreement
+    with pytest.raises(ValueError, match="worst-agreement pattern .* needs a classifier"):
+        simulate(lambda x: float(np.sum(x)), inputs(), GCC(K, N), FixedCount(1, "worst-agreement"))
+    with pytest.raises(ValueError, match="depends on f and the code"):
+        FixedCount(1, "worst-agreement").draw(N, np.random.default_rng(0))
+
+
 def test_bernoulli_high_p_yields_undecodable_records():
     recs = simulate(f_vec, inputs(), GCC(K, N), Bernoulli(0.9), trials=30, seed=0)
     bad = [r for r in recs if not r["decodable"]]

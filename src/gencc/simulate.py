@@ -64,6 +64,8 @@ def simulate(
     no estimate), every metric of docs/design.md section 2, and encode/decode times in seconds. `order` applies
     `order_inputs` (True, or a method name) and restores the caller's order before scoring. The worst
     pattern is deterministic: it runs once, maximising `metric`, and records `exact` (False: a lower bound).
+    The worst-agreement pattern (classifiers) runs once too, minimising the top-1 agreement with argmax f, ties
+    going to the larger `metric`: the straggler set that flips the most labels.
 
     `adversaries` (a model of gencc.adversaries) corrupts some returned results each trial; the estimate
     is then `code.robust_decode(..., adversaries=model.bound, method=robust_method)` and the record adds
@@ -105,8 +107,19 @@ def simulate(
     def score(returned: np.ndarray) -> float:
         return getattr(M, metric)(estimate(returned)[0], Y_true)
 
+    def disagreement(returned: np.ndarray) -> float:
+        """1 - agreement, plus the loss squashed below 1 / (1000 K): it orders sets of equal agreement only."""
+        Yhat = estimate(returned)[0]
+        loss = getattr(M, metric)(Yhat, Y_true)
+        tie = loss / (1.0 + loss) if np.isfinite(loss) else 1.0
+        return 1.0 - M.agreement(Yhat, Y_true) + tie / (1000.0 * code.K)
+
+    searched = isinstance(stragglers, FixedCount) and stragglers.searched
+    if searched and stragglers.pattern == "worst-agreement" and not classifier:
+        raise ValueError("the worst-agreement pattern searches for the least top-1 agreement with argmax f: it "
+                         "needs a classifier's outputs (K x classes scores); use worst for other models")
     if adversaries is not None:
-        if isinstance(stragglers, FixedCount) and stragglers.pattern == "worst":
+        if searched:
             raise ValueError("adversaries combine with random, block, Bernoulli or Collected stragglers, not "
                              "the worst-case search")
         base.update(adversaries.describe())
@@ -114,11 +127,10 @@ def simulate(
                                    {**base, "trial": trial, "encode_time": t_enc}, labels, classifier)
                 for trial in range(trials)]
     records = []
-    worst = isinstance(stragglers, FixedCount) and stragglers.pattern == "worst"
-    for trial in range(1 if worst else trials):
+    for trial in range(1 if searched else trials):
         extra: dict = {}
-        if worst:
-            wc = worst_case_returned(score, code.N, stragglers.S)
+        if searched:
+            wc = worst_case_returned(score if stragglers.pattern == "worst" else disagreement, code.N, stragglers.S)
             returned = wc.returned
             extra = {"exact": wc.exact}
         else:

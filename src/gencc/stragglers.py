@@ -18,14 +18,20 @@ import numpy as np
 from ._validate import check_int, check_positive, check_probability
 from .faults import LatencyModel
 
-__all__ = ["PATTERNS", "Bernoulli", "Collected", "FixedCount", "WorstCase", "first_returned", "worst_case_returned"]
+__all__ = ["PATTERNS", "SEARCHED", "Bernoulli", "Collected", "FixedCount", "WorstCase", "first_returned",
+           "worst_case_returned"]
 
-PATTERNS = ("random", "worst", "block")
+PATTERNS = ("random", "worst", "block", "worst-agreement")
+#: the patterns a search over straggler sets finds (they depend on f and the code): "worst" maximises the loss
+#: (`simulate`'s metric), "worst-agreement" minimises the top-1 agreement with argmax f (classifiers)
+SEARCHED = ("worst", "worst-agreement")
 
 
 @dataclass(frozen=True)
 class FixedCount:
-    """Exactly S stragglers: a uniform random subset, a random contiguous block, or the worst case."""
+    """Exactly S stragglers: a uniform random subset, a random contiguous block, or the worst case: of the loss
+    ("worst") or of the top-1 agreement with argmax f ("worst-agreement", classifiers), found by
+    `worst_case_returned` in `gencc.simulate`."""
 
     S: int
     pattern: str = "random"
@@ -43,14 +49,19 @@ class FixedCount:
     def draw(self, N: int, rng: np.random.Generator) -> np.ndarray:
         """Sorted indices of the workers that return (random or block pattern)."""
         self.check(N)
-        if self.pattern == "worst":
-            raise ValueError("the worst pattern depends on f and the code: use worst_case_returned")
+        if self.searched:
+            raise ValueError(f"the {self.pattern} pattern depends on f and the code: use worst_case_returned")
         if self.pattern == "block":
             start = int(rng.integers(0, N - self.S + 1))
             stragglers = np.arange(start, start + self.S)
         else:
             stragglers = rng.choice(N, size=self.S, replace=False)
         return np.setdiff1d(np.arange(N), stragglers)
+
+    @property
+    def searched(self) -> bool:
+        """Whether the pattern is found by a search over straggler sets (worst, worst-agreement), not drawn."""
+        return self.pattern in SEARCHED
 
     def describe(self) -> dict:
         return {"S": self.S, "p": None, "pattern": self.pattern}

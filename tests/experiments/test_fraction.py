@@ -38,21 +38,21 @@ def test_preset_spec_is_the_issue_grid() -> None:
     assert {pt.scheme for pt in pts} == {"gcc", "bacc"} and not any(pt.opts for pt in pts)
     rhos = {parse_straggler(pt.straggler, pt.N).S / pt.N for pt in pts if pt.N == 200}
     assert rhos == {0.05, 0.1, 0.2}
-    assert {pt.straggler.split(":")[0] for pt in pts} == {"worst", "random"}
+    assert {pt.straggler.split(":")[0] for pt in pts} == {"worst", "worst-agreement", "random"}
     assert {pt.workload for pt in pts} == {"digits-cnn", "mnist1d-cnn"}
     small = preset_spec("fixed-fraction", ["K_frac=0.5", "N=10,20", "workloads=toy-softmax"])
     assert sorted({(pt.K, pt.N) for pt in small.points()}) == [(5, 10), (10, 20)]
 
 
 def test_tiny_override_grid_writes_table_figure_and_page(tmp_path: Path) -> None:
-    sets = ["workloads=toy-softmax", "N=10,20,30", "K_frac=0.5", "stragglers=worst:20%,random:10%", "seeds=0,1",
-            "trials=3"]
+    sets = ["workloads=toy-softmax", "N=10,20,30", "K_frac=0.5", "stragglers=worst:20%,worst-agreement:20%,random:10%",
+            "seeds=0,1", "trials=3"]
     res = reproduce("fixed-fraction", tmp_path, sets, progress=False, n_boot=50)
     rows = read_rows(tmp_path / "data" / "sweeps" / "fixed-fraction.csv")
     assert "fraction" in detect_kinds(rows)
     assert (tmp_path / "figures" / "fixed-fraction.png").stat().st_size > 0
     cmp = A.read_csv(tmp_path / "tables" / "fixed-fraction-gcc-vs-bacc.csv")
-    assert len(cmp) == 2 * 3  # (straggler, N)
+    assert len(cmp) == 3 * 3  # (straggler, N)
     # an independent recomputation of one cell from the raw rows
     for c in cmp:
         def mean(scheme: str, col: str, c: dict = c) -> float:
@@ -62,11 +62,19 @@ def test_tiny_override_grid_writes_table_figure_and_page(tmp_path: Path) -> None
         assert c["bacc_agreement"] == pytest.approx(mean("bacc", "agreement"))
         assert c["a_at_or_below_b"] == (c["gcc_rel_mse"] <= c["bacc_rel_mse"])
         assert c["K"] == c["N"] // 2 and c["S"] == parse_straggler(c["straggler"], c["N"]).S
-    assert {c["rho"] for c in cmp} == {0.2, 0.1} and {c["pattern"] for c in cmp} == {"worst", "random"}
-    assert res["fraction_compare"] and len(res["fraction_points"]) == 2 * 2 * 3
+    assert {c["rho"] for c in cmp} == {0.2, 0.1} and {c["pattern"] for c in cmp} == {"worst", "worst-agreement",
+                                                                                      "random"}
+    least = {(c["N"], c["pattern"]): c for c in cmp}
+    for N in (10, 20, 30):  # each scheme's set of least agreement agrees no more than its set of largest rel_mse
+        assert least[N, "worst-agreement"]["gcc_agreement"] <= least[N, "worst"]["gcc_agreement"]
+        assert least[N, "worst-agreement"]["bacc_agreement"] <= least[N, "worst"]["bacc_agreement"]
+    assert res["fraction_compare"] and len(res["fraction_points"]) == 2 * 3 * 3
     page = (tmp_path / "generated" / "fixed-fraction.md").read_text()
     assert "K = N x [0.25, 0.5]" in page and "| toy-softmax | 0.5 | worst:20% |" in page
     assert "- worst: GCC's mean rel_mse at or below BACC's at" in page
+    assert "- worst-agreement: GCC's mean agreement at least BACC's - 0.02 at" in page
+    assert "| toy-softmax | 0.5 | worst-agreement:20% |" in page  # in the agreement table only
+    assert page.count("| toy-softmax | 0.5 | worst-agreement:20% |") == 1
     assert "## fixed-fraction" in (tmp_path / "results.md").read_text()
 
 

@@ -54,8 +54,8 @@ def sweep(
     k_frac: Annotated[str, typer.Option("--k-frac", help="comma-separated loads K/N in (0, 1]: K = round(frac N) "
                                                          "at every N of --workers, besides --K (--K '' for loads "
                                                          "only)")] = "",
-    stragglers: Annotated[str, typer.Option(help="comma-separated: worst:S, random:S, block:S, random:10%, "
-                                                 "bernoulli:p")] = "worst:2",
+    stragglers: Annotated[str, typer.Option(help="comma-separated: worst:S, worst-agreement:S, random:S, block:S, "
+                                                 "random:10%, bernoulli:p")] = "worst:2",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds or lo:hi ranges (each draws new inputs)")] = "0",
     trials: Annotated[int, typer.Option(help="straggler draws per grid point (the worst case runs once)",
                                         callback=integer(at_least=1))] = 20,

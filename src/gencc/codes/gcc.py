@@ -34,6 +34,13 @@ from .systematic import UNCERTAINTY_CACHE_SIZE, _error_sd, decoder_error_var, re
 #: issue 34); the Matern fit's exact state-space band path (`gencc.matern_ssm`, from
 #: `smoothing.MATERN_BANDED_THRESHOLD` points) removed the cliff instead
 AUTO_DENSE_MAX = 512
+#: kernel="auto": the Matern 3/2 length scale (on [-1, 1]) wherever the rule below does not lengthen it
+AUTO_LENGTH_SCALE = 0.3
+#: kernel="auto" at few inputs on dense workers (N >= AUTO_SPARSE_RATIO K): length scale AUTO_SPACING / K when
+#: that is longer, about one spacing of the Chebyshev data points at the centre (pi / K), so u_enc does not sag
+#: towards its trend between data points further apart than the length scale (issue 33; docs/design.md section 3)
+AUTO_SPACING = 2.4
+AUTO_SPARSE_RATIO = 4
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers
 AUTO_SELECT_MAX = 64
 DECODERS = ("auto", "interpolate", "select")
@@ -54,10 +61,10 @@ class GCC(Code):
     straggler pattern from the returned results (pooled over output columns).
 
     Defaults (chosen by measurement, see the README): kernel "auto" is the Matern 3/2 kernel with length
-    scale 0.3 and an unpenalised linear trend (its RKHS is W^{2,2}, the space of LeTCC, with a tension-like
-    norm) for fits through at most AUTO_DENSE_MAX points (its O(n) state-space path from
-    smoothing.MATERN_BANDED_THRESHOLD points on), and the cubic smoothing spline on its O(n) banded path above
-    that.
+    scale 0.3 (2.4 / K when that is longer and N >= 4 K: `auto_length_scale`) and an unpenalised linear trend
+    (its RKHS is W^{2,2}, the space of LeTCC, with a tension-like norm) for fits through at most AUTO_DENSE_MAX
+    points (its O(n) state-space path from smoothing.MATERN_BANDED_THRESHOLD points on), and the cubic smoothing
+    spline on its O(n) banded path above that.
     alpha at Chebyshev points of the first kind, beta at Chebyshev points of the second kind with the
     nearest worker moved onto each alpha, lam = 0 (results are noiseless).
 
@@ -104,7 +111,7 @@ class GCC(Code):
                 raise ValueError(f"unknown point design {spec!r} for {label}; choose one of {', '.join(names)} "
                                  f"(default {default}) or pass points")
         self.auto_kernel = isinstance(kernel, str) and kernel == "auto"
-        self.kernel = Matern32(0.3, null_degree=1) if self.auto_kernel else get_kernel(kernel)
+        self.kernel = Matern32(auto_length_scale(K, N), null_degree=1) if self.auto_kernel else get_kernel(kernel)
         self.lam_enc = check_nonneg("lam_enc", lam_enc)
         if not (isinstance(lam_dec, str) and lam_dec in ("gcv", "loo")):
             lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
@@ -383,10 +390,21 @@ class GCC(Code):
 
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
+        if self.auto_kernel and self.kernel.length_scale != AUTO_LENGTH_SCALE:  # a sweep row's code names its encoder
+            kern += f" (length_scale={self.kernel.length_scale:.6g})"
         return (f"GCC(K={self.K}, N={self.N}, kernel={kern}, lam_enc={self.lam_enc}, "
                 f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design}"
                 + (f", gaps={self.gaps!r}" if self.gaps != "auto" else "")
                 + (", decoder='select')" if self.decoder == "select" else ")"))
+
+
+def auto_length_scale(K: int, N: int) -> float:
+    """The auto kernel's length scale for K inputs on N workers: AUTO_LENGTH_SCALE, or AUTO_SPACING / K where that
+    is longer and N >= AUTO_SPARSE_RATIO K (K <= 7). At N = 2 K the longer scale raised the worst case (docs/design.md
+    section 3), so it stays for dense workers only."""
+    if N >= AUTO_SPARSE_RATIO * K:
+        return max(AUTO_LENGTH_SCALE, AUTO_SPACING / K)
+    return AUTO_LENGTH_SCALE
 
 
 def _points(spec: str | np.ndarray, n: int, label: str) -> np.ndarray:

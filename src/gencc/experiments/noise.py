@@ -36,7 +36,7 @@ def noisy_trials(f: Callable, X: Any, code: Code, stragglers: FixedCount | Berno
     then the stragglers, each trial); one record per trial with K, N, level, trial, n_returned, decodable and
     every metric against the clean f(X). Inputs are ordered by `order_inputs` as in `simulate`. The worst-case
     search is not supported (its pattern would depend on the noise draw)."""
-    if isinstance(stragglers, FixedCount) and stragglers.pattern == "worst":
+    if isinstance(stragglers, FixedCount) and stragglers.searched:
         raise ValueError("noisy_trials draws random stragglers; the worst-case search is not supported")
     if not (np.isfinite(level) and level >= 0):
         raise ValueError(f"the noise level must be a finite number >= 0, got {level!r}")

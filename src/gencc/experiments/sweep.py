@@ -71,8 +71,8 @@ def parse_straggler(spec: str, N: int) -> FixedCount | Bernoulli:
             S = int(arg)
         return FixedCount(S, kind)
     except (ValueError, TypeError) as err:
-        raise ValueError(f"bad straggler spec {spec!r} ({err}); use worst:S, random:S, block:S, random:10%, "
-                         "or bernoulli:p") from None
+        raise ValueError(f"bad straggler spec {spec!r} ({err}); use worst:S, worst-agreement:S, random:S, block:S, "
+                         "random:10%, or bernoulli:p") from None
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ class SweepSpec:
                     model = parse_straggler(st, N)
                     if isinstance(model, FixedCount) and model.S >= N:
                         why = f"{st} at N={N} (S={model.S} >= N: no worker would return)"
-                    elif adv and isinstance(model, FixedCount) and model.pattern == "worst":
+                    elif adv and isinstance(model, FixedCount) and model.searched:
                         why = f"adversaries with {st} (the worst-case search runs without adversaries)"
                 if why:
                     dropped[why] = dropped.get(why, 0) + 1
