@@ -4,8 +4,9 @@ For each (K, N, S) row and each scheme: the worst case over every contiguous blo
 (edges included) together with gencc's own searches (`FixedCount(S, "worst")` and `FixedCount(S,
 "worst-agreement")` through `simulate`), and the mean over random straggler sets. Scored on trained
 classifiers: a digits MLP this script defines and trains itself (scikit-learn, a model gencc does not ship) and
-the trained workloads named by --workload, several input sets each (K test inputs drawn per set). The worst-case rel_mse of a set is the largest found; agreement is the
-smallest over the same candidates; each is averaged over the sets and the workloads.
+the trained workloads named by --workload, several input sets each (K test inputs drawn per set). The worst-case
+rel_mse of a set is the largest found; agreement is the smallest over the same candidates; each is averaged over
+the sets and the workloads.
 
     python benchmarks/worst_case.py
     python benchmarks/worst_case.py --schemes gcc:gaps=fit,bacc --rows 50,100,20
