@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 #: the record, relative to a docs folder
@@ -18,12 +19,15 @@ PATH = Path("data") / "models.csv"
 FIELDS = ("preset", "model", "weights_sha256")
 
 
-def fingerprints() -> dict[str, str]:
-    """Trained workload -> sha256 of its cached weights (current recipe), for those in the model cache."""
+def fingerprints(workloads: Iterable[str] | None = None) -> dict[str, str]:
+    """Trained workload -> sha256 of its cached weights (current recipe), for those in the model cache (among
+    `workloads` when given: a preset on analytic workloads alone records nothing and never imports torch)."""
     from ..workloads import WORKLOADS, models_dir
 
     models = models_dir()
-    names = [n for n, s in WORKLOADS.items() if s.trained and any(models.glob(f"{n}-*.json"))]
+    among = None if workloads is None else set(workloads)
+    names = [n for n, s in WORKLOADS.items()
+             if s.trained and (among is None or n in among) and any(models.glob(f"{n}-*.json"))]
     if not names:
         return {}
     from ..workloads._cache import SHA_KEY
@@ -49,12 +53,13 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def record(docs: Path, preset: str) -> None:
-    """Record the cached trained models' fingerprints as those `preset`'s figures under `docs` were built with."""
+def record(docs: Path, preset: str, workloads: Iterable[str] | None = None) -> None:
+    """Record the cached trained models' fingerprints as those `preset`'s figures under `docs` were built with:
+    of `workloads` (a sweep preset's own), or of every cached trained model (a table preset's)."""
     path = Path(docs) / PATH
     rows = [r for r in _rows(path) if r["preset"] != preset]
-    rows += [{"preset": preset, "model": m, "weights_sha256": h} for m, h in sorted(fingerprints().items())]
-    if not rows:
+    rows += [{"preset": preset, "model": m, "weights_sha256": h} for m, h in sorted(fingerprints(workloads).items())]
+    if not rows and not path.is_file():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as fh:

@@ -49,7 +49,7 @@ def reproduce(name: str, out: str | Path = "docs", overrides: Sequence[str] | di
     outputs = make_outputs(rows, out, name, PRESETS[name].kinds, n_boot=n_boot)
     seconds = time.perf_counter() - t0
     _record_timing(out, name, seconds, result.total, result.ran, jobs, bool(overrides))
-    provenance.record(out, name)
+    provenance.record(out, name, spec.workloads)
     write_results(out)
     outputs.update(seconds=seconds, sweep=result, rows=len(rows))
     return outputs
