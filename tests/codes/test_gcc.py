@@ -56,6 +56,25 @@ def test_auto_length_scale_grows_at_few_inputs_on_dense_workers(K, N, ell):
     assert GCC(K, N, kernel="matern32").kernel.length_scale == 0.3  # a named kernel keeps its own scale
 
 
+def test_length_scale_option_sets_the_auto_kernels_scale_from_python_and_text():
+    from gencc.codes.registry import parse_option
+
+    X = np.random.default_rng(2).normal(size=(5, 3))
+    ref = GCC(5, 20, kernel=Matern32(0.9, null_degree=1))
+    for code in (GCC(5, 20, length_scale=0.9), GCC(5, 20, length_scale=parse_option("gcc", "length_scale", "0.9"))):
+        assert code.kernel.length_scale == 0.9 and code.auto_kernel  # above 512 points: the cubic spline still
+        np.testing.assert_array_equal(code.encode(X), ref.encode(X))
+        assert "length_scale=0.9" in repr(code)
+    assert parse_option("gcc", "length_scale", "auto") == "auto"
+    assert GCC(5, 20, length_scale="auto").kernel.length_scale == auto_length_scale(5, 20)
+    with pytest.raises(ValueError, match="length_scale must be a positive number or 'auto'"):
+        GCC(5, 20, length_scale=0.0)
+    with pytest.raises(ValueError, match="with kernel 'cubic' pass a gencc.kernels.Kernel"):
+        GCC(5, 20, kernel="cubic", length_scale=0.5)
+    with pytest.raises(ValueError, match="length_scale must be a positive number or 'auto', got 'x'"):
+        parse_option("gcc", "length_scale", "x")
+
+
 def test_auto_length_scale_reads_an_unseen_model_better_at_few_inputs():
     """The rule's reason, on real data and a network the test defines: at K = 4..6 inputs on N = 4 K workers the
     longer length scale decodes random straggler patterns with less error than the base scale 0.3 (measured: a

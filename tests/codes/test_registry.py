@@ -52,8 +52,9 @@ def test_make_code_is_the_constructor(name, K, N, opts, direct):
 
 @pytest.mark.parametrize("call, match", [
     (lambda: make_code("mds", 4, 8), "unknown code 'mds'; choose one of gcc, bacc, lcc, replication, parm"),
-    (lambda: make_code("gcc", 4, 8, nokey=1), "gcc has no option 'nokey'; its options: kernel, lam_enc, lam_dec, "
-                                               "alpha, beta"),
+    (lambda: make_code("gcc", 4, 8, nokey=1), "gcc has no option 'nokey'; its options: kernel, length_scale, "
+                                               "lam_enc, lam_dec, alpha, beta"),
+    (lambda: make_code("gcc", 4, 8, length_scale=0), "gcc option length_scale must be a positive number or 'auto'"),
     (lambda: make_code("bacc", 4, 8, lam=1), "bacc has no option 'lam'; its options: none"),
     (lambda: make_code("gcc", 4, 8, lam_enc="x"), "gcc option lam_enc must be a non-negative finite number"),
     (lambda: make_code("gcc", 4, 8, kernel="rbf"), "gcc option kernel must be one of auto, cubic, sobolev1"),

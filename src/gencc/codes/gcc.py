@@ -60,6 +60,8 @@ class GCC(Code):
     lam_enc, lam_dec: penalty weights (0 interpolates); lam_dec may be "gcv" or "loo" to choose it per
     straggler pattern from the returned results (pooled over output columns).
 
+    length_scale: the auto kernel's length scale on [-1, 1] ("auto": `auto_length_scale`, below).
+
     Defaults (chosen by measurement, see the README): kernel "auto" is the Matern 3/2 kernel with length
     scale 0.3 (2.4 / K when that is longer and N >= 4 K: `auto_length_scale`) and an unpenalised linear trend
     (its RKHS is W^{2,2}, the space of LeTCC, with a tension-like norm) for fits through at most AUTO_DENSE_MAX
@@ -94,6 +96,7 @@ class GCC(Code):
         N: int,
         *,
         kernel: str | Kernel = "auto",
+        length_scale: float | str = "auto",
         lam_enc: float = 0.0,
         lam_dec: LamSpec = 0.0,
         alpha: str | np.ndarray = "chebyshev1",
@@ -111,7 +114,14 @@ class GCC(Code):
                 raise ValueError(f"unknown point design {spec!r} for {label}; choose one of {', '.join(names)} "
                                  f"(default {default}) or pass points")
         self.auto_kernel = isinstance(kernel, str) and kernel == "auto"
-        self.kernel = Matern32(auto_length_scale(K, N), null_degree=1) if self.auto_kernel else get_kernel(kernel)
+        if not (isinstance(length_scale, str) and length_scale == "auto"):
+            length_scale = check_real("length_scale", length_scale, 0.0, lo_open=True,
+                                      what="a positive number or 'auto'")
+            if not self.auto_kernel:
+                raise ValueError(f"length_scale={length_scale!r} sets the auto kernel's length scale: with kernel "
+                                 f"{kernel!r} pass a gencc.kernels.Kernel built with its own (e.g. Matern32(0.6))")
+        ell = auto_length_scale(K, N) if isinstance(length_scale, str) else float(length_scale)
+        self.kernel = Matern32(ell, null_degree=1) if self.auto_kernel else get_kernel(kernel)
         self.lam_enc = check_nonneg("lam_enc", lam_enc)
         if not (isinstance(lam_dec, str) and lam_dec in ("gcv", "loo")):
             lam_dec = check_real("lam_dec", lam_dec, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
@@ -391,7 +401,7 @@ class GCC(Code):
     def __repr__(self) -> str:
         kern = "'auto'" if self.auto_kernel else repr(self.kernel)
         if self.auto_kernel and self.kernel.length_scale != AUTO_LENGTH_SCALE:  # a sweep row's code names its encoder
-            kern += f" (length_scale={self.kernel.length_scale:.6g})"
+            kern += f", length_scale={self.kernel.length_scale!r}"
         return (f"GCC(K={self.K}, N={self.N}, kernel={kern}, lam_enc={self.lam_enc}, "
                 f"lam_dec={self.lam_dec!r}, alpha={self.alpha_design}, beta={self.beta_design}"
                 + (f", gaps={self.gaps!r}" if self.gaps != "auto" else "")

@@ -29,7 +29,7 @@ REQUIRED = object()
 
 @dataclass(frozen=True)
 class Param:
-    """A keyword option of a code. `type` is one of int, float, float|gcv|loo, choice, callable."""
+    """A keyword option of a code. `type` is one of int, float, float|gcv|loo, positive|auto, choice, callable."""
 
     name: str
     type: str
@@ -57,6 +57,10 @@ class Param:
             if isinstance(value, str) and value in ("gcv", "loo"):
                 return value
             return check_real(label, value, 0.0, what="a finite non-negative number, 'gcv' or 'loo'")
+        if self.type == "positive|auto":
+            if isinstance(value, str) and value == "auto":
+                return value
+            return check_real(label, value, 0.0, lo_open=True, what="a positive number or 'auto'")
         if self.type == "choice":
             if not isinstance(value, str) or value not in self.choices:
                 raise ValueError(f"{label} must be one of {', '.join(self.choices)}, got {value!r}")
@@ -72,12 +76,14 @@ class Param:
         try:
             if self.type == "int":
                 return self.check(code, int(text))
-            if self.type == "float" or (self.type == "float|gcv|loo" and text not in ("gcv", "loo")):
+            if self.type == "float" or (self.type == "float|gcv|loo" and text not in ("gcv", "loo")) \
+                    or (self.type == "positive|auto" and text != "auto"):
                 return self.check(code, float(text))
         except ValueError as e:
             if "option" in str(e):
                 raise
-            words = {"int": "an integer", "float": "a number"}.get(self.type, "a number, 'gcv' or 'loo'")
+            words = {"int": "an integer", "float": "a number", "positive|auto": "a positive number or 'auto'"}.get(
+                self.type, "a number, 'gcv' or 'loo'")
             raise ValueError(f"{code} option {self.name} must be {words}, got {text!r}") from None
         return self.check(code, text)
 
@@ -106,6 +112,8 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
     CodeSpec("gcc", GCC, "general coded computing: RKHS (smoothing-spline) encoder and decoder", (
         Param("kernel", "choice", "auto", "RKHS kernel (auto: Matern 3/2 up to 512 points, then the cubic spline)",
               ("auto", *KERNELS)),
+        Param("length_scale", "positive|auto", "auto", "the auto kernel's length scale on [-1, 1] (auto: 0.3, or "
+              "2.4 / K where longer and N >= 4 K)"),
         Param("lam_enc", "float", 0.0, _LAM.format("encoder")),
         Param("lam_dec", "float|gcv|loo", 0.0, _LAM.format("decoder") + "; gcv or loo choose it per pattern"),
         Param("alpha", "choice", "chebyshev1", "data points", DESIGNS),
