@@ -136,11 +136,11 @@ def test_diff_csv_compares_a_trained_workloads_rows_by_text_when_its_model_moved
 def test_check_with_another_trained_model_still_checks_analytic_rows_by_value(tmp_path: Path, monkeypatch) -> None:
     from gencc.experiments import provenance
 
-    monkeypatch.setattr(provenance, "fingerprints", lambda: {"digits-cnn": "a" * 64})
+    monkeypatch.setattr(provenance, "fingerprints", lambda w=None: {"digits-cnn": "a" * 64})
     docs = tmp_path / "docs"
     reproduce("vs-S", docs, TINY, progress=False)
     assert provenance.read(docs, "vs-S") == {"digits-cnn": "a" * 64}
-    monkeypatch.setattr(provenance, "fingerprints", lambda: {"digits-cnn": "b" * 64})  # as on another processor
+    monkeypatch.setattr(provenance, "fingerprints", lambda w=None: {"digits-cnn": "b" * 64})  # as on another processor
     res = check(docs, ["vs-S"], TINY)
     assert res.ok, res.differ
     assert res.models == {"vs-S": {"digits-cnn": ("a" * 64, "b" * 64)}}
