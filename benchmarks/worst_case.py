@@ -13,7 +13,7 @@ the sets and the workloads.
 
 A scheme is a code name with options separated by semicolons (`gcc:gaps=bridge`); `gcc` is GCC's default
 (gaps="auto"), `gcc:gaps=fit` the fit everywhere, `gcc:gaps=bridge` every gap of two or more data points bridged.
-`gcc:ell=0.6` is GCC with its auto kernel (Matern 3/2 with a linear trend) at length scale 0.6 instead of its
+`gcc:ell=0.6` (short for GCC's option `gcc:length_scale=0.6`) is GCC with its auto kernel at length scale 0.6 instead of its
 default (`gencc.codes.gcc.auto_length_scale`: 0.3, or 2.4 / K at K <= 7 on N >= 4 K workers; issue 33):
 
     python benchmarks/worst_case.py --workload digits-cnn --schemes gcc,gcc:ell=0.6,gcc:ell=0.9,bacc --rows 5,20,4
@@ -31,7 +31,6 @@ import gencc
 from gencc import metrics as M
 from gencc.codes import make_code
 from gencc.codes.registry import parse_option
-from gencc.kernels import Matern32
 
 #: the rows of issue 33: (K, N, S)
 ROWS = ((10, 40, 8), (16, 24, 4), (20, 60, 10), (32, 80, 8), (50, 100, 20))
@@ -81,19 +80,15 @@ def parse_scheme(text: str) -> tuple[str, dict]:
                 ell = -1.0
             if not (ell > 0 and np.isfinite(ell)):
                 raise ValueError(f"gcc:ell needs a positive length scale, got {value!r} (e.g. gcc:ell=0.6)")
-            opts["ell"] = ell
+            opts["length_scale"] = ell  # the short name of GCC's option length_scale
         else:
             opts[key] = parse_option(name, key, value)
     return name, opts
 
 
 def build(name: str, K: int, N: int, opts: dict) -> gencc.Code:
-    """The code of a parsed scheme (its other options already checked by the registry in `parse_scheme`); `ell`
-    swaps GCC's auto kernel for the same kernel at that length scale."""
-    if "ell" not in opts:
-        return make_code(name, K, N, **opts)
-    rest = {k: v for k, v in opts.items() if k != "ell"}
-    return gencc.GCC(K, N, kernel=Matern32(opts["ell"], null_degree=1), **rest)
+    """The code of a parsed scheme (its options already checked by the registry in `parse_scheme`)."""
+    return make_code(name, K, N, **opts)
 
 
 def worst(f: Callable, X: np.ndarray, code: gencc.Code, S: int) -> tuple[float, float]:
