@@ -13,7 +13,7 @@ the sets and the workloads.
 
 A scheme is a code name with options separated by semicolons (`gcc:gaps=bridge`); `gcc` is GCC's default
 (gaps="auto"), `gcc:gaps=fit` the fit everywhere, `gcc:gaps=bridge` every gap of two or more data points bridged.
-`gcc:ell=0.6` (short for GCC's option `gcc:length_scale=0.6`) is GCC with its auto kernel at length scale 0.6 instead of its
+`gcc:ell=0.6` (short for GCC's option `gcc:length_scale=0.6`) is GCC with its auto kernel at length scale 0.6, not its
 default (`gencc.codes.gcc.auto_length_scale`: 0.3, or 2.4 / K at K <= 7 on N >= 4 K workers; issue 33):
 
     python benchmarks/worst_case.py --workload digits-cnn --schemes gcc,gcc:ell=0.6,gcc:ell=0.9,bacc --rows 5,20,4
