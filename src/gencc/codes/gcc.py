@@ -187,6 +187,26 @@ class GCC(Code):
     def data_dependent(self) -> bool:
         return isinstance(self.lam_dec, str) or self.decoder == "select"
 
+    @property
+    def coverage(self) -> np.ndarray:
+        """Per data point (in the order of the inputs), how many workers sit strictly between its two neighbouring
+        data points (beyond the outermost one on an end): the workers whose coded inputs carry it.
+
+        u_enc is local, so when all of them straggle the data point is erased: its output can be read only from
+        its neighbours' outputs, whatever the decoder. `coverage.min()` adjacent stragglers can erase one. With
+        K + (K - 1) + 2 = 2 K + 1 workers a nested design can give every data point three (its own, one in each
+        neighbouring gap, the ends beyond the outermost); at N = 2 K one data point keeps only two, so two
+        adjacent stragglers erase it (docs/design.md section 3)."""
+        order = np.argsort(self.alpha, kind="stable")
+        a = self.alpha[order]
+        lo = np.concatenate(([-np.inf], a[:-1]))
+        hi = np.concatenate((a[1:], [np.inf]))
+        b = np.sort(self.beta)
+        counts = np.searchsorted(b, hi, side="left") - np.searchsorted(b, lo, side="right")
+        out = np.empty(self.K, dtype=np.int64)
+        out[order] = counts
+        return out
+
     def kernel_for(self, n: int) -> Kernel:
         """The kernel used for a fit through n points."""
         if self.auto_kernel and n > AUTO_DENSE_MAX:
