@@ -2,7 +2,10 @@
 the launcher that re-executes Ray tests inside a loopback-only network namespace."""
 
 import importlib.util
+import shutil
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -30,24 +33,108 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture
-def run_ray_tests_in_namespace():
-    """Run the `ray`-marked tests of the given files inside a loopback-only network namespace (Ray never binds a
-    routable address there); skips where no namespace can be made, fails unless they all ran and passed."""
-    from gencc.netns import can_unshare, in_loopback_namespace, run_in_loopback
+class _NamespaceSuite:
+    """One `ray_suite` launcher's run of the `ray` tests of its files, in a loopback-only namespace, as a child
+    process (`started` in the background at the session's start; `result` waits for it)."""
 
-    def launch(*files: Path) -> None:
+    #: seconds one run may take; it shares the machine with the rest of the session
+    TIMEOUT = 900
+
+    def __init__(self, files: tuple[Path, ...]):
+        self.files = files
+        self.proc: subprocess.Popen | None = None
+        self.done = threading.Event()
+        self.outcome: tuple[int, str, str] | None = None
+
+    def run(self) -> None:
+        from gencc.netns import loopback_command, ray_env
+
+        env = ray_env()
+        try:
+            self.proc = subprocess.Popen(loopback_command([sys.executable, "-m", "pytest", "-m", "ray", "-q", "-p",
+                                                           "no:cacheprovider", *map(str, self.files)]),
+                                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         cwd=Path(__file__).parent.parent)
+            try:
+                out, err = self.proc.communicate(timeout=self.TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, err = self.proc.communicate()
+                err += f"\n(killed after {self.TIMEOUT} s)"
+            self.outcome = (self.proc.returncode, out, err)
+        except Exception as e:  # reported by the launcher test that waits for it
+            self.outcome = (-1, "", repr(e))
+        finally:
+            shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+            self.done.set()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+
+#: the background runs of the session's `ray_suite` launchers, by node id (`pytest_collection_finish`)
+_SUITES: dict[str, _NamespaceSuite] = {}
+
+
+def _suite_files(item) -> tuple[Path, ...] | None:
+    mark = item.get_closest_marker("ray_suite")
+    return tuple(Path(f) for f in mark.args) if mark is not None else None
+
+
+def pytest_collection_finish(session):
+    """Start the `ray_suite` launchers' runs now, one after another in one background thread, so the Ray tests
+    (minutes of cluster start-ups and waits) overlap the rest of the session instead of adding to it; each
+    launcher test then waits for its own run. Not inside the namespace, nor where none can be made."""
+    from gencc.netns import can_unshare, in_loopback_namespace
+
+    suites = [(item.nodeid, files) for item in session.items if (files := _suite_files(item))]
+    if (not suites or session.config.option.collectonly or in_loopback_namespace()
+            or importlib.util.find_spec("ray") is None or not can_unshare()[0]):
+        return
+    for nodeid, files in suites:
+        _SUITES[nodeid] = _NamespaceSuite(files)
+
+    def run_all() -> None:
+        for suite in list(_SUITES.values()):
+            suite.run()
+
+    threading.Thread(target=run_all, name="ray-namespace-suites", daemon=True).start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A session that ends early (-x, Ctrl-C) kills the background Ray runs it started."""
+    for suite in _SUITES.values():
+        suite.stop()
+        suite.done.set()
+
+
+@pytest.fixture
+def run_ray_tests_in_namespace(request):
+    """Run the `ray`-marked tests of the files the test's `ray_suite` marker names inside a loopback-only network
+    namespace (Ray never binds a routable address there); skips where no namespace can be made, fails unless they
+    all ran and passed. The run was started in the background at the session's start (`pytest_collection_finish`);
+    a test run alone starts it here."""
+    from gencc.netns import can_unshare, in_loopback_namespace
+
+    def launch() -> None:
+        files = _suite_files(request.node)
+        assert files, "a launcher test names its files with @pytest.mark.ray_suite(...)"
         pytest.importorskip("ray")
         if in_loopback_namespace():
             pytest.skip("already inside the namespace: the Ray tests run directly")
         ok, why = can_unshare()
         if not ok:
             pytest.skip(f"Ray tests not run: cannot create a loopback-only network namespace here ({why})")
-        p = run_in_loopback([sys.executable, "-m", "pytest", "-m", "ray", "-q", "-p", "no:cacheprovider",
-                             *map(str, files)], timeout=400, capture_output=True, text=True,
-                            cwd=Path(__file__).parent.parent)
-        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
-        assert " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-2000:]
+        suite = _SUITES.get(request.node.nodeid)
+        if suite is None:
+            suite = _NamespaceSuite(files)
+            suite.run()
+        suite.done.wait()
+        assert suite.outcome is not None, "the session ended before the Ray tests ran"
+        rc, out, err = suite.outcome
+        assert rc == 0, out[-6000:] + err[-3000:]
+        assert " passed" in out and "skipped" not in out.splitlines()[-1], out[-2000:]
 
     return launch
 

@@ -16,10 +16,11 @@ import typer
 HERE = Path(__file__).parent
 
 
+# examples/ray_job.py (tests/test_examples.py's ray test) runs here too: nothing else re-executes that file
 @pytest.mark.slow
+@pytest.mark.ray_suite(HERE / "test_ray.py", HERE / "test_ray_cluster.py", HERE.parent / "test_examples.py")
 def test_ray_suite_in_loopback_namespace(run_ray_tests_in_namespace):
-    # examples/ray_job.py (tests/test_examples.py's ray test) runs here too: nothing else re-executes that file
-    run_ray_tests_in_namespace(HERE / "test_ray.py", HERE / "test_ray_cluster.py", HERE.parent / "test_examples.py")
+    run_ray_tests_in_namespace()
 
 
 def test_command_line_passes_on_only_what_was_typed(monkeypatch):

@@ -35,9 +35,10 @@ def one_ray_for_the_module():
 
 
 @pytest.mark.slow
+@pytest.mark.ray_suite(HERE)
 def test_ray_serving_in_loopback_namespace(run_ray_tests_in_namespace):
     pytest.importorskip("fastapi")
-    run_ray_tests_in_namespace(HERE)
+    run_ray_tests_in_namespace()
 
 
 @pytest.mark.ray

@@ -8,8 +8,9 @@ HERE = Path(__file__).parent
 
 
 @pytest.mark.slow
+@pytest.mark.ray_suite(HERE / "test_ray.py")
 def test_training_ray_suite_in_loopback_namespace(run_ray_tests_in_namespace):
-    run_ray_tests_in_namespace(HERE / "test_ray.py")
+    run_ray_tests_in_namespace()
 
 
 
