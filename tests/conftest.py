@@ -114,7 +114,8 @@ def run_ray_tests_in_namespace(request):
     """Run the `ray`-marked tests of the files the test's `ray_suite` marker names inside a loopback-only network
     namespace (Ray never binds a routable address there); skips where no namespace can be made, fails unless they
     all ran and passed. The run was started in the background at the session's start (`pytest_collection_finish`);
-    a test run alone starts it here."""
+    a test run alone starts it here, and a background run that failed is run again here, alone, before it fails the
+    test."""
     from gencc.netns import can_unshare, in_loopback_namespace
 
     def launch() -> None:
@@ -127,11 +128,14 @@ def run_ray_tests_in_namespace(request):
         if not ok:
             pytest.skip(f"Ray tests not run: cannot create a loopback-only network namespace here ({why})")
         suite = _SUITES.get(request.node.nodeid)
-        if suite is None:
+        if suite is not None:
+            suite.done.wait()
+        if suite is None or suite.outcome is None or suite.outcome[0] != 0:
+            # not started, or failed while sharing the machine with the rest of the session (a Ray job's hard
+            # timeout can pass while its actors start on a loaded machine): what counts is a run of its own
             suite = _NamespaceSuite(files)
             suite.run()
-        suite.done.wait()
-        assert suite.outcome is not None, "the session ended before the Ray tests ran"
+        assert suite.outcome is not None
         rc, out, err = suite.outcome
         assert rc == 0, out[-6000:] + err[-3000:]
         assert " passed" in out and "skipped" not in out.splitlines()[-1], out[-2000:]
