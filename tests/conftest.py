@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(config, items):
 
 class _NamespaceSuite:
     """One `ray_suite` launcher's run of the `ray` tests of its files, in a loopback-only namespace, as a child
-    process (`started` in the background at the session's start; `result` waits for it)."""
+    process: `run` (in the background thread from the session's start, or in the launcher test) sets `outcome`
+    and then `done`; `stop` kills it. Like `gencc.netns.run_in_loopback`, but killable from another thread."""
 
     #: seconds one run may take; it shares the machine with the rest of the session
     TIMEOUT = 900
