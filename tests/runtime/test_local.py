@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -402,3 +403,27 @@ def test_replication_decodes_when_a_replica_of_each_input_is_back(ex):
 
     with pytest.raises(JobFailed, match="worker 1: raised.*worker 5: raised"):
         run(bad, X, code, ex)
+
+
+def test_a_jobs_clocks_start_when_the_executor_is_ready(monkeypatch, X):
+    """`Executor.prepare` (a RayExecutor's actors starting) runs before the job's clock starts, so its start-up
+    never counts against the job's timeout. Virtual time: prepare moves the job's clock on by 100 s."""
+    import types
+
+    import gencc.runtime.collect as collect_mod
+
+    offset = [0.0]
+    clock = types.SimpleNamespace(perf_counter=lambda: time.perf_counter() + offset[0])
+    monkeypatch.setattr(collect_mod, "time", clock)
+
+    class SlowStart(LocalExecutor):
+        prepared: list[int] = []
+
+        def prepare(self, f, num_workers):
+            self.prepared.append(num_workers)
+            offset[0] += 100.0
+
+    with SlowStart() as e:
+        r = run(smooth, X, gencc.GCC(K=6, N=12), e, order=False, timeout=60)
+    assert SlowStart.prepared == [12]
+    assert r.stragglers == {} and r.timings["first_result"] < 60

@@ -278,6 +278,25 @@ def test_user_torch_model_served_on_ray_answers_like_threads():
         np.testing.assert_allclose(np.asarray(b.output), w, rtol=1e-6, atol=1e-6)
 
 
+class SlowBuild:
+    """Builds `smooth` on an actor after a pause, as a large torch model takes a while to load."""
+
+    def __call__(self):
+        time.sleep(6)
+        return smooth
+
+
+def test_actor_start_up_does_not_count_against_a_jobs_timeout(ex, X):
+    """The actors start and build f (`RayExecutor.prepare`, bounded by ready_timeout) before the job's clock."""
+    code = gencc.GCC(K=6, N=12)
+    with RayExecutor(factory=SlowBuild(), num_actors=2) as e:
+        t0 = time.monotonic()
+        r = run(None, X, code, e, order=False, timeout=4)
+        assert time.monotonic() - t0 >= 6
+    assert r.stragglers == {}
+    np.testing.assert_allclose(r.outputs, reference(code, X, range(12)), atol=1e-12)
+
+
 def test_start_reports_progress_and_close_removes_own_temp_dir(ex, X):
     ex.close()  # last test of the module: it needs a Ray started by its own executor
     if ray.is_initialized():

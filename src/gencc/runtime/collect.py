@@ -198,13 +198,14 @@ def execute(executor: Executor, f: Callable | None, tasks: Sequence[Task], polic
 
     Returns (outputs, used workers, missing inputs, stragglers, arrivals, timings).
     """
+    outstanding = set(tasks.workers) if type(tasks) is JobTasks else {t.worker for t in tasks}
+    executor.prepare(f, max(outstanding, default=0) + 1)
     t0 = time.perf_counter()
     batch = executor.submit(f, tasks)
     t_dispatch = time.perf_counter() - t0
     try:
         if callable(policy):
             policy = policy()
-        outstanding = set(tasks.workers) if type(tasks) is JobTasks else {t.worker for t in tasks}
         valid, stragglers, arrivals, first = collect(batch, policy, timeout, t0, outstanding)
         if outstanding:
             batch.cancel(sorted(outstanding))

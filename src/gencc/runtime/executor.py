@@ -388,6 +388,12 @@ class Executor(ABC):
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         """Start a job's tasks; `f` may be None when the executor was built from a factory."""
 
+    def prepare(self, f: Callable | None, num_workers: int) -> None:
+        """Get ready to run f on `num_workers` logical workers (start processes or actors), before a job's clock
+        starts: a job's timeout and deadline count from a ready executor, its start-up has its own limit. Default:
+        nothing to do (the workers start with the first task)."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Free the executor's workers."""

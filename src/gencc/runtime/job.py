@@ -128,14 +128,15 @@ def run(
 
     Stop rule (codes): the first `wait_for` valid results, `deadline` seconds after dispatch, or both
     (whichever comes first); neither means every worker. It never stops with fewer results than the code can
-    decode from: it waits on, and past `timeout` seconds raises JobTimeout. `latency` (a latency model drawn
-    with `seed`, or N delays in seconds, inf meaning never) is added to each worker's compute time before its
-    result is delivered; results after the stop are dropped. Baselines (Uncoded, Replicated, Hedged) have
-    their own stop rule: the first answer per input. `f`: anything `gencc.as_model` takes (a torch module,
-    an import path, a model file) or a callable; None when the executor holds a factory. numpy in gives numpy
-    out, torch in gives torch out. Without `executor`, the process's default `LocalExecutor()` runs a batched f
-    (a `gencc.Model`, or `batched = True`) as one batched call on the job's tasks, each worker keeping its own
-    latency and faults; an f on one input at a time gets a thread per worker.
+    decode from: it waits on, and past `timeout` seconds raises JobTimeout. Both clocks start when the executor
+    is ready (`Executor.prepare`: a RayExecutor's actor start-up is bounded by its own `ready_timeout`).
+    `latency` (a latency model drawn with `seed`, or N delays in seconds, inf meaning never) is added to each
+    worker's compute time before its result is delivered; results after the stop are dropped. Baselines (Uncoded,
+    Replicated, Hedged) have their own stop rule: the first answer per input. `f`: anything `gencc.as_model` takes
+    (a torch module, an import path, a model file) or a callable; None when the executor holds a factory. numpy in
+    gives numpy out, torch in gives torch out. Without `executor`, the process's default `LocalExecutor()` runs a
+    batched f (a `gencc.Model`, or `batched = True`) as one batched call on the job's tasks, each worker keeping its
+    own latency and faults; an f on one input at a time gets a thread per worker.
 
     `adversaries` (codes only: an upper bound A on workers returning wrong but finite results): the job waits
     for enough results to decode with A of them set aside, decodes with `code.robust_decode`, and lists each

@@ -42,6 +42,8 @@ class RayExecutor(Executor):
     max_restarts: how many times each dead actor is replaced by a fresh one (-1: no limit; 0: never).
     on_ready: called as on_ready(ready, total) when the actors are created and as each one has built f (building
     a torch model on each of 16 actors takes tens of seconds on a small machine: worth showing).
+    ready_timeout: seconds the actors may take to start and build f (`start`, before a job's clock starts: a
+    job's timeout and deadline count from ready actors).
     A private temp dir this executor created is removed by `close()`.
     """
 
@@ -125,6 +127,11 @@ class RayExecutor(Executor):
         return self
 
     # ----- the Executor interface ---------------------------------------------------------------------------
+    def prepare(self, f: Callable | None, num_workers: int) -> None:
+        """Start Ray and the actors (`start`) before a job's clock starts: their start-up is bounded by
+        `ready_timeout`, not by the job's timeout."""
+        self.start(f, num_workers)
+
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         n = max((int(t.worker) for t in tasks), default=0) + 1
         self.start(f, n)
