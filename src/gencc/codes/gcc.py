@@ -193,10 +193,10 @@ class GCC(Code):
         data points (beyond the outermost one on an end): the workers whose coded inputs carry it.
 
         u_enc is local, so when all of them straggle the data point is erased: its output can be read only from
-        its neighbours' outputs, whatever the decoder. `coverage.min()` adjacent stragglers can erase one. With
-        K + (K - 1) + 2 = 2 K + 1 workers a nested design can give every data point three (its own, one in each
-        neighbouring gap, the ends beyond the outermost); at N = 2 K one data point keeps only two, so two
-        adjacent stragglers erase it (docs/design.md section 3)."""
+        its neighbours' outputs, whatever the decoder. `coverage.min()` adjacent stragglers can erase one. The
+        default design gives every data point three (its own, one in each neighbouring gap, the ends beyond the
+        outermost) from N = 2 K + 1 on; at N = 2 K its centre gap is empty, so two data points keep only two and
+        two adjacent stragglers erase one (docs/design.md section 3)."""
         order = np.argsort(self.alpha, kind="stable")
         a = self.alpha[order]
         lo = np.concatenate(([-np.inf], a[:-1]))
