@@ -109,8 +109,18 @@ def test_worst_agreement_pattern_is_the_least_agreement_over_every_set():
         assert least[0]["agreement"] == agr and least[0]["rel_mse"] == pytest.approx(-neg_rel, rel=1e-10)
         gaps.append(most[0]["agreement"] - least[0]["agreement"])
     assert min(gaps) >= 0 and max(gaps) > 0  # the largest-loss set is not the worst case of agreement
+    calls = []
+
+    def scalar(x):  # not a classifier: refused after f ran on the K inputs only, never on the N coded ones
+        calls.append(1)
+        return float(np.sum(x))
+
     with pytest.raises(ValueError, match="worst-agreement pattern .* needs a classifier"):
-        simulate(lambda x: float(np.sum(x)), inputs(), GCC(K, N), FixedCount(1, "worst-agreement"))
+        simulate(scalar, inputs(), GCC(K, N), FixedCount(1, "worst-agreement"))
+    assert len(calls) == K
+    with pytest.raises(ValueError, match="worst-agreement pattern .* needs a classifier"):  # said: before f runs
+        simulate(scalar, inputs(), GCC(K, N), FixedCount(1, "worst-agreement"), classifier=False)
+    assert len(calls) == K
     with pytest.raises(ValueError, match="depends on f and the code"):
         FixedCount(1, "worst-agreement").draw(N, np.random.default_rng(0))
 

@@ -41,6 +41,11 @@ def apply_workers(f: Callable, Xt: Any, code: Code, batched: bool | None = None)
     return out
 
 
+def _not_a_classifier() -> None:
+    raise ValueError("the worst-agreement pattern searches for the least top-1 agreement with argmax f: it needs a "
+                     "classifier's outputs (K x classes scores); use worst for other models")
+
+
 def simulate(
     f: Callable,
     X: Any,
@@ -82,6 +87,13 @@ def simulate(
     stragglers.check(code.N)
     if metric not in ("rel_mse", "mse", "rmse"):
         raise ValueError(f"metric must be rel_mse, mse or rmse, got {metric!r}")
+    searched = isinstance(stragglers, FixedCount) and stragglers.searched
+    agreement_search = searched and stragglers.pattern == "worst-agreement"
+    if agreement_search and classifier is False:
+        _not_a_classifier()
+    if adversaries is not None and searched:
+        raise ValueError("adversaries combine with random, block, Bernoulli or Collected stragglers, not "
+                         "the worst-case search")
     perm = np.arange(code.K)
     if order:
         perm = order_inputs(X_np, "chain" if order is True else order)
@@ -89,10 +101,12 @@ def simulate(
     t0 = time.perf_counter()
     Xt = code.encode(Xp)
     t_enc = time.perf_counter() - t0
-    Y_all = apply_workers(f, Xt, code, batched)
-    Y_true = apply_batch(f, X_np, batched)
+    Y_true = apply_batch(f, X_np, batched)  # before the N workers' calls: it tells whether f is a classifier
     if classifier is None:
         classifier = Y_true.ndim == 2 and Y_true.shape[1] > 1
+    if agreement_search and not classifier:
+        _not_a_classifier()
+    Y_all = apply_workers(f, Xt, code, batched)
     base = {"scheme": code.name, "K": code.K, "N": code.N, **stragglers.describe(), "seed": seed}
     rng = np.random.default_rng(seed)
 
@@ -114,14 +128,7 @@ def simulate(
         tie = loss / (1.0 + loss) if np.isfinite(loss) else 1.0
         return 1.0 - M.agreement(Yhat, Y_true) + tie / (1000.0 * code.K)
 
-    searched = isinstance(stragglers, FixedCount) and stragglers.searched
-    if searched and stragglers.pattern == "worst-agreement" and not classifier:
-        raise ValueError("the worst-agreement pattern searches for the least top-1 agreement with argmax f: it "
-                         "needs a classifier's outputs (K x classes scores); use worst for other models")
     if adversaries is not None:
-        if searched:
-            raise ValueError("adversaries combine with random, block, Bernoulli or Collected stragglers, not "
-                             "the worst-case search")
         base.update(adversaries.describe())
         return [_adversarial_trial(code, Y_all, Y_true, stragglers, adversaries, robust_method, perm, rng,
                                    {**base, "trial": trial, "encode_time": t_enc}, labels, classifier)
