@@ -118,3 +118,17 @@ def test_every_scheme_takes_the_shared_flags_at_equal_resources(scheme, caplog):
                           "workers, one each); running without it"]
     else:
         assert warned == []
+
+
+def test_run_command_passes_code_options_to_the_code(monkeypatch):
+    """--opt scheme.key=value (as in gencc sweep) reaches the code the jobs run with, and the summary names it."""
+    import gencc.codes.registry as registry
+
+    built = []
+    make = registry.make_code
+    monkeypatch.setattr(registry, "make_code", lambda *a, **k: built.append(c := make(*a, **k)) or c)
+    r = _invoke(["--scheme", "gcc", "--K", "4", "--workers", "8", "--jobs", "2", "--service-ms", "0",
+                 "--no-progress", "--opt", "gcc.lam_dec=0.01", "--opt", "gcc.gaps=fit"])
+    assert r.exit_code == 0, r.output
+    assert built and all(c.lam_dec == 0.01 and c.gaps == "fit" for c in built)
+    assert "gcc (lam_dec=0.01, gaps=fit) on local" in r.output

@@ -11,27 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .options import integer, out_dir, out_file, refuse
-
-
-def _opts(items: list[str]) -> dict[str, dict]:
-    """`gcc.lam_dec=0` style options -> {"gcc": {"lam_dec": 0.0}} (numbers parsed, else strings)."""
-    out: dict[str, dict] = {}
-    for item in items:
-        try:
-            lhs, val = item.split("=", 1)
-            scheme, key = lhs.split(".", 1)
-        except ValueError:
-            raise refuse("--opt", f"code options look like scheme.key=value, got {item!r}") from None
-        parsed: object = val
-        for kind in (int, float):
-            try:
-                parsed = kind(val)
-                break
-            except ValueError:
-                pass
-        out.setdefault(scheme, {})[key] = parsed
-    return out
+from .options import code_options, integer, out_dir, out_file, refuse
 
 
 def _list(text: str, kind: type, option: str) -> tuple:
@@ -83,7 +63,7 @@ def sweep(
         spec = SweepSpec(workloads=_list(workloads, str, "--workload"), schemes=_list(schemes, str, "--scheme"),
                          K=_list(K, int, "--K"), N=_list(N, int, "--workers"),
                          ratios=_list(ratios, float, "--ratios"), stragglers=_list(stragglers, str, "--stragglers"),
-                         seeds=_list(seeds, int, "--seeds"), trials=trials, opts=_opts(opt or []),
+                         seeds=_list(seeds, int, "--seeds"), trials=trials, opts=code_options(opt or []),
                          adversaries=_list(adversaries, str, "--adversaries"), K_frac=fracs)
     except ValueError as e:
         raise refuse("--k-frac", str(e)) from None

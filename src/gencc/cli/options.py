@@ -157,3 +157,24 @@ SlowFraction = Annotated[float, typer.Option(help="persistent stragglers: fracti
                                              callback=number(at_least=0))]
 SlowFactor = Annotated[float | None, typer.Option(help="persistent stragglers: slowdown while slow (>= 1; default 10)",
                                                   callback=number(at_least=1))]
+
+
+def code_options(items: list[str]) -> dict[str, dict]:
+    """--opt's code options, `gcc.lam_dec=0` style (`gencc sweep`, `gencc run`) -> {"gcc": {"lam_dec": 0}}
+    (numbers parsed, else strings)."""
+    out: dict[str, dict] = {}
+    for item in items:
+        try:
+            lhs, val = item.split("=", 1)
+            scheme, key = lhs.split(".", 1)
+        except ValueError:
+            raise refuse("--opt", f"code options look like scheme.key=value, got {item!r}") from None
+        parsed: object = val
+        for kind in (int, float):
+            try:
+                parsed = kind(val)
+                break
+            except ValueError:
+                pass
+        out.setdefault(scheme, {})[key] = parsed
+    return out

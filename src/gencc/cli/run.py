@@ -12,7 +12,7 @@ import typer
 from ..codes.registry import CODES
 from ..faults import Bimodal
 from .isolate import rerun_isolated
-from .options import check_backend, check_ray_address, integer, not_used, number, refuse
+from .options import check_backend, check_ray_address, code_options, integer, not_used, number, refuse
 from .options import seed as check_seed
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,9 @@ def run_command(
                                                    "inputs of --input-shape)")] = None,
     parity: Annotated[Path | None, typer.Option(help="--model with --scheme parm: the parity model from "
                                                      "`gencc parity train --K 2`")] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", help="code option scheme.key=value of the coded "
+                                                                "--scheme, repeatable (e.g. gcc.lam_dec=0.01), as "
+                                                                "in gencc sweep")] = None,
 ) -> None:
     """Run jobs of K digits through the CNN (or K inputs through your --model) with a coded scheme or a
     baseline; print latency percentiles and accuracy (agreement with f, accuracy on the labels). With --backend
@@ -91,8 +94,9 @@ def run_command(
         raise refuse("--slow-fraction", f"must be a finite number >= 0 and < 1, got {slow_fraction:g}")
     backend = check_backend(backend)
     lat_model = injected_latency(service_ms, slow_fraction, slow_factor)
+    opts = _run_code_options(scheme, opt or [])
     code, wait_for = _checked_options(backend, scheme, K, workers, wait_for, deadline, hedge_delay, actors, address,
-                                      own=model is not None)
+                                      own=model is not None, opts=opts)
     user = _user_model(model, input_shape, data, parity, scheme, K, jobs, seed) if model is not None else None
     from rich.console import Console
     from rich.progress import Progress, track
@@ -151,7 +155,8 @@ def run_command(
     injected = (f"{service_ms:g} ms per task, {slow_fraction:g} of them x{slow_factor:g}" if lat_model else
                 "no injected latency")
     used = f"N={code.N}" + (f" of {workers}" if code.N != workers else "")
-    console.print(f"{scheme} on {backend}: K={code.K}, {used}, {jobs} jobs, {injected}"
+    label = f" ({', '.join(f'{k}={v}' for k, v in opts.items())})" if opts else ""
+    console.print(f"{scheme}{label} on {backend}: K={code.K}, {used}, {jobs} jobs, {injected}"
                   + (f", wait_for={wait_for}, deadline={deadline}" if coded else ""))
     console.print(f"latency ms: p50 {np.percentile(a, 50):.2f}  p90 {np.percentile(a, 90):.2f}  "
                   f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
@@ -190,12 +195,24 @@ def default_wait_for(K: int, N: int, min_results: int = 1) -> int:  # noqa: N803
     return min(N, max(min_results, 1, (K + N + 1) // 2))
 
 
+def _run_code_options(scheme: str, items: list[str]) -> dict:
+    """--opt's options for the run's --scheme (a coded one); options for another scheme are refused."""
+    opts = code_options(items)
+    if opts and (scheme not in CODED or scheme == "parm"):
+        what = "it is a baseline" if scheme not in CODED else "its k is 2 and its parity model comes from --parity"
+        raise refuse("--opt", f"code options apply to the coded schemes other than parm; not to {scheme} ({what})")
+    stray = sorted(set(opts) - {scheme})
+    if stray:
+        raise refuse("--opt", f"options for {', '.join(stray)}, which is not --scheme {scheme}")
+    return opts.get(scheme, {})
+
+
 def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | None,  # noqa: N803
                      deadline: float | None, hedge_delay: float | None, actors: int | None,
-                     address: str | None, own: bool = False) -> tuple[Any, int | None]:
+                     address: str | None, own: bool = False, opts: dict | None = None) -> tuple[Any, int | None]:
     """Every check of `gencc run`'s options that needs no model: (code, wait_for), else the usage error naming
     the option. Every scheme gets the same N workers; one that cannot use them all says so. The code of
-    --scheme parm is built here without its parity model."""
+    --scheme parm is built here without its parity model. `opts`: the coded scheme's options (--opt)."""
     from ..codes.registry import make_code
     from ..runtime.baselines import Hedged, Replicated, Uncoded
 
@@ -221,13 +238,24 @@ def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | 
         raise refuse("--hedge-delay", f"--hedge-delay applies to --scheme hedged, not {scheme}")
     if K > N:
         raise refuse("--workers", f"need at least as many workers as inputs: N={N} < K={K}")
+    opts = opts or {}
+    if opts:  # a bad option is the option's error, not the worker count's
+        try:
+            make_code(scheme, K, N, **opts)
+        except ValueError as e:
+            try:
+                make_code(scheme, K, N)
+            except ValueError:
+                pass
+            else:
+                raise refuse("--opt", str(e)) from None
     try:
         if scheme == "parm":
             code = make_code(scheme, K, None)
             if code.N != N:
                 not_used("--workers", scheme, f"ParM with K={K} and k=2 runs on its own N={code.N} workers")
         elif coded:
-            code = make_code(scheme, K, N)
+            code = make_code(scheme, K, N, **opts)
         else:
             code = {"replication": lambda: Replicated(K, N), "hedged": lambda: Hedged(K, N, hedge_delay),
                     "uncoded": lambda: Uncoded(K)}[scheme]()
