@@ -2,7 +2,6 @@
 the launcher that re-executes Ray tests inside a loopback-only network namespace."""
 
 import importlib.util
-import shutil
 import subprocess
 import sys
 import threading
@@ -36,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 class _NamespaceSuite:
     """One `ray_suite` launcher's run of the `ray` tests of its files, in a loopback-only namespace, as a child
     process: `run` (in the background thread from the session's start, or in the launcher test) sets `outcome`
-    and then `done`; `stop` kills it. Like `gencc.netns.run_in_loopback`, but killable from another thread."""
+    and then `done`; `stop` kills it. `gencc.netns.run_in_loopback` with a child another thread can kill."""
 
     #: seconds one run may take; it shares the machine with the rest of the session
     TIMEOUT = 900
@@ -48,25 +47,24 @@ class _NamespaceSuite:
         self.outcome: tuple[int, str, str] | None = None
 
     def run(self) -> None:
-        from gencc.netns import loopback_command, ray_env
+        from gencc.netns import loopback_command, ray_run_env
 
-        env = ray_env()
         try:
-            self.proc = subprocess.Popen(loopback_command([sys.executable, "-m", "pytest", "-m", "ray", "-q", "-p",
-                                                           "no:cacheprovider", *map(str, self.files)]),
-                                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                         cwd=Path(__file__).parent.parent)
-            try:
-                out, err = self.proc.communicate(timeout=self.TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                out, err = self.proc.communicate()
-                err += f"\n(killed after {self.TIMEOUT} s)"
-            self.outcome = (self.proc.returncode, out, err)
+            with ray_run_env() as env:
+                self.proc = subprocess.Popen(loopback_command([sys.executable, "-m", "pytest", "-m", "ray", "-q",
+                                                               "-p", "no:cacheprovider", *map(str, self.files)]),
+                                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                             cwd=Path(__file__).parent.parent)
+                try:
+                    out, err = self.proc.communicate(timeout=self.TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    out, err = self.proc.communicate()
+                    err += f"\n(killed after {self.TIMEOUT} s)"
+                self.outcome = (self.proc.returncode, out, err)
         except Exception as e:  # reported by the launcher test that waits for it
             self.outcome = (-1, "", repr(e))
         finally:
-            shutil.rmtree(env["TMPDIR"], ignore_errors=True)
             self.done.set()
 
     def stop(self) -> None:

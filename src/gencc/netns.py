@@ -19,7 +19,8 @@ import socket
 import subprocess
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 #: environment set explicitly for every Ray run gencc starts
@@ -91,13 +92,20 @@ def ray_env(base: dict | None = None) -> dict[str, str]:
     return env
 
 
-def run_in_loopback(argv: Sequence[str], timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
-    """Run argv in a loopback-only namespace with `ray_env()` (its private TMPDIR removed afterwards)."""
-    env = ray_env(kwargs.pop("env", None))
+@contextmanager
+def ray_run_env(base: dict | None = None) -> Iterator[dict[str, str]]:
+    """`ray_env(base)` for the run inside the block; its private TMPDIR is removed when the block ends."""
+    env = ray_env(base)
     try:
-        return subprocess.run(loopback_command(argv), env=env, timeout=timeout, **kwargs)
+        yield env
     finally:
         shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+
+
+def run_in_loopback(argv: Sequence[str], timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Run argv in a loopback-only namespace with `ray_env()` (its private TMPDIR removed afterwards)."""
+    with ray_run_env(kwargs.pop("env", None)) as env:
+        return subprocess.run(loopback_command(argv), env=env, timeout=timeout, **kwargs)
 
 
 #: names the listening socket a re-executed `gencc serve` inherits (bound outside the namespace)
@@ -110,22 +118,21 @@ def run_forwarding(argv: Sequence[str], *, pass_fds: Sequence[int] = (), env: di
     """Run argv in a loopback-only namespace with `ray_env(env)`, passing on SIGTERM, SIGINT and SIGHUP (so a
     server inside shuts down gracefully; when called from the main thread), and return its exit status; its
     private TMPDIR is removed after."""
-    env = ray_env(env)
     old: dict[int, Any] = {}
-    try:
-        proc = subprocess.Popen(loopback_command(argv), env=env, pass_fds=tuple(pass_fds))
-        if threading.current_thread() is threading.main_thread():  # where Python lets handlers be set
-            for sig in FORWARDED:
-                old[sig] = signal.signal(sig, lambda s, _frame: proc.send_signal(s))
-        while True:
-            try:
-                return proc.wait()
-            except KeyboardInterrupt:  # pragma: no cover - the handler above replaces SIGINT's
-                proc.send_signal(signal.SIGINT)
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+    with ray_run_env(env) as run_env:
+        try:
+            proc = subprocess.Popen(loopback_command(argv), env=run_env, pass_fds=tuple(pass_fds))
+            if threading.current_thread() is threading.main_thread():  # where Python lets handlers be set
+                for sig in FORWARDED:
+                    old[sig] = signal.signal(sig, lambda s, _frame: proc.send_signal(s))
+            while True:
+                try:
+                    return proc.wait()
+                except KeyboardInterrupt:  # pragma: no cover - the handler above replaces SIGINT's
+                    proc.send_signal(signal.SIGINT)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -87,3 +87,16 @@ def test_a_socket_bound_outside_is_served_from_inside_the_namespace(tmp_path):
     names, tmp = got
     assert names == "['lo']" and Path(tmp).parent == tmp_path
     assert rc == 7 and not Path(tmp).exists()
+
+
+def test_ray_run_env_removes_its_private_tmpdir(tmp_path):
+    """The environment of every Ray run gencc starts: Ray's settings, a private TMPDIR inside the caller's, removed
+    when the block ends, by an exception too."""
+    from gencc.netns import NETNS_FLAG, RAY_ENV, ray_run_env
+
+    with pytest.raises(RuntimeError), ray_run_env({"TMPDIR": str(tmp_path), "KEEP": "1"}) as env:
+        private = Path(env["TMPDIR"])
+        assert private.parent == tmp_path and private.is_dir() and env["KEEP"] == "1" and env[NETNS_FLAG] == "1"
+        assert all(env[k] == v for k, v in RAY_ENV.items())
+        raise RuntimeError("the run failed")
+    assert not private.exists() and tmp_path.is_dir()
