@@ -202,6 +202,13 @@ BAD = [
     (["serve", "--check-results", "maybe"], "'--check-results': --check-results must be one of off, on, strict"),
     (["serve", "--scheme", "uncoded", "--check-results", "on"], "'--check-results': wrong-result checks apply to"),
     (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "'--packed-parity': --packed-parity applies to parm"),
+    (["serve", "--opt", "gcc.lam_dec=0.1"], "'--opt': options for gcc, which is not --scheme sgcc"),
+    (["serve", "--scheme", "gcc-hedge", "--opt", "gcc.nope=1"], "'--opt': gcc has no option 'nope'"),
+    (["serve", "--scheme", "gcc-hedge", "--opt", "bacc.x=1"], "'--opt': options for bacc, which is not --scheme "
+                                                               "gcc-hedge or its code gcc"),
+    (["serve", "--scheme", "hedged", "--opt", "hedged.x=1"], "'--opt': code options apply to the coded schemes;"),
+    (["serve", "--scheme", "parm", "--opt", "parm.k=3"], "'--opt': code options apply to gcc, bacc and sgcc"),
+    (["serve", "--opt", "lam_dec=1"], "'--opt': code options look like scheme.key=value"),
     (["serve", "--host", "no-such-host.invalid"], "'--host': --host 'no-such-host.invalid' does not resolve"),
     ([*LOADTEST[:2], "http://127.0.0.1:99999", *LOADTEST[3:], "--out", "x.csv"], "'--url': the port of --url"),
     ([*LOADTEST[:2], "ftp://x", *LOADTEST[3:], "--out", "x.csv"], "'--url': --url must look like http://"),

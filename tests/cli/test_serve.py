@@ -245,3 +245,33 @@ def test_loadtest_exits_1_with_the_reasons_when_under_90_percent_are_answered(ev
         assert "Traceback" not in r.output
     else:
         assert "first reasons" not in r.output
+
+
+def test_serve_opt_builds_the_schemes_code_with_it(monkeypatch):
+    """`gencc serve --scheme gcc-hedge --opt gcc.lam_dec=0.01` (the --opt of gencc run and sweep) serves with a GCC
+    built with that option (Service.build is watched; uvicorn.run is replaced by a TestClient session)."""
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from gencc.serving import service
+
+    seen, build = {}, service.Service.build.__func__
+
+    def watched(cls, *a, **k):
+        svc = build(cls, *a, **k)
+        seen["code"] = svc.dispatcher.code
+        return svc
+
+    def fake_run(app_, host, port, **kwargs):
+        with TestClient(app_) as c:
+            seen["status"] = c.post("/predict", json={"input": [[[0.0] * 8] * 8]}).status_code
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(service.Service, "build", classmethod(watched))
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    r = runner.invoke(app, ["serve", "--scheme", "gcc-hedge", "--workers", "12", "--K", "8", "--gate", "off",
+                            "--opt", "gcc.lam_dec=0.01", "--opt", "gcc.gaps=fit", "--port", str(port)])
+    assert r.exit_code == 0, r.output
+    assert seen["status"] == 200 and seen["code"].lam_dec == 0.01 and seen["code"].gaps == "fit"

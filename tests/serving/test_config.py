@@ -74,3 +74,51 @@ def test_checked_and_baseline_schemes_follow_the_table():
     assert set(CHECKED_SCHEMES) == {"gcc", "bacc", "sgcc", "sgcc-parity"}
     assert set(BASELINES) == {"uncoded", "replication", "hedged"}
     assert all(SCHEME_TABLE[n].dispatcher == "coded" and SCHEME_TABLE[n].mode == "eager" for n in CHECKED_SCHEMES)
+
+
+@pytest.mark.parametrize("scheme, options, match", [
+    ("gcc", {"nope": 1}, "gcc has no option 'nope'"),
+    ("gcc-hedge", {"lam_dec": -1}, "gcc option lam_dec must be a finite non-negative number"),
+    ("bacc", {"lam_dec": 1}, "bacc has no option 'lam_dec'"),
+    ("uncoded", {"lam_dec": 1}, "code options apply to the coded schemes; uncoded sends each request on its own"),
+    ("sgcc-parity", {"lam_dec": 1}, "sgcc-parity's code follows from its parity model"),
+    ("gcc", [1, 2], "code_options must be a dict"),
+])
+def test_bad_code_options_are_refused_with_the_reason(scheme, options, match):
+    with pytest.raises(ValueError, match=match):
+        ServiceConfig(scheme=scheme, code_options=options)
+
+
+def test_code_options_reach_the_served_code_on_a_model_gencc_does_not_ship():
+    """ServiceConfig.code_options (gencc serve --opt) builds the scheme's code with them, over the serving defaults
+    (GCC's interpolating decoder, BACC on GCC's nested points), and the answers still match the model."""
+    import numpy as np
+    import torch
+
+    class Affine(torch.nn.Module):  # a model of the test's own
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin = torch.nn.Linear(5, 3)
+
+        def forward(self, x):
+            return torch.tanh(self.lin(x))
+
+    X = np.random.default_rng(1).normal(size=(40, 5)).astype(np.float32)
+    assert ServiceConfig(scheme="gcc", code_options={"lam_dec": 0.01, "gaps": "fit"}).code_options == (
+        ("gaps", "fit"), ("lam_dec", 0.01))
+    model = Affine()
+    for name, options, check in (
+            ("gcc", {"lam_dec": 0.01, "gaps": "fit"},
+             lambda c: c.lam_dec == 0.01 and c.gaps == "fit" and c.decoder == "interpolate"),
+            ("gcc-hedge", {"decoder": "select"}, lambda c: c.decoder == "select"),
+            ("sgcc", {}, lambda c: type(c).__name__ == "SystematicGCC")):
+        svc = Service.build(model, name, 12, 8, data=X, code_options=options, gate="off")
+        try:
+            assert check(svc.dispatcher.code), (name, svc.dispatcher.code)
+            with torch.no_grad():
+                want = model(torch.from_numpy(X[:4])).numpy()
+            got = np.stack([svc.submit(x).result(timeout=60).output for x in X[:4]])
+            np.testing.assert_allclose(got, want, atol=1e-4)
+        finally:
+            svc.close()

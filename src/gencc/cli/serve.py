@@ -23,7 +23,17 @@ from ..serving.config import (
 from ..serving.parity import MAX_PARITY_K, PARITY_SCHEMES, coded_workers, parity_k
 from .isolate import rerun_isolated
 from .model import check_model_options, load_served_model
-from .options import SlowFactor, SlowFraction, check_backend, check_ray_address, integer, not_used, number, refuse
+from .options import (
+    SlowFactor,
+    SlowFraction,
+    check_backend,
+    check_ray_address,
+    code_options,
+    integer,
+    not_used,
+    number,
+    refuse,
+)
 
 if TYPE_CHECKING:
     from ..serving._http.limits import Limits
@@ -98,6 +108,10 @@ def serve_command(
              "inputs of the model's shape need, at least 64 KiB)")] = None,
     name: Annotated[str, typer.Option(help="the model's name in the Open Inference Protocol's routes "
                                            "(/v2/models/NAME/infer)")] = "model",
+    opt: Annotated[list[str] | None, typer.Option("--opt", help="code option code.key=value of the coded "
+                                                                "--scheme's code (gcc, bacc, sgcc), repeatable (e.g. "
+                                                                "gcc.lam_dec=0.01), as in gencc run and sweep")
+                   ] = None,
     isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
                                                "namespace (unshare -n, or -rn as an ordinary user); the port is "
                                                "bound outside it and handed over")] = True,
@@ -115,6 +129,7 @@ def serve_command(
     backend = check_backend(backend)
     _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
                          packed_parity)
+    opts = _serve_code_options(scheme, K, workers, opt or [])
     if gate not in GATES:
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
     if redundancy not in REDUNDANCIES:
@@ -149,7 +164,7 @@ def serve_command(
                             service_ms=service_ms,
                             slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
                             parm_k=parm_k, max_pending=max_pending, check=check_results,
-                            packed_parity=packed_parity, gate=gate, redundancy=redundancy)
+                            packed_parity=packed_parity, gate=gate, redundancy=redundancy, code_options=opts)
     except ValueError:
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:
@@ -258,6 +273,29 @@ def _check_serve_options(workload: str | None, scheme: str, workers: int, K: int
         parity_k(scheme, K, workers, parm_k)
     except ValueError as e:
         raise refuse("--K", str(e)) from None
+
+
+def _serve_code_options(scheme: str, K: int, workers: int, items: list[str]) -> dict:  # noqa: N803
+    """--opt's options for the code of --scheme (its code's name: gcc for gcc-hedge), checked by building it."""
+    from ..serving.codes import check_code_options
+    from ..serving.config import scheme as scheme_entry
+
+    opts = code_options(items)
+    if not opts:
+        return {}
+    sch = scheme_entry(scheme)
+    stray = sorted(set(opts) - {sch.code, scheme})
+    try:
+        if sch.dispatcher != "coded" or sch.parity:  # says why this scheme takes none
+            check_code_options(sch, K, workers, next(iter(opts.values())))
+        if stray:
+            raise ValueError(f"options for {', '.join(stray)}, which is not --scheme {scheme}"
+                             + (f" or its code {sch.code}" if sch.code != scheme else ""))
+        merged = {k: v for name in (sch.code, scheme) for k, v in opts.get(name, {}).items()}
+        check_code_options(sch, K, workers, merged)
+    except ValueError as e:
+        raise refuse("--opt", str(e)) from None
+    return merged
 
 
 def _check_bindable(host: str, port: int) -> None:

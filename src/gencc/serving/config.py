@@ -8,6 +8,7 @@ Each scheme names its dispatcher and, for the coded ones, its code in `gencc.cod
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -117,7 +118,9 @@ class ServiceConfig:
     parity model takes each group's members stacked (parm, sgcc-parity schemes); gate: "on" sends a decoded
     answer only when its uncertainty says it is likely right (`gencc.serving._policy.gate`; coded schemes without a
     check), at `gate_threshold` or, when None, at the threshold calibrated on the model's training inputs;
-    redundancy: the eager coded schemes' coded tasks, "adaptive" (only where the queues leave room) or "full"."""
+    redundancy: the eager coded schemes' coded tasks, "adaptive" (only where the queues leave room) or "full";
+    code_options: keyword arguments of the code of gcc, bacc or sgcc (and their -hedge forms), a dict or
+    (key, value) pairs, e.g. {"lam_dec": 0.01}; kept as sorted pairs."""
 
     scheme: str = DEFAULTS[False]
     workers: int = 12
@@ -134,6 +137,7 @@ class ServiceConfig:
     gate: str = "on"
     gate_threshold: float | None = None
     redundancy: str = "adaptive"
+    code_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         scheme(self.scheme)
@@ -156,6 +160,15 @@ class ServiceConfig:
         if self.gate_threshold is not None:
             object.__setattr__(self, "gate_threshold", check_real("gate_threshold", self.gate_threshold, 0.0,
                                                                                finite=False))
+        opts = self.code_options
+        try:
+            opts = tuple(sorted(dict(opts.items() if isinstance(opts, Mapping) else opts).items()))
+        except (TypeError, ValueError):
+            raise ValueError(f"code_options must be a dict of keyword arguments of the code, got {opts!r}") from None
+        from .codes import check_code_options
+
+        check_code_options(scheme(self.scheme), self.K, self.workers, dict(opts))
+        object.__setattr__(self, "code_options", opts)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from ..codes.registry import code_spec, make_code
 from ..engine import ThreadBackend, Workers, make_pool
 from ..faults import Faults, WrongResults
 from ..ordering import order_inputs
@@ -33,9 +32,10 @@ from ._policy.gate import Gate, service_gate
 from ._policy.loop_env import LoopEnv
 from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
 from ._policy.requests import Env, Request
+from .codes import scheme_code
 from .config import CHECKED_SCHEMES, CHECKS, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
-from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model, sgcc_parity_code
+from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model
 
 __all__ = ["Service", "freeze_heap", "make_dispatcher"]
 
@@ -43,7 +43,8 @@ __all__ = ["Service", "freeze_heap", "make_dispatcher"]
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
                     calibration: dict[str, float] | None = None, max_wait: float = 0.05, check: str = "off",
                     check_data: tuple[Callable, Any] | None = None, gate: Gate | None = None,
-                    redundancy: Redundancy | None = DEFAULT_REDUNDANCY, **kw: Any) -> Dispatcher:
+                    redundancy: Redundancy | None = DEFAULT_REDUNDANCY, code_options: dict[str, Any] | None = None,
+                    **kw: Any) -> Dispatcher:
     """The dispatcher of `scheme` on `env` (same policy code for the real pool and the simulator).
 
     CodedDispatcher schemes use groups of K; GCC and BACC take N = min(workers, 1.5 K) with beta "chebyshev2-nested" so
@@ -58,7 +59,8 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     (`gencc.serving.CheckedDispatcher`), calibrated on `check_data` = (f, training inputs).
     gate (coded schemes, checked or not): `gencc.serving.Gate`, which holds back decodes unlikely to be right.
     redundancy (eager coded schemes without a check): `gencc.serving.Redundancy`, which sends a group's coded
-    tasks only where the queues leave room (None: every coded task, whatever the load)."""
+    tasks only where the queues leave room (None: every coded task, whatever the load).
+    code_options (gcc, bacc, sgcc and their -hedge forms): keyword arguments of the code (`serving.codes`)."""
     if check not in CHECKS:
         raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
     sch = scheme_entry(scheme)
@@ -77,23 +79,15 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     base = scheme.removesuffix("-hedge")
     order_inputs(np.arange(3.0)[:, None])  # its first call imports scipy.spatial: now, not on a group's first hedge
     if sch.code == "parm":
-        code = make_code("parm", parm_k, k=parm_k, parity=parity)
+        code = scheme_code(sch, K, parm_k + 1, parm_k=parm_k, parity=parity)
     else:
         N = coded_workers(K, W)  # redundancy 1.5 (ParM k = 2's) at any W
         if N <= K:
             raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
+        code = scheme_code(sch, K, N, parity=parity, calibration=calibration, options=code_options)
         if sch.parity:  # sgcc-parity
-            code = sgcc_parity_code(K, N, parity, calibration)
             kw.setdefault("cover", True)  # answer parity recoveries (see CodedDispatcher)
             kw.setdefault("order", False)  # groups in arrival order, as the parity model was trained (random)
-        elif sch.code == "gcc":
-            # the interpolating decoder: a fixed D per straggler set; 'select' (GCC's default at N <= 1.5 K) picks
-            # per decode by leave-one-out, 13-39 ms on the first decode of a pattern, on every request's path
-            code = make_code("gcc", K, N, decoder="interpolate")
-        elif sch.code == "bacc":  # on GCC's nested worker points, so that K slots are systematic
-            code = code_spec("bacc").cls(K, N, beta=make_code("gcc", K, N).beta)
-        else:
-            code = make_code(sch.code, K, N)
     if check != "off":
         kw.pop("cover", None)
         rc = ResultCheck.calibrate(code, *check_data, order=kw.get("order", True))
@@ -196,7 +190,8 @@ class Service:
                                                calibration=calibration, max_wait=c.max_wait_ms / 1000,
                                                request_timeout=c.request_timeout, seed=c.seed, check=check,
                                                check_data=(f, X), gate=gate,
-                                               redundancy=DEFAULT_REDUNDANCY if c.redundancy == "adaptive" else None)
+                                               redundancy=DEFAULT_REDUNDANCY if c.redundancy == "adaptive" else None,
+                                               code_options=dict(c.code_options))
 
         ident = workload if isinstance(workload, str) else model.identity  # weights sha256
         # under a wrong-result check the gate's threshold is the unchecked scheme's: the same code's decodes
