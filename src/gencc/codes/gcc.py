@@ -17,7 +17,15 @@ from . import gcc_low_redundancy as low_redundancy
 from . import robust, robust_search
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
 from .capabilities import UNCERTAIN, Capabilities
-from .gaps import AUTO_COMPARE_POINTS, MIN_POINTS, auto_min_points, bridge_gaps
+from .gaps import (
+    AUTO_COMPARE_POINTS,
+    AUTO_EDGE_RATIO,
+    AUTO_MIN_K,
+    MIN_POINTS,
+    auto_min_points,
+    bridge_gaps,
+    shrink_erased_ends,
+)
 from .smoother_loo import (
     adjacent_pair_residuals,
     downdate_residuals,
@@ -84,7 +92,9 @@ class GCC(Code):
     points and one beyond the outermost from 2 when N <= 4 K (from 3 otherwise), and (decoder "interpolate") in
     a gap of 2 below those takes, row by row, the fit's or the bridged row, whichever has the smaller L1 norm (its
     Lebesgue function); below K = 16 nothing: the fit stays where it measured better (small gaps, dense workers,
-    few inputs). "fit" keeps the fit's rows everywhere.
+    few inputs). From K = 16 at N <= 4 K ("auto") and with "bridge", a data point erased at an end (no returned
+    result carries it) is read half-way to the mean of the other data points' readings (`gaps.shrink_erased_ends`).
+    "fit" keeps the fit's rows everywhere.
     """
 
     name = "gcc"
@@ -150,6 +160,10 @@ class GCC(Code):
         #: case's RelAcc at K = 16, N = 24; None: never)
         self.gap_compare_points = (AUTO_COMPARE_POINTS if gaps == "auto" and self.gap_min_points
                                    and self.decoder == "interpolate" else None)
+        #: the data points erased at an end are read half-way to the others' mean (`gaps.shrink_erased_ends`):
+        #: gaps="bridge", and "auto" where it bridges (K >= AUTO_MIN_K) at N <= AUTO_EDGE_RATIO K (denser returned
+        #: workers, and f o u_enc through fewer inputs, extrapolate well)
+        self.shrink_ends = gaps == "bridge" or (gaps == "auto" and K >= AUTO_MIN_K and N <= AUTO_EDGE_RATIO * K)
         self._robust_cache: LRU[tuple, tuple[np.ndarray, np.ndarray | None]] = LRU(LOO_CACHE_SIZE)
         self._uncertainty_cache: LRU[tuple, Any] = LRU(UNCERTAINTY_CACHE_SIZE)  # the gate's, per pattern and lam
 
@@ -237,12 +251,17 @@ class GCC(Code):
         return self._bridged(smoother_weights(t, self.alpha, self.kernel_for(t.size), lam), returned), float(lam)
 
     def _bridged(self, D: np.ndarray, returned: np.ndarray) -> np.ndarray:
-        """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="auto", "bridge")."""
-        if self.gap_min_points is None:
+        """D for sorted `returned` with its rows in large gaps read by `gaps.bridge_gaps` (gaps="auto" from
+        K = 16, "bridge") and the rows of data points erased at an end moved half-way to the mean of the others
+        (`gaps.shrink_erased_ends`; `shrink_ends`). gaps="fit": D as it is."""
+        if self.gap_min_points is None and not self.shrink_ends:
             return D
         t = self.beta[returned]
-        return bridge_gaps(D, t, self.alpha, self.gap_min_points, null_space=self.kernel_for(t.size).null_space,
-                           compare_points=self.gap_compare_points)
+        null_space = self.kernel_for(t.size).null_space
+        if self.gap_min_points is not None:
+            D = bridge_gaps(D, t, self.alpha, self.gap_min_points, null_space=null_space,
+                            compare_points=self.gap_compare_points)
+        return shrink_erased_ends(D, t, self.alpha, null_space=null_space) if self.shrink_ends else D
 
     def _decode_adaptive(self, Y: Any, returned: Any) -> Any:
         if self.decoder == "select" and type(Y) is np.ndarray and Y.dtype.kind == "f" and Y.ndim >= 1:
