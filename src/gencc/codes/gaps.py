@@ -13,8 +13,8 @@ data points, and edge gaps of two at redundancy N / K <= 4; in a gap of two data
 takes, row by row, whichever of the fit's and the bridged row has the smaller L1 norm (the row's Lebesgue function
 value: the most that row can amplify an error in the results); elsewhere (and at every K < 16) the fit's rows stay.
 Data points erased at an end (no returned result carries them, `erased_ends`) are read half-way to the mean of the
-other data points' readings (`shrink_erased_ends`): by gaps="auto" at N <= AUTO_EDGE_RATIO K (any K), and by
-gaps="bridge".
+other data points' readings (`shrink_erased_ends`): by gaps="auto" from K = AUTO_MIN_K at N <= AUTO_EDGE_RATIO K,
+and by gaps="bridge".
 """
 
 from __future__ import annotations
@@ -73,6 +73,33 @@ def points_in_gap(t: np.ndarray, z: np.ndarray) -> np.ndarray:
     return np.where(on, 0, counts[np.searchsorted(labels, gap)])
 
 
+def around_trend(R: np.ndarray, t: np.ndarray, z: np.ndarray,
+                 null_space: Callable[[np.ndarray], np.ndarray] | None) -> np.ndarray:
+    """Rows R (len(z), len(t)) made to read the results' deviation from their least-squares trend in `null_space`
+    (points -> (n, q) basis, a kernel's) and add the trend at z back: R + (Phi(z) - R Phi(t)) Phi(t)^+, exact on
+    that space. R itself without a null space, or when Phi(t) has not full column rank."""
+    if null_space is None:
+        return R
+    Pt = null_space(t)
+    if not Pt.shape[1] or np.linalg.matrix_rank(Pt) != Pt.shape[1]:
+        return R
+    return R + (null_space(z) - R @ Pt) @ np.linalg.pinv(Pt)
+
+
+def carriers(t: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Per data point z (in z's order), how many points t lie strictly between its two neighbouring data points
+    (beyond the outermost one on an end): the workers whose coded inputs carry it (`GCC.coverage`)."""
+    t = np.sort(np.asarray(t, dtype=float))
+    z = np.asarray(z, dtype=float)
+    order = np.argsort(z, kind="stable")
+    s = z[order]
+    lo = np.concatenate(([-np.inf], s[:-1]))
+    hi = np.concatenate((s[1:], [np.inf]))
+    out = np.empty(z.size, dtype=np.int64)
+    out[order] = np.searchsorted(t, hi, side="left") - np.searchsorted(t, lo, side="right")
+    return out
+
+
 def bridge_rows(t: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Rows (len(z), len(t)) of the bounded reading at z: the mean of Berrut's rational interpolant and the
     straight line between the returned points that bracket z (the nearest returned result beyond the hull).
@@ -124,11 +151,7 @@ def bridge_gaps(D: np.ndarray, t: np.ndarray, z: np.ndarray, min_points: int | t
     if rows.size == 0 or t.size < 2:
         return D
     zr = np.asarray(z, dtype=float)[rows]
-    R = bridge_rows(t, zr)
-    if null_space is not None:
-        Pt = null_space(t)
-        if Pt.shape[1] and np.linalg.matrix_rank(Pt) == Pt.shape[1]:
-            R = R + (null_space(zr) - R @ Pt) @ np.linalg.pinv(Pt)
+    R = around_trend(bridge_rows(t, zr), t, zr, null_space)
     take = full[rows] | (row_l1(R) < row_l1(np.asarray(D, dtype=float)[rows]))
     if not take.any():
         return D
@@ -140,15 +163,10 @@ def bridge_gaps(D: np.ndarray, t: np.ndarray, z: np.ndarray, min_points: int | t
 def erased_ends(t: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Indices into z of the data points erased at an end: from the lowest (and from the highest) data point
     inwards, each with no returned point t strictly between its two neighbouring data points (beyond the outermost
-    one on its end), i.e. no returned result whose coded input carries it (`GCC.coverage`). Sorted."""
-    t = np.sort(np.asarray(t, dtype=float))
-    z = np.asarray(z, dtype=float)
-    order = np.argsort(z, kind="stable")
-    s = z[order]
-    lo = np.concatenate(([-np.inf], s[:-1]))
-    hi = np.concatenate((s[1:], [np.inf]))
-    covered = np.searchsorted(t, hi, side="left") > np.searchsorted(t, lo, side="right")
-    n = s.size
+    one on its end), i.e. no returned result whose coded input carries it (`carriers`). Sorted."""
+    order = np.argsort(np.asarray(z, dtype=float), kind="stable")
+    covered = carriers(t, z)[order] > 0
+    n = order.size
     a = int(np.argmax(covered)) if covered.any() else n  # the first covered from below
     b = n - int(np.argmax(covered[::-1])) if covered.any() else n  # one past the last covered
     return np.sort(order[np.r_[0:a, b:n]])
@@ -163,8 +181,8 @@ def shrink_erased_ends(D: np.ndarray, t: np.ndarray, z: np.ndarray, keep: float 
 
     Why: no result carries an erased data point, so its row can only extrapolate its neighbours' outputs, and at
     an end from one side only; the inputs there are the ordering's last, often the least like their neighbours.
-    Half-way to the mean of the other outputs lowered the fixed-fraction preset's worst cells by up to about a
-    half and left its random cells within a few percent (docs/design.md section 3). The rows still sum to 1
+    Half-way to the mean of the other outputs lowered the fixed-fraction preset's worst cells by up to about two
+    fifths and left its random cells within a few percent (docs/design.md section 3). The rows still sum to 1
     (constants stay exact)."""
     rows = erased_ends(t, z)
     n = np.asarray(z).size
@@ -173,10 +191,6 @@ def shrink_erased_ends(D: np.ndarray, t: np.ndarray, z: np.ndarray, keep: float 
     others = np.setdiff1d(np.arange(n), rows)
     D = np.array(D, dtype=float, copy=True)
     M = np.broadcast_to(D[others].mean(axis=0), (rows.size, D.shape[1]))
-    if null_space is not None:
-        t = np.asarray(t, dtype=float)
-        Pt = null_space(t)
-        if Pt.shape[1] and np.linalg.matrix_rank(Pt) == Pt.shape[1]:
-            M = M + (null_space(np.asarray(z, dtype=float)[rows]) - M @ Pt) @ np.linalg.pinv(Pt)
+    M = around_trend(M, np.asarray(t, dtype=float), np.asarray(z, dtype=float)[rows], null_space)
     D[rows] = keep * D[rows] + (1.0 - keep) * M
     return D

@@ -24,6 +24,7 @@ from .gaps import (
     MIN_POINTS,
     auto_min_points,
     bridge_gaps,
+    carriers,
     shrink_erased_ends,
 )
 from .smoother_loo import (
@@ -211,15 +212,7 @@ class GCC(Code):
         default design gives every data point three (its own, one in each neighbouring gap, the ends beyond the
         outermost) from N = 2 K + 1 on; at N = 2 K its centre gap is empty, so two data points keep only two and
         two adjacent stragglers erase one (docs/design.md section 3)."""
-        order = np.argsort(self.alpha, kind="stable")
-        a = self.alpha[order]
-        lo = np.concatenate(([-np.inf], a[:-1]))
-        hi = np.concatenate((a[1:], [np.inf]))
-        b = np.sort(self.beta)
-        counts = np.searchsorted(b, hi, side="left") - np.searchsorted(b, lo, side="right")
-        out = np.empty(self.K, dtype=np.int64)
-        out[order] = counts
-        return out
+        return carriers(self.beta, self.alpha)
 
     def kernel_for(self, n: int) -> Kernel:
         """The kernel used for a fit through n points."""
