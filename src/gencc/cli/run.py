@@ -207,6 +207,17 @@ def _run_code_options(scheme: str, items: list[str]) -> dict:
     return opts.get(scheme, {})
 
 
+def _builds(scheme: str, K: int, N: int) -> bool:  # noqa: N803
+    """Whether the code of `scheme` builds for K inputs on N workers with its default options."""
+    from ..codes.registry import make_code
+
+    try:
+        make_code(scheme, K, N)
+    except ValueError:
+        return False
+    return True
+
+
 def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | None,  # noqa: N803
                      deadline: float | None, hedge_delay: float | None, actors: int | None,
                      address: str | None, own: bool = False, opts: dict | None = None) -> tuple[Any, int | None]:
@@ -239,16 +250,6 @@ def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | 
     if K > N:
         raise refuse("--workers", f"need at least as many workers as inputs: N={N} < K={K}")
     opts = opts or {}
-    if opts:  # a bad option is the option's error, not the worker count's
-        try:
-            make_code(scheme, K, N, **opts)
-        except ValueError as e:
-            try:
-                make_code(scheme, K, N)
-            except ValueError:
-                pass
-            else:
-                raise refuse("--opt", str(e)) from None
     try:
         if scheme == "parm":
             code = make_code(scheme, K, None)
@@ -261,8 +262,8 @@ def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | 
                     "uncoded": lambda: Uncoded(K)}[scheme]()
             if scheme == "uncoded" and N > K:
                 not_used("--workers", scheme, f"a job sends its K={K} inputs to K of the N={N} workers, one each")
-    except ValueError as e:
-        raise refuse("--workers", str(e)) from None
+    except ValueError as e:  # with --opt, the option's error when the code builds without them
+        raise refuse("--opt" if opts and _builds(scheme, K, N) else "--workers", str(e)) from None
     if actors is not None and actors > code.N:
         raise refuse("--actors", f"--actors {actors} exceeds the {code.N} workers of {scheme} (K={K}, N={code.N})")
     if coded:
