@@ -32,7 +32,7 @@ from measure import Figure, interleaved
 from threadpoolctl import threadpool_limits
 
 import gencc
-from gencc.smoothing import MATERN_BANDED_THRESHOLD
+from gencc.rkhs.smoothing import MATERN_BANDED_THRESHOLD
 
 SUITE = "codes"
 #: the columns of the warm-decode and encode grids (the last one is --columns)

@@ -1,5 +1,5 @@
 """Ray on several nodes, one lost mid-stream: a stream of coded jobs on a local multi-node cluster
-(`gencc.engine._ray.LocalCluster`: a head and --nodes worker nodes, inside a loopback-only network namespace),
+(`gencc.engine.ray.cluster.LocalCluster`: a head and --nodes worker nodes, inside a loopback-only network namespace),
 --actors actors spread over the worker nodes (Ray's SPREAD strategy), and one worker node killed, with every
 process on it, while a job runs.
 
@@ -13,7 +13,7 @@ after the stream (the replacements go to the nodes left), the jobs answered (dec
 against f, relative to f's largest output), the actors re-created (counted once the replacements are up),
 the median job time before the loss and after it, the worst job, and the most threads the master process
 held (sampled during the stream: they do not grow with the actors). Outside a loopback-only namespace the
-script re-runs itself inside one (`gencc.netns`), so Ray never binds a routable address.
+script re-runs itself inside one (`gencc.engine.ray.namespace`), so Ray never binds a routable address.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def measure(args: argparse.Namespace) -> dict:
     import ray
 
     import gencc
-    from gencc.engine._ray import NODE_RESOURCE, LocalCluster
+    from gencc.engine.ray.backend import NODE_RESOURCE, LocalCluster
     from gencc.runtime import RayExecutor, run
 
     t0 = time.perf_counter()
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     check(ap, args)
-    from gencc.netns import can_unshare, in_loopback_namespace, run_forwarding
+    from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace, run_forwarding
 
     if not in_loopback_namespace():
         ok, why = can_unshare()

@@ -30,8 +30,8 @@ from gencc.codes.berrut import berrut_weights
 from gencc.codes.gaps import bridge_gaps
 from gencc.experiments.sweep import parse_straggler, stable_seed
 from gencc.experiments.toy_workloads import get_workload
-from gencc.simulate import apply_batch
-from gencc.smoothing import smoother_weights
+from gencc.rkhs.smoothing import smoother_weights
+from gencc.runtime.simulate import apply_batch
 
 #: the fixed-fraction preset's cells where GCC's worst rel_mse was above BACC's: workload, K, N, stragglers
 CELLS = (("digits-cnn", 5, 20, "worst:20%"), ("digits-cnn", 10, 20, "worst:10%"), ("digits-cnn", 20, 40, "worst:5%"),

@@ -64,7 +64,7 @@ def child(scheme: str, jobs: int, kind: str) -> None:
     if scheme == "gcc":  # every straggler pattern's decoder cached, so no job in the count builds one
         warm_decoders(code, rng.normal(size=(N, 3)))
     if kind in PARTS:  # one piece of the job's math alone, on the job's inputs and straggler patterns
-        from gencc.ordering import order_checked
+        from gencc.codes.ordering import order_checked
 
         Ys = [code.encode(x) for x in inputs]
         pats = [np.sort(rng.permutation(code.N)[:wait_for]) for _ in inputs] if wait_for else [np.arange(code.N)] * 100

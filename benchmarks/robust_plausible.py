@@ -42,9 +42,9 @@ import gencc
 from gencc import adversaries as adv
 from gencc.codes import robust
 from gencc.codes.robust import robust_spread
-from gencc.codes.smoother_loo import downdate_residuals, loo_matrix
 from gencc.experiments.markdown import table
-from gencc.metrics import rel_mse
+from gencc.rkhs.smoother_loo import downdate_residuals, loo_matrix
+from gencc.runtime.metrics import rel_mse
 from gencc.workloads import load
 
 K, S = 10, 2

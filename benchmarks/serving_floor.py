@@ -313,8 +313,8 @@ def table(title: str, rows: list[tuple[str, dict, dict]], ref: str) -> list[str]
 def coded_work(K: int, W: int, reps: int = 2000) -> list[str]:
     """A markdown table: the coded schemes' own work on the dispatcher's thread at K and N = coded_workers(K, W),
     on digits-cnn inputs and outputs (median us per call, `reps` calls after a warm-up)."""
+    from gencc.codes.ordering import order_inputs
     from gencc.codes.registry import make_code
-    from gencc.ordering import order_inputs
     from gencc.serving import Gate
     from gencc.serving.parity import coded_workers
     from gencc.workloads import load

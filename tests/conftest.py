@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(config, items):
     """`ray`-marked tests run only inside a loopback-only network namespace (each package's
     test_ray_namespace.py re-executes them there, with `unshare -n` as root or `unshare -rn` as an ordinary
     user), so Ray never binds a routable address; outside they are skipped with the reason."""
-    from gencc.netns import can_unshare, in_loopback_namespace
+    from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace
 
     if in_loopback_namespace():
         return
@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(config, items):
 class _NamespaceSuite:
     """One `ray_suite` launcher's run of the `ray` tests of its files, in a loopback-only namespace, as a child
     process: `run` (in the background thread from the session's start, or in the launcher test) sets `outcome`
-    and then `done`; `stop` kills it. `gencc.netns.run_in_loopback` with a child another thread can kill."""
+    and then `done`; `stop` kills it. `gencc.engine.ray.namespace.run_in_loopback` with a child another thread
+    can kill."""
 
     #: seconds one run may take; it shares the machine with the rest of the session
     TIMEOUT = 900
@@ -47,7 +48,7 @@ class _NamespaceSuite:
         self.outcome: tuple[int, str, str] | None = None
 
     def run(self) -> None:
-        from gencc.netns import loopback_command, ray_run_env
+        from gencc.engine.ray.namespace import loopback_command, ray_run_env
 
         try:
             with ray_run_env() as env:
@@ -85,7 +86,7 @@ def pytest_collection_finish(session):
     """Start the `ray_suite` launchers' runs now, one after another in one background thread, so the Ray tests
     (minutes of cluster start-ups and waits) overlap the rest of the session instead of adding to it; each
     launcher test then waits for its own run. Not inside the namespace, nor where none can be made."""
-    from gencc.netns import can_unshare, in_loopback_namespace
+    from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace
 
     suites = [(item.nodeid, files) for item in session.items if (files := _suite_files(item))]
     if (not suites or session.config.option.collectonly or in_loopback_namespace()
@@ -115,7 +116,7 @@ def run_ray_tests_in_namespace(request):
     all ran and passed. The run was started in the background at the session's start (`pytest_collection_finish`);
     a test run alone starts it here, and a background run that failed is run again here, alone, before it fails the
     test."""
-    from gencc.netns import can_unshare, in_loopback_namespace
+    from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace
 
     def launch() -> None:
         files = _suite_files(request.node)

@@ -79,7 +79,7 @@ def test_ray_job(tmp_path: Path) -> None:
     none can be made), as the runtime's Ray tests run."""
     pytest.importorskip("ray")
     pytest.importorskip("torch")
-    from gencc.netns import can_unshare, in_loopback_namespace, run_in_loopback
+    from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace, run_in_loopback
 
     argv = [sys.executable, str(EXAMPLES / "ray_job.py")]
     expected = ("one job: workers used", "job 5: 12 results")

@@ -1,6 +1,8 @@
-"""The package's shape (issue 16's rules, and the layers of docs/design.md): no import cycle (imports inside
-functions count), no public class name defined twice, no module over SMELL_CAP (600) lines, a small top level, and every
-module, found by walking the package, in one layer that imports only what its layer may."""
+"""The package's shape (the layers of docs/design.md section 6): the layers are the folders. Every subpackage of
+gencc is one layer, read from the tree; the top level holds only the face (`__init__.py`), `errors.py` and the
+private helpers (`_util`). Checked here: no import cycle (imports inside functions count), no import running
+back up, the math layers standing alone, no private name imported across packages, no public class name
+defined twice, no module over SMELL_CAP (600) lines."""
 
 from __future__ import annotations
 
@@ -11,41 +13,28 @@ from pathlib import Path
 import gencc
 
 SRC = Path(gencc.__file__).resolve().parent.parent
+PKG = SRC / "gencc"
 
-#: every module of gencc belongs to one layer (a module or package name and everything under it); a new module
-#: that fits none fails `test_every_module_is_in_one_layer` until it is placed
-LAYERS: dict[str, tuple[str, ...]] = {
-    "base": ("gencc._arrays", "gencc._validate", "gencc._lru", "gencc.errors", "gencc.netns"),
-    "math": ("gencc.points", "gencc.kernels", "gencc.smoothing", "gencc.matern_ssm", "gencc.ordering",
-             "gencc.metrics", "gencc.codes", "gencc.stragglers", "gencc.adversaries"),
-    "model": ("gencc.model",),
-    "faults": ("gencc.faults",),
-    "engine": ("gencc.engine",),
-    "front": ("gencc.runtime", "gencc.serving", "gencc.training", "gencc.simulate", "gencc.loadgen"),
-    "workloads": ("gencc.workloads",),
-    "experiments": ("gencc.experiments",),
-    "cli": ("gencc.cli",),
-    "testing": ("gencc.testing",),
-    "package": ("gencc",),  # the top level: re-exports of the layers below
-}
+#: what may stand at the top of the package besides the layers' folders
+TOP_FILES = {"__init__.py", "errors.py", "py.typed"}
+#: the layers, bottom to top: a layer imports only layers before it (and itself). This is the order of the
+#: architecture, not a list of modules: each module's layer is the folder it sits in.
+ORDER = ("_util", "errors", "rkhs", "model", "codes", "faults", "engine", "runtime", "loadgen", "workloads",
+         "serving", "training", "experiments", "testing", "cli", "face")
+#: the math layers, and what they must never import (docs/design.md section 6)
+MATH = ("rkhs", "codes", "faults")
+ABOVE = ("engine", "runtime", "serving", "training", "loadgen", "workloads", "experiments", "cli", "testing")
+#: the engine knows nothing of codes (nor the RKHS math under them)
+ENGINE_BLIND = ("rkhs", "codes")
 #: a module past this many lines is read as holding two responsibilities
 SMELL_CAP = 600
-#: what the math layer (and everything it may import) must never import: docs/design.md section 6
-ABOVE = ("engine", "front", "workloads", "experiments", "cli", "testing")
 
 
-def _under(module: str, prefixes: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
-
-
-def layer(module: str) -> str | None:
-    """The layer of `module` (the most specific prefix wins: gencc.codes.gcc is math, gencc itself is package)."""
-    best, length = None, -1
-    for name, prefixes in LAYERS.items():
-        for p in prefixes:
-            if _under(module, (p,)) and len(p) > length:
-                best, length = name, len(p)
-    return best
+def layer(module: str) -> str:
+    """The layer of `module`: the top-level folder it sits in ("face" for gencc itself, "errors" for
+    gencc.errors)."""
+    parts = module.split(".")
+    return "face" if len(parts) == 1 else parts[1]
 
 
 def _modules() -> dict[str, Path]:
@@ -59,17 +48,21 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _from(module: str, node: ast.ImportFrom) -> str:
+    """The absolute module name a `from ... import` reads from."""
+    if not node.level:
+        return node.module or ""
+    base = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    parts = base.split(".")
+    base = ".".join(parts[: len(parts) - node.level + 1])
+    return f"{base}.{node.module}" if node.module else base
+
+
 def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
     else:
-        base = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-        if node.level:
-            parts = base.split(".")
-            base = ".".join(parts[: len(parts) - node.level + 1])
-            target = f"{base}.{node.module}" if node.module else base
-        else:
-            target = node.module or ""
+        target = _from(module, node)
         names = [f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names]
     out = []
     for t in names:
@@ -134,8 +127,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_checker_sees_a_cycle_and_imports_inside_functions() -> None:
     graph = {"a": {"b"}, "b": {"a"}, "c": set()}
     assert [sorted(c) for c in _cycles_of(graph)] == [["a", "b"]]
-    node = ast.parse("def f():\n    from .codes import base\n").body[0].body[0]
-    assert _targets("gencc.simulate", node) == ["gencc.codes.base"]
+    node = ast.parse("def f():\n    from ..codes import base\n").body[0].body[0]
+    assert _targets("gencc.runtime.simulate", node) == ["gencc.codes.base"]
 
 
 def _cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -153,47 +146,93 @@ def test_no_import_cycle_counting_imports_inside_functions() -> None:
 
 
 def test_the_walk_finds_every_module_file() -> None:
-    files = {p for p in (SRC / "gencc").rglob("*.py")}
+    files = {p for p in PKG.rglob("*.py")}
     assert set(MODULES.values()) == files and len(MODULES) > 100
-    for name in ("gencc.stragglers", "gencc.faults", "gencc.adversaries.base", "gencc.model.core",
-                 "gencc.testing.code_checks", "gencc.netns", "gencc.errors"):
+    for name in ("gencc.faults.stragglers", "gencc.faults.injection", "gencc.faults.adversaries.base",
+                 "gencc.model.core", "gencc.testing.code_checks", "gencc.engine.ray.namespace", "gencc.errors"):
         assert name in MODULES
 
 
-def test_every_module_is_in_one_layer() -> None:
-    loose = [m for m in MODULES if layer(m) is None]
-    assert not loose, f"modules in no layer of LAYERS (place them): {loose}"
-    assert layer("gencc.codes.gcc") == "math" and layer("gencc") == "package" and layer("gencc.cli") == "cli"
+def test_the_top_level_holds_only_the_face_errors_and_the_private_helpers() -> None:
+    files = {p.name for p in PKG.iterdir() if p.is_file()}
+    loose = files - TOP_FILES
+    assert not loose, f"loose modules at the top of gencc (move each into its layer's folder): {loose}"
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert all((PKG / f / "__init__.py").exists() for f in folders)
+    assert folders == set(ORDER) - {"errors", "face"}, "every folder is a layer of ORDER, and every layer a folder"
 
 
-def _imports_of(layers: tuple[str, ...]) -> dict[str, set[str]]:
+def test_the_layers_come_from_the_folders() -> None:
+    assert layer("gencc.codes.gcc") == "codes" and layer("gencc") == "face" and layer("gencc.cli") == "cli"
+    assert layer("gencc.engine.ray.backend") == "engine" and layer("gencc._util.arrays") == "_util"
+    assert {layer(m) for m in MODULES} == set(ORDER)
+
+
+def _crossings() -> dict[str, list[str]]:
     graph = _graph()
-    return {m: {t for t in graph[m] if layer(t) in ABOVE} for m in MODULES if layer(m) in layers}
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return {m: sorted(t for t in graph[m] if rank[layer(t)] > rank[layer(m)]) for m in MODULES}
 
 
-def test_the_math_layer_imports_nothing_above_it() -> None:
-    """points, kernels, smoothing, ordering, metrics, codes, stragglers (and adversaries) import nothing from the
-    engine, runtime, serving, training, workloads, experiments, cli or testing; nor do the modules they may import
-    (base, model, faults)."""
-    bad = {m: sorted(ts) for m, ts in _imports_of(("base", "math", "model", "faults")).items() if ts}
-    assert not bad, f"math-side modules importing higher layers: {bad}"
+def test_no_import_runs_back_up() -> None:
+    """A layer imports only the layers below it in ORDER (so the CLI imports the library and never the
+    reverse, and no module imports the package face `gencc` itself)."""
+    bad = {m: ts for m, ts in _crossings().items() if ts}
+    assert not bad, f"imports running back up the layers: {bad}"
 
 
-def test_base_and_model_stand_on_base_alone() -> None:
+def test_the_checker_sees_an_import_running_back_up() -> None:
+    global MODULES
+    saved = MODULES
+    try:
+        MODULES = {**saved, "gencc.rkhs.bad": Path("bad.py")}
+        graph = defaultdict(set, {"gencc.rkhs.bad": {"gencc.engine.workers"}})
+        rank = {name: i for i, name in enumerate(ORDER)}
+        assert [t for t in graph["gencc.rkhs.bad"] if rank[layer(t)] > rank["rkhs"]] == ["gencc.engine.workers"]
+    finally:
+        MODULES = saved
+
+
+def test_the_math_layers_import_nothing_above_them() -> None:
+    """rkhs, codes and faults import nothing from the engine, runtime, serving, training, loadgen, workloads,
+    experiments, cli or testing."""
     graph = _graph()
-    allowed = {"base": {"base"}, "model": {"base", "model"}}
-    bad = {m: sorted(t for t in graph[m] if layer(t) not in allowed[layer(m)])
-           for m in MODULES if layer(m) in allowed}
+    bad = {m: sorted(t for t in graph[m] if layer(t) in ABOVE) for m in MODULES if layer(m) in MATH}
     bad = {m: ts for m, ts in bad.items() if ts}
-    assert not bad, f"base / model modules importing other layers: {bad}"
+    assert not bad, f"math modules importing higher layers: {bad}"
 
 
-def test_the_engine_knows_nothing_of_codes_or_front_ends() -> None:
+def test_the_engine_knows_nothing_of_codes() -> None:
     graph = _graph()
-    bad = {m: sorted(t for t in graph[m] if layer(t) in ("math", *ABOVE) and not _under(t, ("gencc.engine",)))
-           for m in MODULES if layer(m) == "engine"}
+    bad = {m: sorted(t for t in graph[m] if layer(t) in ENGINE_BLIND) for m in MODULES if layer(m) == "engine"}
     bad = {m: ts for m, ts in bad.items() if ts}
-    assert not bad, f"engine modules importing codes or front ends: {bad}"
+    assert not bad, f"engine modules importing the codes or the RKHS math: {bad}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_imports() -> dict[str, list[str]]:
+    """Private names (a leading `_`: a module, a folder or a name) that a module imports from another layer;
+    gencc._util, the private helpers every layer shares, is the one exception."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for m, p in MODULES.items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not (target := _from(m, node)).startswith("gencc"):
+                continue
+            if layer(target) in (layer(m), "_util"):
+                continue
+            private = [s for s in target.split(".")[1:] if _private(s)]
+            private += [a.name for a in node.names if _private(a.name)]
+            if private:
+                out[m].append(f"{target}: {', '.join(private)}")
+    return dict(out)
+
+
+def test_no_private_name_is_imported_across_packages() -> None:
+    bad = _private_imports()
+    assert not bad, f"private names imported from another package (make them public there, or move them): {bad}"
 
 
 def _testing_importers() -> dict[str, list[str]]:
@@ -205,14 +244,6 @@ def _testing_importers() -> dict[str, list[str]]:
 def test_no_production_module_imports_gencc_testing() -> None:
     bad = _testing_importers()
     assert not bad, f"production modules importing gencc.testing (test tooling): {bad}"
-
-
-def test_only_the_top_level_imports_the_command_line() -> None:
-    """The CLI sits on top: a library module never imports gencc.cli (a command's helpers live in the cli)."""
-    graph = _graph()
-    bad = {m: sorted(t for t in graph[m] if layer(t) == "cli") for m in MODULES
-           if layer(m) not in ("cli", "package") and any(layer(t) == "cli" for t in graph[m])}
-    assert not bad, f"library modules importing gencc.cli: {bad}"
 
 
 def test_no_public_class_name_is_defined_twice() -> None:

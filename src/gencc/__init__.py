@@ -13,13 +13,16 @@ injection), `gencc.model` (your model), `gencc.errors` (every exception, under `
 
 from typing import Any
 
-from . import adversaries, errors, kernels, metrics, points, smoothing  # noqa: F401  (subpackages, as attributes)
-from ._arrays import take_rows  # noqa: F401  (kept as an attribute for existing callers; not in __all__)
+from . import errors  # noqa: F401  (the documented modules stay attributes of the face)
+from ._util.arrays import take_rows  # noqa: F401  (stacks rows of a packed encode; not in __all__)
+from ._util.version import __version__  # noqa: F401
 from .codes import BACC, GCC, LCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
+from .codes.ordering import order_inputs
 from .errors import GenccError, JobFailed, JobTimeout
-from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential
+from .faults import Bimodal, LatencyModel, Pareto, ShiftedExponential, adversaries, stragglers  # noqa: F401
+from .faults.stragglers import Bernoulli, Collected, FixedCount
 from .model import Model, as_model
-from .ordering import order_inputs
+from .rkhs import kernels, points, smoothing  # noqa: F401
 from .runtime import (
     Hedged,
     LocalExecutor,
@@ -27,13 +30,11 @@ from .runtime import (
     Replicated,
     RunResult,
     Uncoded,
+    metrics,  # noqa: F401
     run,
     stream,
 )
-from .simulate import simulate, summarize
-from .stragglers import Bernoulli, Collected, FixedCount
-
-__version__ = "0.1.0"
+from .runtime.simulate import simulate, summarize
 
 
 def train(model: Any, data: Any, **options: Any) -> Any:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gencc import BACC, GCC, LCC, Replication, SystematicGCC
-from gencc._lru import LRU
+from gencc._util.lru import LRU
 from gencc.codes import base
 
 K, N = 6, 15

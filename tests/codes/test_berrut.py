@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from gencc import BACC
 from gencc.codes.berrut import berrut_weights
-from gencc.points import chebyshev1, chebyshev2
+from gencc.rkhs.points import chebyshev1, chebyshev2
 
 
 def berrut_direct(nodes, values, z):

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gencc import GCC
-from gencc._arrays import SMALL_PRODUCT, LinearMap
+from gencc._util.arrays import SMALL_PRODUCT, LinearMap
 from gencc.codes.selection_map import SelectionMap, decoder_map
-from gencc.smoothing import cubic_spline_weights
+from gencc.rkhs.smoothing import cubic_spline_weights
 
 K, N = 20, 600  # N beyond the dense kernel's range: the cubic spline's banded path, systematic workers
 

@@ -9,9 +9,9 @@ from scipy.interpolate import CubicSpline as SciPyCubicSpline
 
 from gencc import GCC, order_inputs
 from gencc.codes.gcc import AUTO_DENSE_MAX, AUTO_LENGTH_SCALE, AUTO_SPACING, auto_length_scale
-from gencc.kernels import CubicSpline, Matern32
-from gencc.points import chebyshev1, chebyshev2, equispaced, nested
-from gencc.smoothing import smoother_weights
+from gencc.rkhs.kernels import CubicSpline, Matern32
+from gencc.rkhs.points import chebyshev1, chebyshev2, equispaced, nested
+from gencc.rkhs.smoothing import smoother_weights
 
 
 def natural_spline_values(t, V, z):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gencc import LCC
-from gencc.points import chebyshev1
+from gencc.rkhs.points import chebyshev1
 
 
 def poly2(x):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gencc import FixedCount, ParM, Replication, simulate
-from gencc.simulate import apply_workers
+from gencc.runtime.simulate import apply_workers
 
 A = np.random.default_rng(7).normal(size=(3, 6))
 

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gencc import BACC, GCC, LCC, Replication
-from gencc.codes import Code, robust, robust_search, smoother_loo
+from gencc.codes import Code, robust, robust_search
+from gencc.rkhs import smoother_loo
 
 
 def smooth_results(code, m=4, seed=0):

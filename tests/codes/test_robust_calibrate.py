@@ -9,7 +9,7 @@ from gencc import BACC, GCC, LCC, order_inputs
 from gencc import adversaries as adv
 from gencc.codes import robust, robust_search
 from gencc.codes.berrut import berrut_weights
-from gencc.smoothing import smoother_weights
+from gencc.rkhs.smoothing import smoother_weights
 
 
 def trained_model(seed=0):

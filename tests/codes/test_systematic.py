@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import gencc
 from gencc import FixedCount, SystematicGCC, simulate
 from gencc.codes.systematic import kriging_decoder
-from gencc.simulate import apply_workers
+from gencc.runtime.simulate import apply_workers
 
 RNG = np.random.default_rng(3)
 A = RNG.normal(size=(4, 6))
@@ -205,7 +205,7 @@ def test_one_input_two_workers():
 @pytest.mark.parametrize("true_ell", [0.1, 0.3])
 def test_calibrated_recovers_the_length_scale_of_a_gp(true_ell):
     """f values drawn from the GP itself: the restricted likelihood picks the generating length scale."""
-    from gencc.kernels import Matern32
+    from gencc.rkhs.kernels import Matern32
 
     K, N, B, m = 10, 15, 200, 3
     code = gencc.SystematicGCC(K, N)

@@ -9,12 +9,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from runtime_helpers import Faulty, reference, smooth
 
 import gencc
 from gencc.engine import shared_threads
 from gencc.engine.threads import WorkerThreads
 from gencc.runtime import JobFailed, JobTimeout, LocalExecutor, run
+
+from .runtime_helpers import Faulty, reference, smooth
 
 INF = np.inf
 

@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 import pytest
-from runtime_helpers import Faulty, reference, smooth
 
 import gencc
 from gencc.faults import Faults
@@ -15,6 +14,8 @@ from gencc.runtime import LocalExecutor, run, stream
 from gencc.runtime.collect import collect
 from gencc.runtime.executor import Batch, BlockCompletion
 from gencc.runtime.policy import CodedPolicy
+
+from .runtime_helpers import Faulty, reference, smooth
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 import pytest
-from runtime_helpers import Faulty, Flaky, TinyNet, reference, smooth, smooth_one
 
 import gencc
 from gencc.runtime import (
@@ -21,6 +20,8 @@ from gencc.runtime import (
     run,
     stream,
 )
+
+from .runtime_helpers import Faulty, Flaky, TinyNet, reference, smooth, smooth_one
 
 INF = np.inf
 

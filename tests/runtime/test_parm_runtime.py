@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from runtime_helpers import LinearFactory, OffsetParity, linear
 
 import gencc
 from gencc.runtime import JobFailed, LocalExecutor, run
+
+from .runtime_helpers import LinearFactory, OffsetParity, linear
 
 INF = np.inf
 

@@ -9,8 +9,12 @@ import time
 
 import numpy as np
 import pytest
-import runtime_helpers
-from runtime_helpers import (
+
+import gencc
+from gencc.runtime import Hedged, RayExecutor, Replicated, Uncoded, run, stream
+
+from . import runtime_helpers
+from .runtime_helpers import (
     Faulty,
     LinearFactory,
     OffsetParity,
@@ -20,9 +24,6 @@ from runtime_helpers import (
     reference,
     smooth,
 )
-
-import gencc
-from gencc.runtime import Hedged, RayExecutor, Replicated, Uncoded, run, stream
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
@@ -256,8 +257,8 @@ class UserTorchModel:
 
 def test_user_torch_model_served_on_ray_answers_like_threads():
     from gencc.engine import Workers
-    from gencc.engine._ray import RayBackend
     from gencc.engine.backends import ThreadBackend
+    from gencc.engine.ray.backend import RayBackend
     from gencc.serving import Service, make_dispatcher
 
     factory = UserTorchModel()

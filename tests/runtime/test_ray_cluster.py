@@ -1,5 +1,5 @@
 """RayExecutor against an existing multi-node cluster (address=): a head and two worker nodes on loopback
-(`gencc.engine._ray.LocalCluster`, one per module), joined, then one node lost mid-stream."""
+(`gencc.engine.ray.cluster.LocalCluster`, one per module), joined, then one node lost mid-stream."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import runtime_helpers
-from runtime_helpers import reference, smooth
 
 import gencc
 from gencc.runtime import RayExecutor, run
+
+from . import runtime_helpers
+from .runtime_helpers import reference, smooth
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
@@ -24,7 +25,7 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # affine below
 
 @pytest.fixture(scope="module")
 def cluster():
-    from gencc.engine._ray import LocalCluster
+    from gencc.engine.ray.backend import LocalCluster
 
     if ray.is_initialized():
         ray.shutdown()
@@ -52,7 +53,7 @@ def test_existing_cluster(cluster):
 
 
 def test_a_node_lost_mid_stream_every_job_answered_and_its_actors_recreated(cluster):
-    from gencc.engine._ray import NODE_RESOURCE
+    from gencc.engine.ray.backend import NODE_RESOURCE
 
     ex = RayExecutor(num_actors=8, address=cluster.address, ready_timeout=300,
                      actor_options={"scheduling_strategy": "SPREAD", "resources": {NODE_RESOURCE: 1}})

@@ -53,13 +53,13 @@ def test_command_line_passes_on_only_what_was_typed(monkeypatch):
 def test_a_socket_bound_outside_is_served_from_inside_the_namespace(tmp_path):
     """The mechanism of `gencc serve --backend ray`: the port is bound here, the server inside the loopback-only
     namespace inherits it and answers this network's clients; signals are passed on; its TMPDIR is removed."""
-    from gencc.netns import LISTEN_FD, can_unshare, listening_socket, run_forwarding
+    from gencc.engine.ray.namespace import LISTEN_FD, can_unshare, listening_socket, run_forwarding
 
     ok, why = can_unshare()
     if not ok:
         pytest.skip(f"no loopback-only namespace here ({why})")
     child = ("import os, signal, time\n"
-             "from gencc.netns import inherited_socket, interfaces\n"
+             "from gencc.engine.ray.namespace import inherited_socket, interfaces\n"
              "s = inherited_socket()\n"
              "c, _ = s.accept()\n"
              "c.sendall((repr(interfaces()) + ' ' + os.environ['TMPDIR']).encode()); c.close()\n"
@@ -92,7 +92,7 @@ def test_a_socket_bound_outside_is_served_from_inside_the_namespace(tmp_path):
 def test_ray_run_env_removes_its_private_tmpdir(tmp_path):
     """The environment of every Ray run gencc starts: Ray's settings, a private TMPDIR inside the caller's, removed
     when the block ends, by an exception too."""
-    from gencc.netns import NETNS_FLAG, RAY_ENV, ray_run_env
+    from gencc.engine.ray.namespace import NETNS_FLAG, RAY_ENV, ray_run_env
 
     with pytest.raises(RuntimeError), ray_run_env({"TMPDIR": str(tmp_path), "KEEP": "1"}) as env:
         private = Path(env["TMPDIR"])

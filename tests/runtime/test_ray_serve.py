@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gencc.netns import can_unshare, in_loopback_namespace
+from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace
 
 pytest.importorskip("ray")
 httpx = pytest.importorskip("httpx")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from runtime_helpers import Faulty, reference, smooth
 
 import gencc
 from gencc.runtime import JobFailed, Uncoded, run, stream
 from gencc.runtime.robust import REASON
+
+from .runtime_helpers import Faulty, reference, smooth
 
 
 @pytest.fixture

@@ -11,11 +11,12 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
-from serving_helpers import start_server  # noqa: E402
 
 from gencc.faults import Faults  # noqa: E402
 from gencc.loadgen.load import run_http, run_inprocess  # noqa: E402
 from gencc.serving import Service, create_app  # noqa: E402
+
+from .serving_helpers import start_server  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-from serving_helpers import start_server  # noqa: E402
-
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
 from gencc.loadgen.client import HttpClient  # noqa: E402
 from gencc.serving import Limits, Service, create_app, make_dispatcher  # noqa: E402
+
+from .serving_helpers import start_server  # noqa: E402
 
 SHAPE = (2, 5)
 W = np.linspace(-1, 1, 30).reshape(10, 3)

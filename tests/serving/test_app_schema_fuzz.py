@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("schemathesis")
 pytest.importorskip("fastapi")
-from serving_helpers import start_server  # noqa: E402
-from test_app_limits import SHAPE, tiny_service  # noqa: E402
-
 from gencc.serving import Limits, create_app  # noqa: E402
+
+from .serving_helpers import start_server  # noqa: E402
+from .test_app_limits import SHAPE, tiny_service  # noqa: E402
 
 ST = "from schemathesis.cli import schemathesis; schemathesis()"
 

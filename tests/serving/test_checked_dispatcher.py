@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from serving_helpers import serve_until_quarantined
 
 from gencc import BACC, GCC, order_inputs
 from gencc.engine import VirtualWorkers
@@ -12,6 +11,8 @@ from gencc.faults import PersistentStragglers, ServiceTimes, WrongResults
 from gencc.serving import Service, make_dispatcher
 from gencc.serving._policy.checked import REASON, CheckedDispatcher, ResultCheck
 from gencc.serving._policy.sim import simulate_load
+
+from .serving_helpers import serve_until_quarantined
 
 
 @pytest.fixture(scope="module")

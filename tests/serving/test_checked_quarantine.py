@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from serving_helpers import lin
 
 from gencc.engine import Task, ThreadBackend, VirtualWorkers, Workers
 from gencc.faults import ServiceTimes, WrongResults
 from gencc.serving import Request, Service, make_dispatcher
+
+from .serving_helpers import lin
 
 IN = (3, 4)
 rng = np.random.default_rng(1)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from serving_helpers import lin
 
 import gencc
 from gencc.engine import Task, VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes
 from gencc.serving import CodedDispatcher, Request, make_dispatcher, simulate_load
+
+from .serving_helpers import lin
 
 
 def late_group(busy_coded: int, **kw):

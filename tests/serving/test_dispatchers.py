@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from serving_helpers import lin
 
 import gencc
 from gencc.engine import Task, VirtualWorkers
@@ -22,6 +21,8 @@ from gencc.serving import (
     simulate_load,
     systematic_slots,
 )
+
+from .serving_helpers import lin
 
 
 def env(W=12, service=0.01, slow=None, faults=None, fns=None):

@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
-from serving_helpers import start_server  # noqa: E402
-
 from gencc.loadgen.load import accounting, run_http  # noqa: E402
 from gencc.serving import Service, create_app  # noqa: E402
+
+from .serving_helpers import start_server  # noqa: E402
 
 
 def server_counts(app) -> dict[str, int]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from serving_helpers import lin
 
 import gencc
 from gencc.engine import Task, VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes
 from gencc.serving import CodedDispatcher, Request, Service, make_dispatcher, simulate_load, worker_functions
 from gencc.serving.parity import calibrate_sgcc, coded_workers, parity_k, sgcc_parity_code
+
+from .serving_helpers import lin
 
 SHARP = {"rho": 1e-9, "length_scale": 0.3}  # a near-exact parity model: the recovery is c_a = 2 y - c_b
 

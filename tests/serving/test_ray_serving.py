@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from serving_helpers import serve_until_quarantined, start_server
 
+from gencc.engine.ray.namespace import in_loopback_namespace
 from gencc.faults import Faults, WrongResults
-from gencc.netns import in_loopback_namespace
+
+from .serving_helpers import serve_until_quarantined, start_server
 
 HERE = Path(__file__)
 
@@ -23,7 +24,7 @@ def one_ray_for_the_module():
         yield
         return
     ray = pytest.importorskip("ray")
-    from gencc.engine._ray import init_ray, remove_temp_dir
+    from gencc.engine.ray.backend import init_ray, remove_temp_dir
 
     _, owns, tmp = init_ray()
     assert owns  # a fresh Ray, started here

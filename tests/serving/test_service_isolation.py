@@ -9,12 +9,13 @@ import time
 
 import numpy as np
 import pytest
-from serving_helpers import lin
 
 from gencc.engine import ThreadBackend, VirtualWorkers, Workers
 from gencc.faults import Faults, ServiceTimes
 from gencc.serving import Request, Service, make_dispatcher
 from gencc.serving._policy.dispatchers import MAX_ERROR_KINDS, MAX_ERRORS
+
+from .serving_helpers import lin
 
 IN = (3, 4)
 rng = np.random.default_rng(0)

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from serving_helpers import lin
 
 from gencc.engine import Task, ThreadBackend, VirtualWorkers, Workers
 from gencc.faults import ServiceTimes
 from gencc.serving import Request, make_dispatcher, simulate_load
+
+from .serving_helpers import lin
 
 
 def brute_bucket(samples, busy, k, m):

@@ -9,11 +9,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from serving_helpers import lin
 
 from gencc.engine import ThreadBackend, Workers
 from gencc.faults import ServiceTimes
 from gencc.serving import Service, make_dispatcher
+
+from .serving_helpers import lin
 
 SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
 IN = (3, 4)

@@ -15,12 +15,13 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 th = pytest.importorskip("tritonclient.http")
-from serving_helpers import start_server  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from gencc.engine import ThreadBackend, Workers  # noqa: E402
 from gencc.serving import Limits, Service, create_app  # noqa: E402
 from gencc.serving.service import make_dispatcher  # noqa: E402
+
+from .serving_helpers import start_server  # noqa: E402
 
 SHAPE, OUT, NAME = (2, 5), (3,), "tiny-net"
 WEIGHTS = np.linspace(-1, 1, 30).reshape(10, 3)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gencc.codes import BACC, GCC, LCC, Capabilities, Code, ParM, Replication, SystematicGCC
-from gencc.points import equispaced
+from gencc.rkhs.points import equispaced
 from gencc.testing import check_code
 
 BUILT_IN = [GCC(4, 8), GCC(6, 8), GCC(4, 9, lam_dec="gcv"), GCC(5, 12, gaps="bridge"), GCC(5, 12, gaps="fit"),

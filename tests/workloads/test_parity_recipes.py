@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from gencc.ordering import order_inputs  # noqa: E402
+from gencc.codes.ordering import order_inputs  # noqa: E402
 from gencc.workloads import _parity as P  # noqa: E402
 from gencc.workloads._torch import RECIPES, build_module, full_recipe, training_threads  # noqa: E402
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from .. import __version__
+from .._util.version import __version__
 
 #: what a command raises on bad input (the library's ValueError; OSError: a missing file, an --out that is a
 #: file, no permission; ImportError: a missing optional package): Typer's usage box with the message, exit 2
@@ -120,9 +120,9 @@ def info() -> None:
     from rich.markup import escape
 
     from ..codes.registry import CODES
-    from ..kernels import KERNELS
-    from ..points import DESIGNS, NESTED
-    from ..stragglers import PATTERNS
+    from ..faults.stragglers import PATTERNS
+    from ..rkhs.kernels import KERNELS
+    from ..rkhs.points import DESIGNS, NESTED
 
     c = Console(soft_wrap=True)
     c.print(f"gencc {__version__}")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import typer
 
-from .. import BACC, GCC, FixedCount, Replication, simulate, summarize
+from ..codes import BACC, GCC, Replication
 from ..faults import Bimodal
+from ..faults.stragglers import FixedCount
+from ..runtime import simulate
+from ..runtime.simulate import summarize
 from .options import integer
 from .options import seed as check_seed
 

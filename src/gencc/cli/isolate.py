@@ -1,7 +1,7 @@
 """The one re-run wrapper of the commands that start a private Ray (`gencc run`, `serve`, `train` with
 `--backend ray` and no `--address`): run this same command again inside a loopback-only network namespace
-(`gencc.netns`), with `--no-isolate`, and exit with its status; a server's port is bound here first and handed
-over, so clients reach it as before."""
+(`gencc.engine.ray.namespace`), with `--no-isolate`, and exit with its status; a server's port is bound here
+first and handed over, so clients reach it as before."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from ..netns import LISTEN_FD, can_unshare, in_loopback_namespace, listening_socket, run_forwarding
+from ..engine.ray.namespace import LISTEN_FD, can_unshare, in_loopback_namespace, listening_socket, run_forwarding
 from .options import refuse
 
 

@@ -101,8 +101,8 @@ def run_command(
     from rich.console import Console
     from rich.progress import Progress, track
 
-    from .. import metrics
     from ..codes.registry import make_code
+    from ..runtime import metrics
     from ..runtime.job import stream
     from ..runtime.local import LocalExecutor
     from ..runtime.ray import RayExecutor

@@ -36,7 +36,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..serving._http.limits import Limits
+    from ..serving import Limits
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +134,13 @@ def serve_command(
         raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
     if redundancy not in REDUNDANCIES:
         raise refuse("--redundancy", f"must be one of {', '.join(REDUNDANCIES)}, got {redundancy!r}")
-    from ..serving._http.v2 import check_model_name
+    from ..serving import check_model_name
 
     try:
         check_model_name(name)
     except ValueError as e:
         raise refuse("--name", str(e)) from None
-    from ..netns import inherited_socket
+    from ..engine.ray.namespace import inherited_socket
 
     sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
     if sock is None:
@@ -150,9 +150,7 @@ def serve_command(
         rerun_isolated(ctx, "serving from", host=host, port=port)
     import uvicorn
 
-    from ..serving._http.app import create_app
-    from ..serving._http.limits import uvicorn_options
-    from ..serving.service import Service, freeze_heap
+    from ..serving import Service, create_app, freeze_heap, uvicorn_options
 
     target, X, parity_model = workload, None, None
     if model is not None:
@@ -336,7 +334,7 @@ def _check_access(host: str, api_key: str | None, read_timeout: float, max_batch
                   max_body: int | None = None) -> Limits:
     """The door's limits for `gencc serve`: a --host other than loopback needs an API key (and is warned about);
     loopback without a key stays open."""
-    from ..serving._http.limits import Limits
+    from ..serving import Limits
 
     if api_key is not None and len(api_key) < 8:
         raise refuse("--api-key", "an API key must have at least 8 characters")

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import LinearMap, apply_matrix, is_torch, take_rows, to_numpy
-from .._lru import LRU
-from .._validate import check_int
+from .._util.arrays import LinearMap, apply_matrix, is_torch, take_rows, to_numpy
+from .._util.lru import LRU
+from .._util.validate import check_int
 from . import robust
 from .capabilities import PLAIN, Capabilities
 from .selection_map import SelectionMap, decoder_map

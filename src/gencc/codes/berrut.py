@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..points import chebyshev1, chebyshev2
+from ..rkhs.points import chebyshev1, chebyshev2
 from . import robust, robust_search
 from .approxifer import approxifer_locate
 from .base import Code

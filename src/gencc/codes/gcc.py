@@ -7,12 +7,20 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import LinearMap, apply_matrix, is_torch, to_numpy
-from .._lru import LRU
-from .._validate import check_nonneg, check_real
-from ..kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
-from ..points import DESIGNS, NESTED, design, nested
-from ..smoothing import LamSpec, select_lam, smoother_weights
+from .._util.arrays import LinearMap, apply_matrix, is_torch, to_numpy
+from .._util.lru import LRU
+from .._util.validate import check_nonneg, check_real
+from ..rkhs.kernels import KERNELS, CubicSpline, Kernel, Matern32, get_kernel
+from ..rkhs.points import DESIGNS, NESTED, design, nested
+from ..rkhs.smoother_loo import (
+    adjacent_pair_residuals,
+    downdate_residuals,
+    downdate_weights,
+    energy_drop,
+    loo_and_weights,
+    pair_residuals,
+)
+from ..rkhs.smoothing import LamSpec, select_lam, smoother_weights
 from . import gcc_low_redundancy as low_redundancy
 from . import robust, robust_search
 from .base import NONFINITE_Y, Code, _indices_key, _unsort
@@ -27,20 +35,12 @@ from .gaps import (
     carriers,
     shrink_erased_ends,
 )
-from .smoother_loo import (
-    adjacent_pair_residuals,
-    downdate_residuals,
-    downdate_weights,
-    energy_drop,
-    loo_and_weights,
-    pair_residuals,
-)
 from .systematic import UNCERTAINTY_CACHE_SIZE, _error_sd, decoder_error_var, reml_apply, reml_form
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline (both kernels decode equally
 #: well above it: tests/codes/test_gcc.py). Not lowered to remove the cold decode's cliff: measured at 256, the
 #: worst-case errors of rate-worst's digits CNN at N = 320..640 rose by 12-35% (the Matern fit decodes them better;
-#: issue 34); the Matern fit's exact state-space band path (`gencc.matern_ssm`, from
+#: issue 34); the Matern fit's exact state-space band path (`gencc.rkhs.matern_ssm`, from
 #: `smoothing.MATERN_BANDED_THRESHOLD` points) removed the cliff instead
 AUTO_DENSE_MAX = 512
 #: kernel="auto": the Matern 3/2 length scale (on [-1, 1]) wherever the rule below does not lengthen it
@@ -312,7 +312,7 @@ class GCC(Code):
                       threshold: float = robust.DEFAULT_THRESHOLD, weights: np.ndarray | None = None) -> np.ndarray:
         """LOO residuals of any RKHS smoother (any lam) are (G y)_i / G_ii with G the leading block of the
         inverse bordered system; leaving a set S out is a rank-|S| downdate of G (a Schur complement), so every
-        candidate subset of the search costs O(n |S| m), evaluated in batches (gencc.codes.smoother_loo)."""
+        candidate subset of the search costs O(n |S| m), evaluated in batches (gencc.rkhs.smoother_loo)."""
         t, G, P = self._loo_state(returned, Y, adversaries)
         scale = robust_search.robust_spread(Y) * (1.0 if weights is None else weights)
         pos, _ = robust_search.search(downdate_residuals(G, P), t.size, adversaries, scale, threshold,

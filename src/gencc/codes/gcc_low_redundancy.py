@@ -28,9 +28,9 @@ import math
 
 import numpy as np
 
-from ..kernels import Kernel, Matern32
-from ..smoothing import smoother_weights
-from .smoother_loo import loo_matrix
+from ..rkhs.kernels import Kernel, Matern32
+from ..rkhs.smoother_loo import loo_matrix
+from ..rkhs.smoothing import smoother_weights
 
 #: the regime where GCC(K, N) uses this decoder by default: K < N <= LOW_REDUNDANCY * K
 LOW_REDUNDANCY = 1.5
@@ -91,7 +91,7 @@ def selection_matrices(t: np.ndarray, alpha: np.ndarray, kernel: Kernel, E: np.n
                        systematic: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(candidates' D_F, their LOO residual maps L (h x n)) for sorted `returned`: row j of L y is the error
     of decoding the j-th returned systematic result from the others. The smoothers' L is closed form
-    ((G y)_i / G_ii with G the inverse bordered system, `gencc.codes.smoother_loo.loo_matrix`); the linear
+    ((G y)_i / G_ii with G the inverse bordered system, `gencc.rkhs.smoother_loo.loo_matrix`); the linear
     reading's is by refitting without each held-out worker."""
     Ds = candidate_decoders(t, alpha, kernel, E, returned, systematic)
     k_of = {int(w): k for k, w in enumerate(systematic)}

@@ -19,8 +19,8 @@ import numpy as np
 from numpy.polynomial import chebyshev as C
 from scipy import linalg
 
-from .._validate import check_int
-from ..points import chebyshev1
+from .._util.validate import check_int
+from ..rkhs.points import chebyshev1
 from . import robust
 from .base import Code
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._validate import check_int
-from ..points import equispaced
+from .._util.validate import check_int
+from ..rkhs.points import equispaced
 from .base import Code
 from .capabilities import Capabilities, as_groups
 

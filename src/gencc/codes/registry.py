@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import check_int, check_real
-from ..kernels import KERNELS
-from ..points import DESIGNS, NESTED
+from .._util.validate import check_int, check_real
+from ..rkhs.kernels import KERNELS
+from ..rkhs.points import DESIGNS, NESTED
 from .base import Code
 from .berrut import BACC
 from .gcc import GCC

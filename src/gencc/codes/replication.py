@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..points import equispaced
+from ..rkhs.points import equispaced
 from .base import Code
 from .capabilities import Capabilities
 

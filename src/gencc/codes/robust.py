@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import check_finite, to_numpy
+from .._util.arrays import check_finite, to_numpy
 from .robust_search import DEFAULT_THRESHOLD, clean_threshold, robust_spread, search
 
 #: every locator a code may offer, by `method` name; a code lists the ones it has in `robust_methods`

@@ -5,7 +5,7 @@ worker returned is decoded as that worker's result, exactly, so its row of D_F i
 only the inputs whose worker straggled have rows with real weights. `decoder_map` keeps such a D_F as a
 `SelectionMap`: the decode is a gather of the selected results plus one small product for the other rows, far
 below D_F @ Y, with the same values (a one-hot row's product is its result exactly); other matrices stay a
-`gencc._arrays.LinearMap`. Both give `apply`, `product`, `M` and `dense()`.
+`gencc._util.arrays.LinearMap`. Both give `apply`, `product`, `M` and `dense()`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import _F64, SMALL_PRODUCT, LinearMap, check_finite, row_checker
+from .._util.arrays import _F64, SMALL_PRODUCT, LinearMap, check_finite, row_checker
 
 
 def decoder_map(D: np.ndarray) -> LinearMap | SelectionMap:

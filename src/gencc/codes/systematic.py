@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
-from .._arrays import take_rows, to_numpy
-from .._lru import LRU
-from ..kernels import Kernel, Matern32, get_kernel
+from .._util.arrays import take_rows, to_numpy
+from .._util.lru import LRU
 from ..model import apply_batch
+from ..rkhs.kernels import Kernel, Matern32, get_kernel
 from .base import Code
 from .capabilities import Capabilities, as_groups
 

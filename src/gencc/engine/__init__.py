@@ -7,7 +7,7 @@
   a thread may serve several workers, running their ready tasks as one batched call (`gencc.engine.batch`);
   crashed workers are re-created, hung calls abandoned; BLAS threads capped while it runs (`gencc.engine.blas`).
 - Backends, where a task runs: `ThreadBackend` (default, in the worker thread), `ProcessBackend` (a process
-  pool), `gencc.engine._ray.RayBackend` (one Ray actor per worker; the one module that touches Ray).
+  pool), `gencc.engine.ray.backend.RayBackend` (one Ray actor per worker; the one module that touches Ray).
 - `make_pool`: the one way a pool is built (a backend by name or object, and its threads: one per worker, a
   static T, or a shared pool of `shared_threads()` threads fed by every worker's queue).
 - `VirtualWorkers`: the same interface in virtual time, for simulation (the front ends run unchanged on it).

@@ -1,5 +1,5 @@
 """Where a worker's task runs: in the worker thread itself (`ThreadBackend`) or in a process pool
-(`ProcessBackend`, for a GIL-holding f); Ray actors are `gencc.engine._ray.RayBackend`.
+(`ProcessBackend`, for a GIL-holding f); Ray actors are `gencc.engine.ray.backend.RayBackend`.
 
 A backend's `run(worker, task, extra_s, slow, fault, hang_s, stop)` returns the task's float64 output or
 raises: ConnectionError when the worker is lost (an injected crash, a dead actor), `gencc.faults.InjectedFault`

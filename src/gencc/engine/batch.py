@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch, to_numpy
+from .._util.arrays import is_torch, to_numpy
 from ..faults import InjectedFault
 from ..model import apply_batch, apply_one
 from .task import Task

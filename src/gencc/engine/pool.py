@@ -2,7 +2,7 @@
 threads serve the workers. Jobs, serving and training call it, so a choice of threads is made here once.
 
 Threads: None, a thread per worker, except on a `RayBackend`, whose calls one thread sends and waits on with
-`ray.wait` (`gencc.engine.ray_workers.RayWorkers`: no thread per worker or actor); an integer T, thread t
+`ray.wait` (`gencc.engine.ray.workers.RayWorkers`: no thread per worker or actor); an integer T, thread t
 serving the workers w with w % T == t, running their ready tasks as one batched call; "shared",
 `shared_threads()` threads that every worker's queue feeds: a free thread takes the next ready task of any idle
 worker, one task per call, so a call that hangs holds only its own task (and its thread, which is replaced when
@@ -37,7 +37,7 @@ def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | Non
     if kind in ("local", "threads"):
         return ThreadBackend(functions, dtype=dtype)
     if kind == "ray":
-        from ._ray import RayBackend
+        from .ray.backend import RayBackend
 
         return RayBackend(n_workers, dict(functions or {}), address, **ray_options)
     raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
@@ -50,10 +50,10 @@ def make_pool(n_workers: int, backend: Any, *args: Any, threads: int | str | Non
     if isinstance(backend, str):
         backend = make_backend(backend, n_workers)
     if threads is None:
-        from ._ray import RayBackend  # no Ray import: the module imports it only when a backend starts
+        from .ray.backend import RayBackend  # no Ray import: the module imports it only when a backend starts
 
         if isinstance(backend, RayBackend):
-            from .ray_workers import RayWorkers
+            from .ray.workers import RayWorkers
 
             return RayWorkers(n_workers, backend, *args, **options)
     if threads == "shared":

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..adversaries import MODELS, Adversary, get_adversary
+from ..faults.adversaries import MODELS, Adversary, get_adversary
 from . import analysis as A
 from .drawing import color, finish, grid, log_axes, positive, save, slope_label, stem
 from .fit import fit_slope

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import metrics as M
-from ..adversaries import relative_noise
 from ..codes.base import Code
+from ..codes.ordering import order_inputs
+from ..faults.adversaries import relative_noise
+from ..faults.stragglers import Bernoulli, FixedCount
 from ..model import apply_batch, resolve
-from ..ordering import order_inputs
-from ..simulate import apply_workers
-from ..stragglers import Bernoulli, FixedCount
+from ..runtime import metrics as M
+from ..runtime.simulate import apply_workers
 
 
 def noisy_results(Y: np.ndarray, level: float, rng: np.random.Generator) -> np.ndarray:

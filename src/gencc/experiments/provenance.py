@@ -10,7 +10,6 @@ can tell a stale figure from one rebuilt with other weights (`moved`).
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,22 +21,13 @@ FIELDS = ("preset", "model", "weights_sha256")
 def fingerprints(workloads: Iterable[str] | None = None) -> dict[str, str]:
     """Trained workload -> sha256 of its cached weights (current recipe), for those in the model cache (among
     `workloads` when given: a preset on analytic workloads alone records nothing and never imports torch)."""
-    from ..workloads import WORKLOADS, models_dir
+    from ..workloads import WORKLOADS, cached_weights_sha256
 
-    models = models_dir()
     among = None if workloads is None else set(workloads)
-    names = [n for n, s in WORKLOADS.items()
-             if s.trained and (among is None or n in among) and any(models.glob(f"{n}-*.json"))]
-    if not names:
-        return {}
-    from ..workloads._cache import SHA_KEY
-    from ..workloads._torch import weights_paths  # imports torch: only when a trained model is cached
-
     out = {}
-    for name in names:
-        meta = weights_paths(name, models)[1]
-        if meta.is_file():
-            out[name] = str(json.loads(meta.read_text())[SHA_KEY])
+    for name, spec in WORKLOADS.items():
+        if spec.trained and (among is None or name in among) and (sha := cached_weights_sha256(name)) is not None:
+            out[name] = sha
     return out
 
 

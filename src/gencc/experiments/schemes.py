@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import gencc
-from gencc.codes import make_code
+from gencc.codes import Code, make_code
 
 
-def sweep_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: Any) -> gencc.Code:
+def sweep_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: Any) -> Code:
     """A code for `scheme` with K inputs on N workers; `opts` are checked by the registry, and omitted ones keep
     the defaults of the math layer (so `sweep_code("gcc", K, N)` is exactly `gencc.GCC(K, N)`); the sweeps' code
     names are the registry's (`gencc.codes.CODES`).

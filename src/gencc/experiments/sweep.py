@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..simulate import simulate
-from ..stragglers import Bernoulli, FixedCount
+from ..faults.stragglers import Bernoulli, FixedCount
+from ..runtime.simulate import simulate
 from .adversarial import parse_adversary
 from .schemes import scheme_label, sweep_code
 from .toy_workloads import get_workload

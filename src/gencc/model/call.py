@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch, to_numpy
+from .._util.arrays import is_torch, to_numpy
 
 __all__ = ["apply_batch", "apply_one"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch, to_numpy
+from .._util.arrays import is_torch, to_numpy
 
 #: rows per forward pass of a torch module (bounds memory for very large batches)
 CHUNK = 8192

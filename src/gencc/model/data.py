@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import to_numpy
+from .._util.arrays import to_numpy
 
 #: the array names looked for in an .npz holding several
 NPZ_KEYS = ("X", "x", "inputs", "data", "X_train")

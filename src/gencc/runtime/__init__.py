@@ -2,10 +2,12 @@
 
 `run` runs one job, `stream` many with several in flight; `LocalExecutor` (default) and `RayExecutor` are the
 backends; `Uncoded`, `Replicated` and `Hedged` are the baselines engineers use today against tail latency.
-Nothing here imports ray or torch at import time.
+`simulate` is the in-process twin of a job (no workers: the returned set comes from a straggler model), and
+`metrics` scores a decode (rel_mse, agreement, rel_acc). Nothing here imports ray or torch at import time.
 """
 
 from ..errors import JobFailed, JobTimeout
+from . import metrics
 from .baselines import Baseline, Hedged, Replicated, Uncoded
 from .executor import Completion, Executor
 from .job import default_executor, run, stream
@@ -26,6 +28,7 @@ __all__ = [
     "RunResult",
     "Uncoded",
     "default_executor",
+    "metrics",
     "run",
     "stream",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_int, check_nonneg
+from .._util.validate import check_int, check_nonneg
 from ..engine import Task
 from .policy import Policy
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._arrays import all_finite
+from .._util.arrays import all_finite
 from ..engine import Task
 from ..errors import JobFailed, JobTimeout
 from .executor import Batch, BlockCompletion, Executor, JobTasks

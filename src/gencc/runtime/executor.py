@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch, take_rows
+from .._util.arrays import is_torch, take_rows
 from ..engine import Task, Workers
 from ..engine.batch import stack_inputs
 from ..engine.task import describe_error

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import all_finite, is_torch, to_numpy
-from .._validate import check_positive
+from .._util.arrays import all_finite, is_torch, to_numpy
+from .._util.validate import check_positive
 
 
 def check_deadline(deadline: float | None) -> float | None:

@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch, take_rows
-from .._validate import check_int
+from .._util.arrays import is_torch, take_rows
+from .._util.validate import check_int
 from ..codes.base import Code
+from ..codes.ordering import METHODS, order_checked
 from ..codes.replication import Replication
 from ..engine import Task
 from ..faults import LatencyModel, draw_delays
 from ..model import resolve
-from ..ordering import METHODS, order_checked
 from .baselines import Baseline
 from .collect import execute
 from .executor import Executor, JobTasks

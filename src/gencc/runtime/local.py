@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from .._validate import check_int, check_positive
+from .._util.validate import check_int, check_positive
 from ..engine import Constant, ProcessBackend, Task, ThreadBackend, Workers, blas, make_pool
 from ..faults import Faults
 from .executor import Batch, EngineBatch, Executor

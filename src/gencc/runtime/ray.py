@@ -1,4 +1,4 @@
-"""RayExecutor: the engine's workers on Ray actors (`gencc.engine._ray`, the one module that touches Ray).
+"""RayExecutor: the engine's workers on Ray actors (`gencc.engine.ray.backend`, the one module that touches Ray).
 
 Ray is imported lazily, so `import gencc` never imports it.
 
@@ -8,7 +8,7 @@ Ray is imported lazily, so `import gencc` never imports it.
   actor, on first use (a gencc workload model pickles as its factory).
 - Logical worker n of a job runs on the engine's worker n (a FIFO queue), whose tasks go to actor
   n % num_actors; one master thread sends them and waits with `ray.wait` over every call out
-  (`gencc.engine.ray_workers.RayWorkers`: no master thread per worker); each call runs in its own actor thread, so
+  (`gencc.engine.ray.workers.RayWorkers`: no master thread per worker); each call runs in its own actor thread, so
   the injected delays of the workers sharing an actor overlap while their real compute contends for that
   actor's process.
 - Cancellation is cooperative: a cancelled task's actor gets `cancel(key)` (a threaded actor, so it runs beside
@@ -24,9 +24,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._validate import check_int, check_positive
+from .._util.validate import check_int, check_positive
 from ..engine import Constant, Task, Workers, make_pool
-from ..engine._ray import RayBackend
+from ..engine.ray.backend import RayBackend
 from .executor import Batch, EngineBatch, Executor
 
 

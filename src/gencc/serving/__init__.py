@@ -5,7 +5,8 @@ The public face (like Ray Serve's `serve` module, over private sections):
 - run a service: `Service` (a scheme's dispatcher on a worker pool, bounded admission, graceful close; configured
   by `ServiceConfig`, slowed by `Slowdown`, faults injected with `gencc.faults`), `make_dispatcher` (a scheme's
   policy on any `Env`), `simulate_load` (the same policy in virtual time), `freeze_heap`;
-- put it behind HTTP: `create_app` (FastAPI, imported on demand), `start_in_thread`, `Limits` (the door's API
+- put it behind HTTP: `create_app` (FastAPI, imported on demand), `start_in_thread`, `check_model_name` (what
+  a model's name in the protocol's paths may be), `Limits` (the door's API
   key, body size and read deadline), `uvicorn_options` (the keywords applying those limits below the app, for
   running uvicorn yourself);
 - extend it: `Dispatcher` (subclass it for a policy of your own), `Request`, `Env` (what a dispatcher may ask of
@@ -38,15 +39,15 @@ from ._policy.slots import systematic_slots, worker_functions
 from .config import CHECKS, SCHEME_TABLE, SCHEMES, Scheme, ServiceConfig, Slowdown
 from .service import Service, freeze_heap, make_dispatcher
 
-#: names served by the HTTP section, which imports FastAPI: loaded on first use
-_HTTP = ("create_app", "start_in_thread")
+#: names served by the HTTP section, which imports FastAPI and pydantic: loaded on first use
+_HTTP = {"create_app": "app", "start_in_thread": "app", "check_model_name": "v2"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _HTTP:
-        from ._http import app
+        from importlib import import_module
 
-        return getattr(app, name)
+        return getattr(import_module(f"._http.{_HTTP[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -56,4 +57,5 @@ __all__ = [
     "Request", "ResultCheck", "RollingQuantile", "Scheme", "Service", "ServiceConfig", "Slowdown",
     "Memo", "UncodedDispatcher", "calibrate_gate", "create_app", "freeze_heap", "make_dispatcher", "service_gate",
     "simulate_load", "start_in_thread", "systematic_slots", "uvicorn_options", "worker_functions",
+    "check_model_name",
 ]

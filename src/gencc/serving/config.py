@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .._validate import check_int, check_nonneg, check_positive, check_probability, check_real
+from .._util.validate import check_int, check_nonneg, check_positive, check_probability, check_real
 from ..codes.registry import CODES
 from ..engine.backends import BACKENDS
 from ..faults import PersistentStragglers, ServiceTimes

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..codes import SystematicGCC
-from ..kernels import Matern32
+from ..codes.ordering import order_inputs
 from ..model import Model, as_model, load_inputs
-from ..ordering import order_inputs
+from ..rkhs.kernels import Matern32
 
 #: the schemes that run a parity model (each also as a coded hedge, "<scheme>-hedge")
 PARITY_SCHEMES = ("parm", "sgcc-parity")

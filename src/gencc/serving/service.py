@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from ..codes.ordering import order_inputs
 from ..engine import ThreadBackend, Workers, make_pool
 from ..faults import Faults, WrongResults
-from ..ordering import order_inputs
 from ._policy.checked import CheckedDispatcher, ResultCheck
 from ._policy.coded import CodedDispatcher
 from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
@@ -174,7 +174,7 @@ class Service:
         if c.backend == "local":
             be: Any = ThreadBackend(fns, dtype=np.float32)
         else:
-            from ..engine._ray import RayBackend
+            from ..engine.ray.backend import RayBackend
 
             factories = {"f": factory}
             if parity is not None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._validate import check_int
+from .._util.validate import check_int
 
 #: the gradient-code constructions `gc` offers
 GC_KINDS = ("frc", "cyclic")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_int
+from .._util.validate import check_int
 from ..codes.base import Code
 from .gradcodes import GC_KINDS, frc_group_weights, frc_matrix, gc_matrix, gc_weights
 

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._arrays import to_numpy
-from .._validate import check_int, check_nonneg, check_positive
+from .._util.arrays import to_numpy
+from .._util.validate import check_int, check_nonneg, check_positive
 from ..engine import Task, Workers, make_backend, make_pool
 from ..engine.backends import BACKENDS
 from ..faults import ServiceTimes
@@ -111,7 +111,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     ceil(N / (S + 1)): the compute of gradient coding with s = S). sample_s: modelled compute per sample,
     injected as each task's service time (slowed by persistent stragglers like real compute).
     backend: "local" (engine threads; the default) or "ray" (one actor per worker; `address`, `ray_options` for
-    `gencc.engine._ray.RayBackend`; tests run it in a loopback-only namespace).
+    `gencc.engine.ray.backend.RayBackend`; tests run it in a loopback-only namespace).
 
     history: one dict per step with step, wall_s (training time so far, measurement excluded), step_s,
     train_loss (the master's estimate from what returned), returned (worker ids used), stragglers ({worker:

@@ -36,16 +36,16 @@ def train_workload(name: str, seed: int = 0, dtype: torch.dtype = torch.float32)
     """Workload `name` (one of TRAIN_WORKLOADS) with a model initialised from `seed`."""
     if name not in TRAIN_WORKLOADS:
         raise ValueError(f"unknown training workload {name!r}; choose one of {', '.join(TRAIN_WORKLOADS)}")
-    from ..workloads import _torch
+    from ..workloads import training_data, untrained_module
 
     base = "digits-cnn" if name == "digits-logreg" else name
-    Xtr, ytr, Xte, yte = _torch.dataset(base)
+    Xtr, ytr, Xte, yte = training_data(base)
     torch.manual_seed(seed)
     if name == "digits-logreg":
         Xtr, Xte = Xtr.reshape(len(Xtr), -1), Xte.reshape(len(Xte), -1)
         return TrainWorkload(name, nn.Linear(64, 10).to(dtype), Xtr, ytr, Xte, yte, lr=0.5, batch_size=None,
                              optimizer="sgd", target_acc=0.9)
-    model = _torch.build_module(_torch.RECIPES[name]["arch"]).to(dtype)
+    model = untrained_module(name).to(dtype)
     if name == "digits-cnn":
         return TrainWorkload(name, model, Xtr, ytr, Xte, yte, lr=3e-3, batch_size=256, optimizer="adam",
                              target_acc=0.9)

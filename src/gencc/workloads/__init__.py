@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._validate import check_int
+from .._util.validate import check_int
 from ..model import Model, wrap_batched
-from ._cache import ENV_VAR, cache_root, models_dir, recipe_hash
+from ._cache import ENV_VAR, SHA_KEY, cache_root, models_dir, recipe_hash
 
 if TYPE_CHECKING:
     from ._parity import ParityFn
@@ -139,6 +139,46 @@ def _load_trained(spec: WorkloadSpec, progress: bool, cache_dir: str | os.PathLi
         out_shape=spec.out_shape, description=spec.description, train_seconds=float(meta["train_seconds"]),
         from_cache=from_cache, weights_path=pt, info=meta,
     )
+
+
+def cached_weights_sha256(name: str, cache_dir: str | os.PathLike | None = None) -> str | None:
+    """The sha256 of trained workload `name`'s cached weights, or None when none are cached (imports torch only
+    when they are)."""
+    spec = _check_name(name)
+    models = models_dir(cache_dir)
+    if not spec.trained or not any(models.glob(f"{name}-*.json")):
+        return None
+    import json
+
+    from . import _torch
+
+    meta = _torch.weights_paths(name, models)[1]
+    return str(json.loads(meta.read_text())[SHA_KEY]) if meta.is_file() else None
+
+
+def _trained_spec(name: str) -> WorkloadSpec:
+    spec = _check_name(name)
+    if not spec.trained:
+        raise ValueError(f"workload {name!r} has no trained model; choose one of "
+                         f"{', '.join(n for n, s in WORKLOADS.items() if s.trained)}")
+    return spec
+
+
+def training_data(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Trained workload `name`'s data split (X_train, y_train, X_test, y_test), as its model was trained on."""
+    _trained_spec(name)
+    from . import _torch
+
+    return tuple(_torch.dataset(name))
+
+
+def untrained_module(name: str) -> Any:
+    """A fresh, untrained torch module of trained workload `name`'s architecture, initialised from torch's
+    current seed: what training from scratch starts from."""
+    _trained_spec(name)
+    from . import _torch
+
+    return _torch.build_module(_torch.RECIPES[name]["arch"])
 
 
 def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,

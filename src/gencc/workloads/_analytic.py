@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch
+from .._util.arrays import is_torch
 
 N_TRAIN, N_TEST = 2000, 1000
 XSINX_RANGE = (-3.0, 3.0)

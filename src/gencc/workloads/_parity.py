@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .._validate import check_int
+from .._util.validate import check_int
 from ._cache import SHA_KEY, check_cache, recipe_hash
 from ._torch import (
     IN_SHAPES,
@@ -238,7 +238,7 @@ def _from_base(base: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> d
 def chain_groups(X: torch.Tensor, k: int, size: int, sets: int, gen: torch.Generator) -> torch.Tensor:
     """Index k-tuples as coded workers see them: `sets` sets of `size` distinct rows of X, each put in chain
     order (`order_inputs`) and cut into consecutive groups of k (a remainder is dropped); (sets * (size // k), k)."""
-    from ..ordering import order_inputs
+    from ..codes.ordering import order_inputs
 
     if not k <= size <= len(X):
         raise ValueError(f"chain_set must be between k = {k} and the {len(X)} training inputs, got {size}")

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._arrays import is_torch
+from .._util.arrays import is_torch
 from . import _data
 from ._cache import SHA_KEY, atomic_write, check_cache, read_json, read_verified, recipe_hash, sha256_bytes, write_json
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._validate import check_int
+from .._util.validate import check_int
 from ..model import Model, as_model
 from ..model.spec import file_sha256
 from ._cache import atomic_write, read_json, write_json

@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-import gencc
-from gencc.kernels import Matern32, Matern52
-from gencc.points import chebyshev1, chebyshev2, equispaced, nested
+from gencc.codes import BACC, GCC, Code
+from gencc.faults.stragglers import FixedCount
+from gencc.rkhs.kernels import Matern32, Matern52
+from gencc.rkhs.points import chebyshev1, chebyshev2, equispaced, nested
+from gencc.runtime.simulate import simulate
 
 from ..analysis import group
 from ..markdown import table
@@ -48,18 +50,18 @@ DESCRIPTION = ("How GCC's defaults were chosen, on the digits CNN: K = 10, S = 3
                "data/timings.csv); `--set batches=20` restores them.")
 
 
-def candidates() -> dict[str, Callable[[int], gencc.Code]]:
+def candidates() -> dict[str, Callable[[int], Code]]:
     """Configuration label -> code factory taking N."""
-    def gcc(**kw: Any) -> Callable[[int], gencc.Code]:
-        return lambda N: gencc.GCC(K, N, decoder="interpolate", **kw)
+    def gcc(**kw: Any) -> Callable[[int], Code]:
+        return lambda N: GCC(K, N, decoder="interpolate", **kw)
 
-    def nest(kernel: Any, alpha: str = "chebyshev1") -> Callable[[int], gencc.Code]:
+    def nest(kernel: Any, alpha: str = "chebyshev1") -> Callable[[int], Code]:
         a = {"chebyshev1": chebyshev1, "equispaced": equispaced}[alpha]
-        return lambda N: gencc.GCC(K, N, kernel=kernel, alpha=alpha, beta=nested(chebyshev2(N), a(K)),
+        return lambda N: GCC(K, N, kernel=kernel, alpha=alpha, beta=nested(chebyshev2(N), a(K)),
                                    decoder="interpolate")
 
     return {
-        "BACC (baseline)": lambda N: gencc.BACC(K, N),
+        "BACC (baseline)": lambda N: BACC(K, N),
         "cubic, lam_dec=1e-6, c1/c2": gcc(kernel="cubic", lam_dec=1e-6, beta="chebyshev2"),
         "cubic, lam_dec=1e-4, c1/c2": gcc(kernel="cubic", lam_dec=1e-4, beta="chebyshev2"),
         "cubic, lam=0, c1/c2": gcc(kernel="cubic", beta="chebyshev2"),
@@ -74,21 +76,21 @@ def candidates() -> dict[str, Callable[[int], gencc.Code]]:
     }
 
 
-def orderings() -> dict[str, tuple[Callable[[int], gencc.Code], str]]:
+def orderings() -> dict[str, tuple[Callable[[int], Code], str]]:
     """Row label -> (code factory, ordering) for the ordering comparison."""
     out = {}
-    for scheme, make in (("BACC", lambda N: gencc.BACC(K, N)),
-                         ("GCC default", lambda N: gencc.GCC(K, N, decoder="interpolate"))):
+    for scheme, make in (("BACC", lambda N: BACC(K, N)),
+                         ("GCC default", lambda N: GCC(K, N, decoder="interpolate"))):
         for o in ORDERINGS:
             out[f"{scheme}, order={o}"] = (make, o)
     return out
 
 
-def _cell(w: Any, code: gencc.Code, batches: list, trials: int, order: str) -> tuple[float, float]:
+def _cell(w: Any, code: Code, batches: list, trials: int, order: str) -> tuple[float, float]:
     rnd, wst = [], []
     for b, (X, _y) in enumerate(batches):
-        rnd += [r["rel_mse"] for r in gencc.simulate(w.f, X, code, gencc.FixedCount(S), trials, b, order=order)]
-        wst.append(gencc.simulate(w.f, X, code, gencc.FixedCount(S, "worst"), 1, b, order=order)[0]["rel_mse"])
+        rnd += [r["rel_mse"] for r in simulate(w.f, X, code, FixedCount(S), trials, b, order=order)]
+        wst.append(simulate(w.f, X, code, FixedCount(S, "worst"), 1, b, order=order)[0]["rel_mse"])
     return float(np.mean(rnd)), float(np.mean(wst))
 
 

@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-import gencc
-from gencc.codes import calibrate_rho
+from gencc.codes import BACC, GCC, Code, ParM, Replication, SystematicGCC, calibrate_rho
+from gencc.codes.ordering import order_inputs
 from gencc.model import apply_batch
-from gencc.ordering import order_inputs
 
 from .options import Option, parse_overrides
 from .output import table_section, write_table
@@ -69,7 +68,7 @@ def check_setting(K: int, N: int) -> tuple[int, int]:
     return K, N
 
 
-def _decoders(code: gencc.Code, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
+def _decoders(code: Code, returned: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """D_F (K, n), or one per input set (B, K, n) for a code whose decoder depends on the results."""
     if not code.data_dependent:
         return code.decoding_matrix(returned)
@@ -83,7 +82,7 @@ def _scores(D: np.ndarray, Y: np.ndarray, T: np.ndarray, returned: np.ndarray) -
     return rel, agr
 
 
-def _results(code: gencc.Code, f: Callable, sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _results(code: Code, f: Callable, sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Every worker's result (B, N, m) and the truth (B, K, m), with one call per distinct worker function
     over all input sets (a torch model is far faster on one large batch than on many small ones)."""
     B = len(sets)
@@ -105,7 +104,7 @@ def _results(code: gencc.Code, f: Callable, sets: list[np.ndarray]) -> tuple[np.
     return Y, T
 
 
-def evaluate(code: gencc.Code, f: Callable, sets: list[np.ndarray], Ss: Iterable[int] = (1, 2, 3)) -> dict:
+def evaluate(code: Code, f: Callable, sets: list[np.ndarray], Ss: Iterable[int] = (1, 2, 3)) -> dict:
     """{column: (rel_mse per input set, agreement per input set)} for columns S=1.., and "adjacent"."""
     Y, T = _results(code, f, sets)
     Y, T = Y.reshape(*Y.shape[:2], -1), T.reshape(*T.shape[:2], -1)
@@ -135,7 +134,7 @@ def _ci(v: np.ndarray) -> float:
 
 
 def schemes(workload: str, K: int, N: int, f: Callable, calib: list[np.ndarray],
-            extra: bool = False) -> list[tuple[str, gencc.Code, dict]]:
+            extra: bool = False) -> list[tuple[str, Code, dict]]:
     """(label, code, facts) for every scheme of the table at (K, N); facts hold SystematicGCC's calibrated rho
     and length scale (`SystematicGCC.calibrated` on `calib`, training inputs) and the parity training seconds."""
     from gencc.workloads import load_parity
@@ -143,31 +142,31 @@ def schemes(workload: str, K: int, N: int, f: Callable, calib: list[np.ndarray],
     k = ceil(K / (N - K))
     parity = load_parity(workload, k, progress=False)
     train_s = float(parity.info["train_seconds"])
-    out: list[tuple[str, gencc.Code, dict]] = [
-        ("GCC (default)", gencc.GCC(K, N), {}),
-        ("GCC, interpolating decoder (the default before)", gencc.GCC(K, N, decoder="interpolate"), {}),
-        ("BACC", gencc.BACC(K, N), {}),
-        ("replication", gencc.Replication(K, N), {}),
-        (f"ParM k={k} (trained parity)", gencc.ParM(K, k, parity=parity), {"train_s": train_s}),
+    out: list[tuple[str, Code, dict]] = [
+        ("GCC (default)", GCC(K, N), {}),
+        ("GCC, interpolating decoder (the default before)", GCC(K, N, decoder="interpolate"), {}),
+        ("BACC", BACC(K, N), {}),
+        ("replication", Replication(K, N), {}),
+        (f"ParM k={k} (trained parity)", ParM(K, k, parity=parity), {"train_s": train_s}),
     ]
     packed = load_parity(workload, k, progress=False, packed=True)
     packed_s = float(packed.info["train_seconds"])
-    out.append((f"ParM k={k}, packed parity (k inputs per query)", gencc.ParM(K, k, parity=packed),
+    out.append((f"ParM k={k}, packed parity (k inputs per query)", ParM(K, k, parity=packed),
                 {"train_s": packed_s}))
     for label, par, tr in (("SystematicGCC (untrained)", None, None), ("SystematicGCC + parity", parity, train_s),
                            ("SystematicGCC + packed parity", packed, packed_s)):
-        code = gencc.SystematicGCC.calibrated(K, N, f, calib, parity=par)
+        code = SystematicGCC.calibrated(K, N, f, calib, parity=par)
         facts = {"rho": code.rho, "ell": code.kernel.length_scale}
         out.append((label, code, facts if tr is None else {**facts, "train_s": tr}))
     if extra:
         base = out[-3][1]
         for r in (base.rho / 10, base.rho * 10):
             out.append((f"SystematicGCC (untrained), rho x {r / base.rho:g}",
-                        gencc.SystematicGCC(K, N, rho=r, kernel=base.kernel),
+                        SystematicGCC(K, N, rho=r, kernel=base.kernel),
                         {"rho": r, "ell": base.kernel.length_scale}))
-        fixed = gencc.SystematicGCC(K, N)  # GCC's length scale 0.3, rho calibrated
+        fixed = SystematicGCC(K, N)  # GCC's length scale 0.3, rho calibrated
         rho = calibrate_rho(fixed, f, calib)
-        out.append(("SystematicGCC (untrained), length scale 0.3", gencc.SystematicGCC(K, N, rho=rho),
+        out.append(("SystematicGCC (untrained), length scale 0.3", SystematicGCC(K, N, rho=rho),
                     {"rho": rho, "ell": 0.3}))
     return out
 

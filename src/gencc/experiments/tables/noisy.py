@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-import gencc
+from gencc.codes import BACC, GCC, Code
+from gencc.faults.stragglers import FixedCount
 
 from .. import analysis as A
 from ..drawing import color, finish, grid, save
@@ -48,8 +49,8 @@ DESCRIPTION = ("Noisy results (LeTCC's second regime): every worker returns f(x)
                "mean rel_mse over input sets and draws (every scheme sees the same inputs, noise and stragglers).")
 
 
-def _code(K: int, N: int, opts: dict | None) -> gencc.Code:
-    return gencc.BACC(K, N) if opts is None else gencc.GCC(K, N, **opts)
+def _code(K: int, N: int, opts: dict | None) -> Code:
+    return BACC(K, N) if opts is None else GCC(K, N, **opts)
 
 
 def run_table(workloads: tuple[str, ...], batches: int, trials: int,
@@ -70,7 +71,7 @@ def run_table(workloads: tuple[str, ...], batches: int, trials: int,
                     code = _code(K, N, opts)
                     recs = []
                     for b, idx in enumerate(sets):
-                        recs += noisy_trials(w.f, X_test[idx], code, gencc.FixedCount(S, "random"), level,
+                        recs += noisy_trials(w.f, X_test[idx], code, FixedCount(S, "random"), level,
                                              trials=trials, seed=b, labels=y_test[idx])
                     ok = [r for r in recs if r["decodable"]]
                     rows.append({"workload": name, "K": K, "N": N, "S": S, "level": level, "scheme": label,

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-import gencc
+from gencc.codes import BACC, GCC, Code, ParM, Replication
+from gencc.faults.stragglers import FixedCount
+from gencc.runtime.simulate import simulate
 
 from ..analysis import fmt
 from ..markdown import table
@@ -36,16 +38,16 @@ DESCRIPTION = ("ParM (parity models, SOSP 2019) against GCC, BACC and replicatio
                "stragglers some inputs get no estimate (the last column; they count as zero vectors in rel_mse).")
 
 
-def schemes(parity: Any) -> list[tuple[str, gencc.Code, bool]]:
+def schemes(parity: Any) -> list[tuple[str, Code, bool]]:
     """(label, code, ordered) for every row of the table."""
-    N = gencc.ParM(K, k).N
+    N = ParM(K, k).N
     return [
-        ("ParM, trained F_P", gencc.ParM(K, k, parity=parity), True),
-        ("ParM, trained F_P, unordered", gencc.ParM(K, k, parity=parity), False),
-        ("ParM, F_P = f (untrained)", gencc.ParM(K, k), True),
-        ("GCC", gencc.GCC(K, N), True),
-        ("BACC", gencc.BACC(K, N), True),
-        ("replication", gencc.Replication(K, N), True),
+        ("ParM, trained F_P", ParM(K, k, parity=parity), True),
+        ("ParM, trained F_P, unordered", ParM(K, k, parity=parity), False),
+        ("ParM, F_P = f (untrained)", ParM(K, k), True),
+        ("GCC", GCC(K, N), True),
+        ("BACC", BACC(K, N), True),
+        ("replication", Replication(K, N), True),
     ]
 
 
@@ -69,7 +71,7 @@ def run_table(batches: int, trials: int, Ss: tuple[int, ...], log: Callable[[str
             t0 = time.perf_counter()
             recs: list[dict] = []
             for b, (X, y) in enumerate(inputs):
-                recs += gencc.simulate(w.f, X, code, gencc.FixedCount(S, "random"), trials=trials, seed=b, labels=y,
+                recs += simulate(w.f, X, code, FixedCount(S, "random"), trials=trials, seed=b, labels=y,
                                        order=order)
             rows.append({"S": S, "scheme": label, "K": K, "N": code.N, "batches": batches, "trials": trials,
                          "rel_mse": _mean(recs, "rel_mse"), "agreement": _mean(recs, "agreement"),

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-import gencc
-from gencc import adversaries as adv
-from gencc.metrics import rel_mse
+from gencc.codes import BACC, GCC, Code
+from gencc.codes.ordering import order_inputs
+from gencc.faults import adversaries as adv
+from gencc.runtime.metrics import rel_mse
 
 from ..analysis import read_csv, write_csv
 from ..markdown import command, table
@@ -49,12 +50,12 @@ DESCRIPTION = ("Robust decoding against wrong results on the digits CNN: K = 10,
                "`BACC.robust_decode(..., method=\"approxifer\")`.")
 
 
-def draws(w: Any, code: gencc.Code, trials: int) -> Iterator[tuple]:
+def draws(w: Any, code: Code, trials: int) -> Iterator[tuple]:
     """Per trial: (ordered true outputs, every worker's result, returned workers, rng for the adversary)."""
     for t in range(trials):
         rng = np.random.default_rng(t)
         X, _ = w.sample(K, rng)
-        X = X[gencc.order_inputs(X)]
+        X = X[order_inputs(X)]
         returned = np.sort(rng.choice(code.N, code.N - S, replace=False))
         yield w.f(X), w.f(code.encode(X)), returned, rng
 
@@ -63,7 +64,7 @@ def main_rows(w: Any, Ns: tuple[int, ...], trials: int) -> list[dict]:
     """Robust GCC, its best possible, ApproxIFER and BACC's LOO search per (N, A, adversary model)."""
     rows = []
     for N in Ns:
-        gcc, bacc = gencc.GCC(K, N), gencc.BACC(K, N)
+        gcc, bacc = GCC(K, N), BACC(K, N)
         data, bdata = list(draws(w, gcc, trials)), list(draws(w, bacc, trials))
         for A in AS:
             for name in MODELS:
@@ -96,7 +97,7 @@ def honest_rows(w: Any, Ns: tuple[int, ...], trials: int) -> list[dict]:
     """Per N: the fraction of all-honest trials flagging anyone for A = 1, 2, 3, and robust / plain rel_mse."""
     rows = []
     for N in Ns:
-        code = gencc.GCC(K, N)
+        code = GCC(K, N)
         flags: dict[int, list[bool]] = {A: [] for A in AS}
         robust, plain = [], []
         for Yt, Y, ret, _ in draws(w, code, trials):
@@ -115,7 +116,7 @@ def smart_rows(w: Any, Ns: tuple[int, ...], trials: int) -> list[dict]:
     """Stealth (the largest common offset robust GCC does not flag) against uncoded, and colluding bumps."""
     rows = []
     for N in Ns:
-        code = gencc.GCC(K, N)
+        code = GCC(K, N)
         for A in AS:
             m: dict[str, list] = {k: [] for k in ("mag", "r", "rx", "ru", "brec", "br", "brx")}
             for Yt, Y, ret, rng in draws(w, code, trials):

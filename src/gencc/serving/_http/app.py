@@ -257,7 +257,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         status, body = await batch(await request.body())
         return JSONResponse(body, status_code=status)
 
-    from ... import __version__
+    from ..._util.version import __version__
 
     app.add_middleware(V2Routes, spec=ModelSpec(name, in_shape, out_shape, limits.max_batch), scheme=service.scheme,
                        settle=settle, health=service.health, count=count, server=server_metadata(__version__),

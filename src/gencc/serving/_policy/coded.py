@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ...codes import Code
+from ...codes.ordering import order_inputs
 from ...engine import Task
-from ...ordering import order_inputs
 from .dispatchers import Dispatcher
 from .gate import Gate
 from .redundancy import Redundancy

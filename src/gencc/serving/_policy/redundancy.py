@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._validate import check_int
+from ..._util.validate import check_int
 
 #: what a late member gets (`Redundancy.late`): "auto" (copies behind a gate, else a coded task), a plain
 #: "copy", a "coded" task, or nothing ("off")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...codes import Code
 from ...codes import robust as robust_mod
-from ...ordering import order_inputs
+from ...codes.ordering import order_inputs
 from .slots import systematic_slots
 
 

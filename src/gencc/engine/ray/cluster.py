@@ -1,0 +1,83 @@
+"""A Ray cluster of several nodes on this machine, for tests and benchmarks of node loss (run it inside the
+loopback-only network namespace of `gencc.engine.ray.namespace`)."""
+
+from __future__ import annotations
+
+import os
+
+from .backend import private_temp_dir, remove_temp_dir
+
+#: the custom resource each worker node of `local_cluster` offers (actors asking for it avoid the head)
+NODE_RESOURCE = "gencc_node"
+
+
+class LocalCluster:
+    """A Ray cluster of several nodes on this machine (`ray.cluster_utils.Cluster`: a head and `nodes` worker
+    nodes, each its own raylet and object store, all on 127.0.0.1: run it inside the loopback-only network
+    namespace of `gencc.engine.ray.namespace`). Each worker node offers `NODE_RESOURCE`, so actors that ask for a
+    share of it run on the worker nodes, never on the head; `remove(node)` kills a worker node's processes (its actors
+    die with it), as a lost machine. Its temp dir is private (see `private_temp_dir`), removed at `close`."""
+
+    def __init__(self, nodes: int, *, node_cpus: int = 1, head_cpus: int = 1, object_store_mb: int = 100):
+        from ray.cluster_utils import Cluster
+
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self._tmp, self._own = private_temp_dir()
+        self._env = os.environ.get("RAY_TMPDIR")
+        os.environ["RAY_TMPDIR"] = self._own  # where Ray notes the cluster's address: private too, till close
+        os.makedirs(os.path.join(self._own, "ray"), exist_ok=True)
+        mem = object_store_mb * 1024 * 1024
+        common = {"node_ip_address": "127.0.0.1", "object_store_memory": mem}
+        try:
+            self.cluster = Cluster(initialize_head=True, head_node_args={
+                **common, "num_cpus": head_cpus, "temp_dir": self._tmp, "include_dashboard": False})
+            self.nodes = [self.cluster.add_node(**common, num_cpus=node_cpus, resources={NODE_RESOURCE: 10_000})
+                          for _ in range(nodes)]
+            self.cluster.wait_for_nodes()
+        except BaseException:
+            self.close()
+            raise
+        self.address: str = self.cluster.address
+
+    def node_ids(self) -> list[str]:
+        """The Ray node ids of the worker nodes, in the order they were added."""
+        return [n.node_id for n in self.nodes]
+
+    def remove(self, index: int) -> None:
+        """Kill worker node `index` at once, as a machine that is lost: its Ray processes (raylet, object
+        store) and every process they started (the actors' workers, which would otherwise go on answering
+        calls made to them directly), no graceful shutdown."""
+        import signal
+
+        import psutil  # a dependency of Ray's
+
+        node = self.nodes[index]
+        raylet = node.all_processes.get("raylet") or []
+        workers = [c for info in raylet for c in psutil.Process(info.process.pid).children(recursive=True)]
+        for w in workers:
+            try:
+                w.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+        self.cluster.remove_node(node, allow_graceful=False)
+
+    def close(self) -> None:
+        """Stop every node of the cluster and remove its temp dir."""
+        cluster = getattr(self, "cluster", None)
+        if cluster is not None:
+            try:
+                cluster.shutdown()
+            except Exception:  # a node already gone
+                pass
+            self.cluster = None
+        if self._env is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = self._env
+        remove_temp_dir(self._own)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
