@@ -3,12 +3,14 @@
 Straggler-resilient distributed computation of arbitrary functions: encode K inputs into N coded inputs with
 a smooth (RKHS) curve, let workers compute f, decode from whichever workers answer.
 
-The names a user needs, by category (`__all__`); everything else lives in its subpackage: `gencc.codes`
-(codes, registry, robust decoding), `gencc.stragglers` and `gencc.faults` (straggler sets; latency and fault
-injection), `gencc.model` (your model), `gencc.errors` (every exception, under `GenccError`), `gencc.runtime`
-(jobs), `gencc.engine` (workers), `gencc.serving` (request streams), `gencc.adversaries`, `gencc.kernels`,
-`gencc.points`, `gencc.smoothing`, and, imported on demand so that `import gencc` needs only numpy and scipy,
-`gencc.workloads` (torch) and `gencc.experiments`.
+The names a user needs, by category (`__all__`); everything else lives in its layer, one folder each:
+`gencc.rkhs` (points, kernels, smoothing: the RKHS math), `gencc.codes` (codes, ordering, registry, robust
+decoding), `gencc.faults` (latency and fault injection, `stragglers`, `adversaries`), `gencc.model` (your model),
+`gencc.engine` (workers; Ray in `gencc.engine.ray`), `gencc.runtime` (jobs, `simulate`, `metrics`),
+`gencc.serving` (request streams), `gencc.errors` (every exception, under `GenccError`) and, imported on
+demand so that `import gencc` needs only numpy and scipy, `gencc.training`, `gencc.workloads` (torch) and
+`gencc.experiments`. `gencc.metrics`, `gencc.stragglers`, `gencc.adversaries`, `gencc.kernels`,
+`gencc.points` and `gencc.smoothing` stay reachable from here.
 """
 
 from typing import Any

@@ -8,8 +8,7 @@ import typer
 from ..codes import BACC, GCC, Replication
 from ..faults import Bimodal
 from ..faults.stragglers import FixedCount
-from ..runtime import simulate
-from ..runtime.simulate import summarize
+from ..runtime.simulate import simulate, summarize
 from .options import integer
 from .options import seed as check_seed
 
