@@ -36,7 +36,8 @@ def _in_tmp_path(tmp_path, monkeypatch):
     (["serve", "--scheme", "sgcc-parity", "--workers", "9", "--K", "8"], "groups of 8"),
     (["serve", "--check-results", "maybe"], "--check-results"),
     (["serve", "--scheme", "uncoded", "--check-results", "on"], "eager coded schemes"),
-    (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "--packed-parity applies to parm and sgcc-parity"),
+    (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "packed parity applies to the schemes "
+                                                                   "with a parity model (parm and sgcc-parity"),
     (["serve", "--max-batch", "0"], "'--max-batch'"),
     (["serve", "--max-body", "100"], "'--max-body'"),
     (["serve", "--redundancy", "sometimes"], "'--redundancy'"),

@@ -80,7 +80,8 @@ def test_checked_and_baseline_schemes_follow_the_table():
     ("gcc", {"nope": 1}, "gcc has no option 'nope'"),
     ("gcc-hedge", {"lam_dec": -1}, "gcc option lam_dec must be a finite non-negative number"),
     ("bacc", {"lam_dec": 1}, "bacc has no option 'lam_dec'"),
-    ("uncoded", {"lam_dec": 1}, "code options apply to the coded schemes; uncoded sends each request on its own"),
+    ("uncoded", {"lam_dec": 1}, r"code options apply to the coded schemes without a parity model \(bacc, gcc, "
+                                r"sgcc, gcc-hedge, sgcc-hedge\); uncoded is a baseline and runs no code"),
     ("sgcc-parity", {"lam_dec": 1}, "sgcc-parity's code follows from its parity model"),
     ("gcc", [1, 2], "code_options must be a dict"),
 ])

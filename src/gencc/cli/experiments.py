@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..codes.schemes import schemes as front_schemes
 from .options import code_options, integer, out_dir, out_file, refuse
 
 
@@ -23,10 +24,24 @@ def _list(text: str, kind: type, option: str) -> tuple:
         raise refuse(option, str(err)) from None
 
 
+#: the schemes `gencc sweep --scheme` takes (every code of the registry)
+SWEEP_CHOICES = ", ".join(front_schemes("sweeps"))
+
+
+def _check_schemes(names: tuple, option: str) -> None:
+    """Refuse a scheme the sweeps do not simulate (the message lists those they do)."""
+    from ..experiments.schemes import check_scheme
+
+    for name in names:
+        try:
+            check_scheme(name)
+        except ValueError as e:
+            raise refuse(option, str(e)) from None
+
+
 def sweep(
     workloads: Annotated[str, typer.Option("--workload", "-w", help="comma-separated workload names")],
-    schemes: Annotated[str, typer.Option("--scheme", help="comma-separated schemes: gcc, bacc, lcc, replication, "
-                                                          "sgcc")] = "gcc,bacc",
+    schemes: Annotated[str, typer.Option("--scheme", help=f"comma-separated schemes: {SWEEP_CHOICES}")] = "gcc,bacc",
     K: Annotated[str, typer.Option("--K", help="comma-separated numbers of inputs")] = "10",
     N: Annotated[str, typer.Option("--workers", "--N", help="comma-separated numbers of workers N")] = "",
     ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides "
@@ -59,17 +74,17 @@ def sweep(
     if not N and not ratios:
         raise refuse("--workers", "give the worker counts with --workers and/or --ratios")
     fracs = _list(k_frac, float, "--k-frac")
+    chosen = _list(schemes, str, "--scheme")
+    _check_schemes(chosen, "--scheme")
+    opts = code_options(opt or [], chosen, "sweeps")
     try:
-        spec = SweepSpec(workloads=_list(workloads, str, "--workload"), schemes=_list(schemes, str, "--scheme"),
+        spec = SweepSpec(workloads=_list(workloads, str, "--workload"), schemes=chosen,
                          K=_list(K, int, "--K"), N=_list(N, int, "--workers"),
                          ratios=_list(ratios, float, "--ratios"), stragglers=_list(stragglers, str, "--stragglers"),
-                         seeds=_list(seeds, int, "--seeds"), trials=trials, opts=code_options(opt or []),
+                         seeds=_list(seeds, int, "--seeds"), trials=trials, opts=opts,
                          adversaries=_list(adversaries, str, "--adversaries"), K_frac=fracs)
     except ValueError as e:
         raise refuse("--k-frac", str(e)) from None
-    stray = sorted(set(spec.opts) - set(spec.schemes))
-    if stray:
-        raise refuse("--opt", f"options for {', '.join(stray)}, which is not in --scheme {schemes}")
     check_grid(spec)
     if out.exists():  # a CSV to resume must be a sweep's: refused here, before any point runs
         try:
@@ -110,6 +125,7 @@ def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
         from ..workloads import WORKLOADS as TRAINED
     except ImportError:  # pragma: no cover - depends on the install
         TRAINED = {}  # noqa: N806
+    _check_schemes(spec.schemes, opt["schemes"])
     known = (*TOYS, *TRAINED)
     for w in spec.workloads:
         if w not in known:

@@ -15,7 +15,7 @@ The shared vocabulary (docs/guides/cli.md has the table; tests/cli/test_vocabula
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +25,12 @@ import typer
 def refuse(option: str, message: str) -> typer.BadParameter:
     """The usage error for `option` (exit code 2): "Invalid value for '--option': message"."""
     return typer.BadParameter(message, param_hint=f"'{option}'")
+
+
+def reported(error: ValueError, options: Mapping[str, str], default: str) -> typer.BadParameter:
+    """The usage error of a refusal by the library: its message as it is, naming the option of the parameter it is
+    about (the `field` of a `gencc.errors.ConfigError`, looked up in `options`), else `default`."""
+    return refuse(options.get(getattr(error, "field", ""), default), str(error))
 
 
 def _name(param: Any) -> str:
@@ -110,20 +116,14 @@ def out_dir(param: typer.CallbackParam, value: Path | None) -> Path | None:
 
 
 def check_ray_address(option: str, address: str) -> str:
-    """A Ray cluster's address as `ray.init` takes it: auto, HOST:PORT or ray://HOST:PORT (port in 1..65535)."""
-    from urllib.parse import urlparse
+    """A Ray cluster's address as the library checks it (`gencc.engine.ray.check_address`: auto, HOST:PORT or
+    ray://HOST:PORT); its ValueError becomes the usage error naming `option`."""
+    from ..engine.ray import check_address
 
-    if address == "auto":
-        return address
-    parsed = urlparse(address if "://" in address else f"ray-gcs://{address}")
     try:
-        port = parsed.port
-    except ValueError:
-        port = -1
-    if parsed.scheme not in ("ray", "ray-gcs") or not parsed.hostname or port is None or not 1 <= port <= 65535:
-        raise refuse(option, f"a Ray address is auto, HOST:PORT or ray://HOST:PORT (port in 1..65535), got "
-                             f"{address!r}")
-    return address
+        return check_address(address)
+    except ValueError as e:
+        raise refuse(option, str(e)) from None
 
 
 log = logging.getLogger("gencc.cli")
@@ -159,22 +159,40 @@ SlowFactor = Annotated[float | None, typer.Option(help="persistent stragglers: s
                                                   callback=number(at_least=1))]
 
 
-def code_options(items: list[str]) -> dict[str, dict]:
-    """--opt's code options, `gcc.lam_dec=0` style (`gencc sweep`, `gencc run`) -> {"gcc": {"lam_dec": 0}}
-    (numbers parsed, else strings)."""
-    out: dict[str, dict] = {}
+def code_options(items: list[str], schemes: Sequence[str], front: str) -> dict[str, dict[str, Any]]:
+    """--opt's code options, `scheme.key=value` each, for the chosen `schemes` of `front` (the one check of
+    `gencc run`, `serve` and `sweep`): {scheme: {key: value}}, each value typed by its code's declared option
+    (`gencc.codes.registry.parse_option`: `gcc.lam_dec=gcv` a string, `gcc.lam_dec=0.01` a number). The name
+    before the dot is a chosen scheme or its code (`gcc.lam_dec` for gcc-hedge). Refused with a usage error
+    naming --opt: malformed items, options for a scheme that takes none or that is not chosen, unknown options
+    and values their type refuses."""
+    from ..codes.registry import parse_option
+    from ..codes.schemes import check_code_options, option_code, scheme_spec
+
+    texts: dict[str, dict[str, str]] = {}
     for item in items:
-        try:
-            lhs, val = item.split("=", 1)
-            scheme, key = lhs.split(".", 1)
-        except ValueError:
-            raise refuse("--opt", f"code options look like scheme.key=value, got {item!r}") from None
-        parsed: object = val
-        for kind in (int, float):
-            try:
-                parsed = kind(val)
-                break
-            except ValueError:
-                pass
-        out.setdefault(scheme, {})[key] = parsed
-    return out
+        lhs, eq, val = item.partition("=")
+        name, dot, key = lhs.partition(".")
+        if not (eq and dot and name and key):
+            raise refuse("--opt", f"code options look like scheme.key=value, got {item!r}")
+        texts.setdefault(name, {})[key] = val
+    if not texts:
+        return {}
+    try:
+        if len(schemes) == 1:  # why the one scheme takes no options comes first
+            check_code_options(schemes[0], texts, front)
+        owners = {s: {s, *([scheme_spec(s).code] if scheme_spec(s).code else [])} for s in schemes}
+        stray = sorted(set(texts) - set().union(*owners.values()))
+        if stray:
+            chosen = (f"--scheme {schemes[0]}" + "".join(f" or its code {c}" for c in sorted(owners[schemes[0]] - {
+                schemes[0]})) if len(schemes) == 1 else f"in --scheme {','.join(schemes)}")
+            raise ValueError(f"options for {', '.join(stray)}, which is not {chosen}")
+        out: dict[str, dict[str, Any]] = {}
+        for s in schemes:
+            named = [n for n in (scheme_spec(s).code, s) if n in texts]  # the code's options, then the scheme's
+            if named:
+                check_code_options(s, texts, front)
+                out[s] = {key: parse_option(option_code(n), key, text) for n in named for key, text in texts[n].items()}
+        return out
+    except ValueError as e:
+        raise refuse("--opt", str(e)) from None

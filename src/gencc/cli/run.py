@@ -9,19 +9,22 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from ..codes.registry import CODES
+from ..codes.schemes import SCHEME_SPECS, scheme_spec, schemes
 from ..faults import Bimodal
 from .isolate import rerun_isolated
-from .options import check_backend, check_ray_address, code_options, integer, not_used, number, refuse
+from .options import check_backend, check_ray_address, code_options, integer, not_used, number, refuse, reported
 from .options import seed as check_seed
 
 log = logging.getLogger(__name__)
 
-#: codes from the registry (lcc needs a polynomial f; "replication" here is the Replicated baseline)
-CODED = tuple(name for name in CODES if name not in ("lcc", "replication"))
-RUN_SCHEMES = (*CODED, "replication", "hedged", "uncoded")
+#: the schemes jobs take, from the one scheme table (`gencc.codes.schemes`): the baselines (replication here is the
+#: Replicated baseline) and the coded schemes
+RUN_SCHEMES = schemes("jobs")
+CODED = tuple(name for name in RUN_SCHEMES if SCHEME_SPECS[name].coded)
+#: the option of `gencc run` each parameter of a job's stop rule comes from
+_STOP_OPTIONS = {"wait_for": "--wait-for", "deadline": "--deadline"}
 #: held-out inputs of the digits-cnn workload (scikit-learn's 1,797 digits, 20% held out), the most one job takes;
-#: a constant so that --K is checked before the model loads (tests/runtime/test_commands.py keeps it true)
+#: a constant so that --K is checked before the model loads (tests/cli/test_run.py keeps it true)
 DIGITS_TEST_INPUTS = 360
 #: the most workers `gencc run` starts (one thread or Ray actor each)
 MAX_WORKERS = 1024
@@ -93,8 +96,12 @@ def run_command(
     if slow_fraction >= 1:
         raise refuse("--slow-fraction", f"must be a finite number >= 0 and < 1, got {slow_fraction:g}")
     backend = check_backend(backend)
+    try:
+        scheme_spec(scheme, "jobs")
+    except ValueError as e:
+        raise reported(e, {}, "--scheme") from None
     lat_model = injected_latency(service_ms, slow_fraction, slow_factor)
-    opts = _run_code_options(scheme, opt or [])
+    opts = code_options(opt or [], (scheme,), "jobs").get(scheme, {})
     code, wait_for = _checked_options(backend, scheme, K, workers, wait_for, deadline, hedge_delay, actors, address,
                                       own=model is not None, opts=opts)
     user = _user_model(model, input_shape, data, parity, scheme, K, jobs, seed) if model is not None else None
@@ -195,18 +202,6 @@ def default_wait_for(K: int, N: int, min_results: int = 1) -> int:  # noqa: N803
     return min(N, max(min_results, 1, (K + N + 1) // 2))
 
 
-def _run_code_options(scheme: str, items: list[str]) -> dict:
-    """--opt's options for the run's --scheme (a coded one); options for another scheme are refused."""
-    opts = code_options(items)
-    if opts and (scheme not in CODED or scheme == "parm"):
-        what = "it is a baseline" if scheme not in CODED else "its k is 2 and its parity model comes from --parity"
-        raise refuse("--opt", f"code options apply to the coded schemes other than parm; not to {scheme} ({what})")
-    stray = sorted(set(opts) - {scheme})
-    if stray:
-        raise refuse("--opt", f"options for {', '.join(stray)}, which is not --scheme {scheme}")
-    return opts.get(scheme, {})
-
-
 def _builds(scheme: str, K: int, N: int) -> bool:  # noqa: N803
     """Whether the code of `scheme` builds for K inputs on N workers with its default options."""
     from ..codes.registry import make_code
@@ -227,8 +222,6 @@ def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | 
     from ..codes.registry import make_code
     from ..runtime.baselines import Hedged, Replicated, Uncoded
 
-    if scheme not in RUN_SCHEMES:
-        raise refuse("--scheme", f"must be one of {', '.join(RUN_SCHEMES)}, got {scheme!r}")
     for option, value in (("--address", address), ("--actors", actors)):
         if value is not None and backend != "ray":
             raise refuse(option, f"{option} needs --backend ray (the local backend runs its workers in this process)")
@@ -240,11 +233,6 @@ def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | 
     if address is not None:
         check_ray_address("--address", address)
     coded = scheme in CODED
-    if not coded:
-        for option, value in (("--wait-for", wait_for), ("--deadline", deadline)):
-            if value is not None:
-                raise refuse(option, f"{option} applies to the coded schemes ({', '.join(CODED)}); {scheme} "
-                                      "has its own stop rule (the first answer per input)")
     if hedge_delay is not None and scheme != "hedged":
         raise refuse("--hedge-delay", f"--hedge-delay applies to --scheme hedged, not {scheme}")
     if K > N:
@@ -266,11 +254,12 @@ def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | 
         raise refuse("--opt" if opts and _builds(scheme, K, N) else "--workers", str(e)) from None
     if actors is not None and actors > code.N:
         raise refuse("--actors", f"--actors {actors} exceeds the {code.N} workers of {scheme} (K={K}, N={code.N})")
-    if coded:
-        lo = max(code.min_results, 1)
-        if wait_for is None:
-            wait_for = default_wait_for(code.K, code.N, lo)
-        elif not lo <= wait_for <= code.N:
-            raise refuse("--wait-for", f"must be an integer in [{lo}, N={code.N}] ({scheme} decodes from at least {lo} "
-                                       f"results and runs {code.N} workers), got {wait_for}")
+    from ..runtime.job import check_stop
+
+    try:
+        wait_for = check_stop(code, wait_for, deadline)
+    except ValueError as e:
+        raise reported(e, _STOP_OPTIONS, "--wait-for") from None
+    if coded and wait_for is None:
+        wait_for = default_wait_for(code.K, code.N, max(code.min_results, 1))
     return code, wait_for

@@ -10,17 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..serving.config import (
-    BASELINES,
-    CHECKED_SCHEMES,
-    CHECKS,
-    GATES,
-    REDUNDANCIES,
-    SCHEME_HELP,
-    SCHEMES,
-    default_scheme,
-)
-from ..serving.parity import MAX_PARITY_K, PARITY_SCHEMES, coded_workers, parity_k
+from ..serving.config import BASELINES, CHECKED_SCHEMES, SCHEME_HELP, default_scheme
+from ..serving.parity import MAX_PARITY_K
 from .isolate import rerun_isolated
 from .model import check_model_options, load_served_model
 from .options import (
@@ -33,6 +24,7 @@ from .options import (
     not_used,
     number,
     refuse,
+    reported,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +34,12 @@ log = logging.getLogger(__name__)
 
 #: the most workers `gencc serve` starts (one thread or Ray actor each)
 MAX_WORKERS = 1024
+#: the option of `gencc serve` each field of `ServiceConfig` and `Slowdown` comes from
+CONFIG_OPTIONS = {"scheme": "--scheme", "workers": "--workers", "K": "--K", "parm_k": "--K", "backend": "--backend",
+                  "address": "--address", "max_wait_ms": "--max-wait-ms", "max_pending": "--max-pending",
+                  "check": "--check-results", "packed_parity": "--packed-parity", "gate": "--gate",
+                  "redundancy": "--redundancy", "code_options": "--opt", "service_ms": "--service-ms",
+                  "slow_fraction": "--slow-fraction", "slow_factor": "--slow-factor"}
 #: the most inputs `--max-batch` allows in one batch request, and the largest `--max-body` (bytes)
 MAX_BATCH, MAX_BODY = 4096, 2 ** 30
 
@@ -119,27 +117,34 @@ def serve_command(
     """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn). With --backend ray
     and no --address, the command re-runs itself inside a loopback-only network namespace (as `gencc run`
     does) and starts a private Ray there; the port is bound here first, so clients reach it as before."""
+    from ..serving import ServiceConfig, Slowdown, check_model_name
+    from ..serving.config import scheme as scheme_entry
+
     scheme = scheme if scheme is not None else default_scheme(parity=parity is not None)
+    try:
+        scheme_entry(scheme)
+    except ValueError as e:
+        raise reported(e, {}, "--scheme") from None
     K, parm_k = _group_size(scheme, K)  # noqa: N806
     _check_not_ignored(scheme, max_wait_ms, slow_fraction, slow_factor)
-    slow_factor = 10.0 if slow_factor is None else slow_factor
-    max_wait_ms = 50.0 if max_wait_ms is None else max_wait_ms
     check_model_options(workload, model, input_shape, data, parity)
     workload = workload or ("digits-cnn" if model is None else None)
     backend = check_backend(backend)
-    _check_serve_options(workload, scheme, workers, K, backend, address, slow_fraction, parm_k, check_results,
-                         packed_parity)
-    opts = _serve_code_options(scheme, K, workers, opt or [])
-    if gate not in GATES:
-        raise refuse("--gate", f"--gate must be on or off, got {gate!r}")
-    if redundancy not in REDUNDANCIES:
-        raise refuse("--redundancy", f"must be one of {', '.join(REDUNDANCIES)}, got {redundancy!r}")
-    from ..serving import check_model_name
-
+    _check_serve_options(workload, workers, address)
+    opts = code_options(opt or [], (scheme,), "serving").get(scheme, {})
+    try:
+        config = ServiceConfig(scheme=scheme, workers=workers, K=K, backend=backend, address=address,
+                               max_wait_ms=50.0 if max_wait_ms is None else max_wait_ms, parm_k=parm_k,
+                               max_pending=max_pending, check=check_results, packed_parity=packed_parity, gate=gate,
+                               redundancy=redundancy, code_options=opts)
+        slowdown = Slowdown(service_ms=service_ms, slow_fraction=slow_fraction,
+                            slow_factor=10.0 if slow_factor is None else slow_factor)
+    except ValueError as e:
+        raise reported(e, CONFIG_OPTIONS, "--scheme") from None
     try:
         check_model_name(name)
     except ValueError as e:
-        raise refuse("--name", str(e)) from None
+        raise reported(e, {}, "--name") from None
     from ..engine.ray.namespace import inherited_socket
 
     sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
@@ -158,11 +163,7 @@ def serve_command(
                                                      check_results, packed_parity)
     log.info("starting: loading %s for %s on %d %s workers", workload or model, scheme, workers, backend)
     try:
-        svc = Service.build(target, scheme, workers, K, data=X, parity=parity_model, backend=backend, address=address,
-                            service_ms=service_ms,
-                            slow_fraction=slow_fraction, slow_factor=slow_factor, max_wait_ms=max_wait_ms,
-                            parm_k=parm_k, max_pending=max_pending, check=check_results,
-                            packed_parity=packed_parity, gate=gate, redundancy=redundancy, code_options=opts)
+        svc = Service.build(target, config=config, slowdown=slowdown, data=X, parity=parity_model)
     except ValueError:
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:
@@ -229,71 +230,18 @@ def _check_not_ignored(scheme: str, max_wait_ms: float | None, slow_fraction: fl
                                       "ever slow)")
 
 
-def _check_serve_options(workload: str | None, scheme: str, workers: int, K: int, backend: str,  # noqa: N803
-                         address: str | None, slow_fraction: float, parm_k: int, check_results: str,
-                         packed_parity: bool) -> None:
-    """The checks of `gencc serve`'s options that need no model (the usage error naming the option)."""
+def _check_serve_options(workload: str | None, workers: int, address: str | None) -> None:
+    """The checks of `gencc serve`'s options that are the command's own (the library checks the configuration,
+    `ServiceConfig`): a known workload before any loads, at most MAX_WORKERS workers, a Ray address."""
     from ..workloads import WORKLOADS
 
     if workload is not None and workload not in WORKLOADS:
         raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
-    if scheme not in SCHEMES:
-        raise refuse("--scheme", f"must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    if backend == "local" and address is not None:
-        raise refuse("--address", "--address needs --backend ray (the local backend runs threads in this process)")
     if address is not None:
         check_ray_address("--address", address)
     if workers > MAX_WORKERS:
         raise refuse("--workers", f"must be an integer <= {MAX_WORKERS} (one thread or Ray actor each), got "
                                   f"{workers}")
-    if slow_fraction >= 1:
-        raise refuse("--slow-fraction", f"must be a finite number >= 0 and < 1 (a worker slow all the time is a "
-                                        f"slower worker), got {slow_fraction:g}")
-    if check_results not in CHECKS:
-        raise refuse("--check-results", f"--check-results must be one of {', '.join(CHECKS)}, got "
-                                        f"{check_results!r}")
-    base = scheme.removesuffix("-hedge")
-    if check_results != "off" and scheme not in CHECKED_SCHEMES:
-        raise refuse("--check-results", f"wrong-result checks apply to the eager coded schemes "
-                                        f"{', '.join(CHECKED_SCHEMES)}, not {scheme!r}")
-    if packed_parity and base not in PARITY_SCHEMES:
-        raise refuse("--packed-parity", f"--packed-parity applies to {' and '.join(PARITY_SCHEMES)} (and their "
-                                        f"-hedge forms), not {scheme!r}")
-    if scheme == "replication" and workers < 2:
-        raise refuse("--workers", f"replication sends two copies to distinct workers: needs --workers >= 2, "
-                                  f"got {workers}")
-    if base == "parm" and workers < parm_k + 1:
-        raise refuse("--workers", f"parm with --K {parm_k} runs groups on {parm_k + 1} distinct workers; "
-                                  f"got --workers {workers}")
-    if base in CHECKED_SCHEMES and coded_workers(K, workers) <= K:
-        raise refuse("--workers", f"{base} needs more workers than K={K} (got workers={workers}); lower --K")
-    try:
-        parity_k(scheme, K, workers, parm_k)
-    except ValueError as e:
-        raise refuse("--K", str(e)) from None
-
-
-def _serve_code_options(scheme: str, K: int, workers: int, items: list[str]) -> dict:  # noqa: N803
-    """--opt's options for the code of --scheme (its code's name: gcc for gcc-hedge), checked by building it."""
-    from ..serving.codes import check_code_options
-    from ..serving.config import scheme as scheme_entry
-
-    opts = code_options(items)
-    if not opts:
-        return {}
-    sch = scheme_entry(scheme)
-    stray = sorted(set(opts) - {sch.code, scheme})
-    try:
-        if sch.dispatcher != "coded" or sch.parity:  # says why this scheme takes none
-            check_code_options(sch, K, workers, next(iter(opts.values())))
-        if stray:
-            raise ValueError(f"options for {', '.join(stray)}, which is not --scheme {scheme}"
-                             + (f" or its code {sch.code}" if sch.code != scheme else ""))
-        merged = {k: v for name in (sch.code, scheme) for k, v in opts.get(name, {}).items()}
-        check_code_options(sch, K, workers, merged)
-    except ValueError as e:
-        raise refuse("--opt", str(e)) from None
-    return merged
 
 
 def _check_bindable(host: str, port: int) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..codes.schemes import scheme_spec
 from ..training.gradcodes import GC_KINDS
 from ..training.injection import parse_stragglers
 from ..training.options import OPTIMIZERS, TRAIN_WORKLOADS
@@ -26,6 +27,7 @@ from .options import (
     out_dir,
     out_file,
     refuse,
+    reported,
 )
 from .options import seed as check_seed
 
@@ -121,7 +123,10 @@ def train_command(
     --backend ray and no --address, the command re-runs itself inside a loopback-only network namespace (as
     `gencc run` does) and starts a private Ray there (127.0.0.1 only)."""
     _check(workload in TRAIN_WORKLOADS, "--workload", f"must be one of {', '.join(TRAIN_WORKLOADS)}, got {workload!r}")
-    _check(scheme in TRAINING_SCHEMES, "--scheme", f"must be one of {', '.join(TRAINING_SCHEMES)}, got {scheme!r}")
+    try:
+        spec_of_scheme = scheme_spec(scheme, "training")
+    except ValueError as e:
+        raise reported(e, {}, "--scheme") from None
     _check(optimizer is None or optimizer in OPTIMIZERS, "--optimizer",
            f"must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     _check(gc_kind in GC_KINDS, "--gc-kind", f"must be one of {', '.join(GC_KINDS)}, got {gc_kind!r}")
@@ -135,7 +140,7 @@ def train_command(
                                                                       "it no worker is ever slow)")
     _check(tolerate is None or 0 <= tolerate < workers, "--tolerate", f"must be an integer >= 0 and <= {workers - 1}, "
                                                                                 f"got {tolerate}")
-    if K is not None and scheme not in ("gcc", "bacc"):
+    if K is not None and not spec_of_scheme.coded:
         not_used("--K", scheme, "only gcc and bacc code K partitions of the data")
         K = None  # noqa: N806
     _check(K is None or K <= workers, "--K", f"must be an integer >= 1 and <= {workers} (--workers), got {K}")

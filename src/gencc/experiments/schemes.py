@@ -6,6 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from gencc.codes import Code, make_code
+from gencc.codes.schemes import scheme_spec, schemes
+
+#: the schemes a sweep simulates, from the one scheme table (`gencc.codes.schemes`): every code of the registry
+SWEEP_SCHEMES = schemes("sweeps")
+
+
+def check_scheme(scheme: str) -> str:
+    """`scheme` if a sweep simulates it (a ValueError listing those it does)."""
+    return scheme_spec(scheme, "sweeps").name
 
 
 def sweep_code(scheme: str, K: int, N: int, workload: str | None = None, **opts: Any) -> Code:
@@ -17,11 +26,12 @@ def sweep_code(scheme: str, K: int, N: int, workload: str | None = None, **opts:
     (`gencc.workloads.load_parity`, cached); the analytic `toy-` workloads have none, so their parity workers
     run f itself (exact for linear f only).
     """
-    if scheme == "parm" and "parity" not in opts and workload is not None and not workload.startswith("toy-"):
+    code = scheme_spec(scheme, "sweeps").code
+    if code == "parm" and "parity" not in opts and workload is not None and not workload.startswith("toy-"):
         from gencc.workloads import load_parity
 
         opts = {**opts, "parity": load_parity(workload, opts.get("k", 2), progress=False)}
-    return make_code(scheme, K, N, **opts)
+    return make_code(code, K, N, **opts)
 
 
 def scheme_label(scheme: str, opts: dict[str, Any] | None = None) -> str:

@@ -19,6 +19,7 @@ from ..codes.base import Code
 from ..codes.ordering import METHODS, order_checked
 from ..codes.replication import Replication
 from ..engine import Task
+from ..errors import ConfigError
 from ..faults import LatencyModel, draw_delays
 from ..model import resolve
 from .baselines import Baseline
@@ -101,6 +102,32 @@ def _kind(code: Any) -> str:
     return kind
 
 
+def check_stop(code: Code | Baseline, wait_for: Any = None, deadline: Any = None) -> int | None:
+    """A job's stop rule checked for `code`, as `run` and `stream` check it: a code stops at `wait_for` results,
+    an integer from its fewest decodable results up to N (None: every result or the deadline), and `deadline`
+    seconds after dispatch; a baseline has its own rule (the first answer per input) and takes neither.
+    Returns wait_for; a refusal is a `gencc.errors.ConfigError` naming wait_for or deadline."""
+    if _kind(code) is _BASELINE:
+        for name, value in (("wait_for", wait_for), ("deadline", deadline)):
+            if value is not None:
+                raise ConfigError(f"{name} applies to coded jobs only; {code.name} has its own stop rule (the first "
+                                  "answer per input)", name)
+        return None
+    if deadline is not None:
+        try:
+            check_deadline(deadline)
+        except ValueError as e:
+            raise ConfigError(str(e), "deadline") from None
+    if wait_for is None:
+        return None
+    lo = max(code.min_results, 1)
+    try:
+        return check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
+                         hint=f"{code.name} decodes from at least {lo} results and runs {code.N} workers")
+    except ValueError as e:
+        raise ConfigError(str(e), "wait_for") from None
+
+
 def _own_function(code: Code, f: Callable | None, n: int) -> Callable | None:
     """Worker n's own function when the code gives it one other than the job's f (else None)."""
     if code.uniform_workers:
@@ -168,19 +195,15 @@ def run(
     delays = draw_delays(latency, code.N, rng) if latency is not None or kind is _BASELINE else None
     if kind is _BASELINE:
         if wait_for is not None or deadline is not None:
-            raise ValueError(f"{code.name} has its own stop rule (the first answer per input); "
-                             "wait_for and deadline apply to codes only")
+            check_stop(code, wait_for, deadline)
         if adversaries or robust_threshold is not None:
             raise ValueError(f"{code.name} has no robust decode; adversaries= applies to codes (GCC, BACC, LCC)")
         policy, tasks = code.policy(X if is_torch(X) else Xn, delays, _hedge_default(latency))
         perm = None  # inputs in the caller's order
         t_encode = 0.0
     else:
-        if wait_for is not None:
-            lo = max(code.min_results, 1)
-            if not (type(wait_for) is int and lo <= wait_for <= code.N):  # the message is built for a refusal only
-                wait_for = check_int("wait_for", wait_for, lo, code.N, what=f"an integer in [{lo}, N={code.N}]",
-                                     hint=f"{code.name} decodes from at least {lo} results")
+        if wait_for is not None and not (type(wait_for) is int and max(code.min_results, 1) <= wait_for <= code.N):
+            wait_for = check_stop(code, wait_for)  # the message is built for a refusal only
         t0 = time.perf_counter()
         if order is True and kind is _REPLICATION:
             order = False  # copies of each input: which worker holds which copy changes no output

@@ -7,21 +7,17 @@ from typing import Any
 
 from ..codes.base import Code
 from ..codes.registry import code_spec, make_code
+from ..codes.schemes import check_code_options as takes_none
 from .parity import coded_workers, sgcc_parity_code
 
 
 def check_code_options(sch: Any, K: int, workers: int, options: Mapping[str, Any]) -> None:  # noqa: N803
     """Refuse code options scheme `sch` (its `gencc.serving.config.Scheme` entry) cannot take (a ValueError saying
-    why): the baselines code nothing, the parity schemes' codes follow from their parity model; for the others,
-    the code is built once with them."""
+    why): the baselines code nothing, the parity schemes' codes follow from their parity model
+    (`gencc.codes.schemes.check_code_options`); for the others, the code is built once with them."""
     if not options:
         return
-    scheme = sch.name
-    if sch.dispatcher != "coded":
-        raise ValueError(f"code options apply to the coded schemes; {scheme} sends each request on its own")
-    if sch.parity:
-        raise ValueError(f"code options apply to gcc, bacc and sgcc (and their -hedge forms); {scheme}'s code "
-                         "follows from its parity model")
+    takes_none(sch.name, options, "serving")
     N = coded_workers(K, workers)  # noqa: N806
     if N > K:  # else the worker count's own error comes first, where the service is built
         scheme_code(sch, K, N, options=options)

@@ -8,13 +8,16 @@ Each scheme names its dispatcher and, for the coded ones, its code in `gencc.cod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .._util.validate import check_int, check_nonneg, check_positive, check_probability, check_real
+from .._util.validate import check_int, check_nonneg, check_positive, check_real
 from ..codes.registry import CODES
+from ..codes.schemes import SCHEME_SPECS, SchemeSpec, scheme_spec, schemes
 from ..engine.backends import BACKENDS
+from ..errors import ConfigError
 from ..faults import PersistentStragglers, ServiceTimes
 
 #: wrong-result checks (gencc.serving._policy.checked): none, answers after the check, or every answer checked
@@ -30,7 +33,8 @@ REDUNDANCIES = ("adaptive", "full")
 class Scheme:
     """A serving scheme: its dispatcher ("uncoded", "replication", "hedged" or "coded"); for a coded one the
     registry name of its code, whether its coded slots run a parity model, and "eager" or "hedge" dispatch;
-    `bar`: what the gate frontier (benchmarks/gate.py) measured of it against the answer bar."""
+    `bar`: what the gate frontier (benchmarks/gate.py) measured of it against the answer bar. Built from the one
+    scheme table, `gencc.codes.schemes`."""
 
     name: str
     dispatcher: str
@@ -70,20 +74,15 @@ BAR = {
 }
 
 
-def _coded(name: str, code: str, parity: bool = False) -> tuple[Scheme, Scheme]:
-    return (Scheme(name, "coded", code, parity, bar=BAR[name]),
-            Scheme(f"{name}-hedge", "coded", code, parity, "hedge",
-                   bar=BAR.get(f"{name}-hedge", "not measured against the bar")))
+def _serving(spec: SchemeSpec) -> Scheme:
+    """The serving entry of a scheme of the one table."""
+    return Scheme(spec.name, spec.baseline or "coded", spec.code if spec.coded else None, spec.parity,
+                  "hedge" if spec.hedge else "eager", BAR.get(spec.name, "not measured against the bar"))
 
 
-_eager_hedge = {s.name: s for pair in (_coded("parm", "parm", True), _coded("bacc", "bacc"), _coded("gcc", "gcc"),
-                                       _coded("sgcc", "sgcc"), _coded("sgcc-parity", "sgcc", True)) for s in pair}
-#: every scheme by name: the contract's schemes, then the coded hedges
-SCHEME_TABLE: dict[str, Scheme] = {s.name: s for s in (
-    *(Scheme(n, n, bar=BAR[n]) for n in ("uncoded", "replication", "hedged")),
-    *(_eager_hedge[n] for n in ("parm", "bacc", "gcc", "sgcc", "sgcc-parity", "gcc-hedge", "sgcc-hedge",
-                                "sgcc-parity-hedge", "parm-hedge")),
-)}
+#: every scheme by name, from the one scheme table (`gencc.codes.schemes`): the baselines, the coded schemes, then
+#: the coded hedges
+SCHEME_TABLE: dict[str, Scheme] = {name: _serving(SCHEME_SPECS[name]) for name in schemes("serving")}
 #: the scheme a service gets when none is named: the one that meets the answer bar (BAR), with or without a
 #: parity model
 DEFAULTS = {True: "sgcc-parity", False: "sgcc"}
@@ -106,9 +105,18 @@ SCHEME_HELP = "; ".join(f"{n} ({s.bar})" for n, s in SCHEME_TABLE.items()) + \
 
 def scheme(name: str) -> Scheme:
     """The table entry of scheme `name` (a ValueError listing the valid ones)."""
-    if not isinstance(name, str) or name not in SCHEME_TABLE:
-        raise ValueError(f"unknown scheme {name!r}; choose one of {', '.join(SCHEMES)}")
-    return SCHEME_TABLE[name]
+    return SCHEME_TABLE[scheme_spec(name, "serving").name]
+
+
+@contextmanager
+def about(field: str) -> Iterator[None]:
+    """A ValueError raised inside, as the `ConfigError` naming `field` (one raised already keeps its field)."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(str(e), field) from None
 
 
 @dataclass(frozen=True)
@@ -140,34 +148,67 @@ class ServiceConfig:
     code_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
-        scheme(self.scheme)
-        object.__setattr__(self, "workers", check_int("workers", self.workers, 1))
-        object.__setattr__(self, "K", check_int("K", self.K, 1))
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r}; choose local or ray")
-        object.__setattr__(self, "max_wait_ms", check_real("max_wait_ms", self.max_wait_ms, 0.0))
-        object.__setattr__(self, "parm_k", check_int("parm_k", self.parm_k, 1))
-        object.__setattr__(self, "max_pending", check_int("max_pending", self.max_pending, 1))
-        object.__setattr__(self, "request_timeout", check_positive("request_timeout", self.request_timeout,
-                                                                   unit="seconds"))
-        object.__setattr__(self, "seed", check_int("seed", self.seed, 0))
-        if self.check not in CHECKS:
-            raise ValueError(f"unknown check {self.check!r}; choose one of {', '.join(CHECKS)}")
-        if self.gate not in GATES:
-            raise ValueError(f"unknown gate {self.gate!r}; choose on or off")
-        if self.redundancy not in REDUNDANCIES:
-            raise ValueError(f"unknown redundancy {self.redundancy!r}; choose one of {', '.join(REDUNDANCIES)}")
+        with about("scheme"):
+            sch = scheme(self.scheme)
+        for name, lo in (("workers", 1), ("K", 1), ("parm_k", 1), ("max_pending", 1), ("seed", 0)):
+            with about(name):
+                object.__setattr__(self, name, check_int(name, getattr(self, name), lo))
+        with about("backend"):
+            if self.backend not in BACKENDS:
+                raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        with about("address"):
+            if self.address is not None and self.backend != "ray":
+                raise ValueError("address needs backend ray (the local backend runs its workers as threads in this "
+                                 "process)")
+        with about("max_wait_ms"):
+            object.__setattr__(self, "max_wait_ms", check_real("max_wait_ms", self.max_wait_ms, 0.0))
+        with about("request_timeout"):
+            object.__setattr__(self, "request_timeout", check_positive("request_timeout", self.request_timeout,
+                                                                       unit="seconds"))
+        with about("check"):
+            if self.check not in CHECKS:
+                raise ValueError(f"unknown check {self.check!r}; choose one of {', '.join(CHECKS)}")
+            if self.check != "off" and not sch.checkable:
+                raise ValueError(f"wrong-result checks apply to the eager coded schemes {', '.join(CHECKED_SCHEMES)}, "
+                                 f"not {self.scheme!r}")
+        with about("gate"):
+            if self.gate not in GATES:
+                raise ValueError(f"unknown gate {self.gate!r}; choose one of {', '.join(GATES)}")
+        with about("redundancy"):
+            if self.redundancy not in REDUNDANCIES:
+                raise ValueError(f"unknown redundancy {self.redundancy!r}; choose one of {', '.join(REDUNDANCIES)}")
         if self.gate_threshold is not None:
-            object.__setattr__(self, "gate_threshold", check_real("gate_threshold", self.gate_threshold, 0.0,
-                                                                               finite=False))
-        opts = self.code_options
-        try:
-            opts = tuple(sorted(dict(opts.items() if isinstance(opts, Mapping) else opts).items()))
-        except (TypeError, ValueError):
-            raise ValueError(f"code_options must be a dict of keyword arguments of the code, got {opts!r}") from None
-        from .codes import check_code_options
+            with about("gate_threshold"):
+                object.__setattr__(self, "gate_threshold", check_real("gate_threshold", self.gate_threshold, 0.0,
+                                                                      finite=False))
+        from .parity import PARITY_SCHEMES, coded_workers, parity_k
 
-        check_code_options(scheme(self.scheme), self.K, self.workers, dict(opts))
+        base = self.scheme.removesuffix("-hedge")
+        with about("packed_parity"):
+            if self.packed_parity and not sch.parity:
+                raise ValueError(f"packed parity applies to the schemes with a parity model "
+                                 f"({' and '.join(PARITY_SCHEMES)} and their -hedge forms), not {self.scheme!r}")
+        with about("workers"):
+            if sch.dispatcher == "replication" and self.workers < 2:
+                raise ValueError(f"replication sends two copies to distinct workers: needs workers >= 2, got "
+                                 f"{self.workers}")
+            if sch.code == "parm" and self.workers < self.parm_k + 1:
+                raise ValueError(f"parm with parm_k={self.parm_k} runs groups on {self.parm_k + 1} distinct workers; "
+                                 f"got workers={self.workers}")
+            if sch.dispatcher == "coded" and sch.code != "parm" and coded_workers(self.K, self.workers) <= self.K:
+                raise ValueError(f"{base} needs more workers than K={self.K} (got workers={self.workers}); lower K")
+        with about("K"):
+            parity_k(self.scheme, self.K, self.workers, self.parm_k)
+        with about("code_options"):
+            opts = self.code_options
+            try:
+                opts = tuple(sorted(dict(opts.items() if isinstance(opts, Mapping) else opts).items()))
+            except (TypeError, ValueError):
+                raise ValueError(f"code_options must be a dict of keyword arguments of the code, got {opts!r}"
+                                 ) from None
+            from .codes import check_code_options
+
+            check_code_options(sch, self.K, self.workers, dict(opts))
         object.__setattr__(self, "code_options", opts)
 
 
@@ -183,11 +224,16 @@ class Slowdown:
     mean_slow_s: float = 1.0
 
     def __post_init__(self):
-        object.__setattr__(self, "service_ms", check_nonneg("service_ms", self.service_ms, unit="milliseconds"))
-        object.__setattr__(self, "slow_fraction", check_probability("slow_fraction", self.slow_fraction,
-                                                                    below_one=True))
-        object.__setattr__(self, "slow_factor", check_real("slow_factor", self.slow_factor, 1.0))
-        object.__setattr__(self, "mean_slow_s", check_positive("mean_slow_s", self.mean_slow_s, unit="seconds"))
+        with about("service_ms"):
+            object.__setattr__(self, "service_ms", check_nonneg("service_ms", self.service_ms, unit="milliseconds"))
+        with about("slow_fraction"):
+            object.__setattr__(self, "slow_fraction", check_real(
+                "slow_fraction", self.slow_fraction, 0.0, 1.0, hi_open=True, what="a probability in [0, 1)",
+                hint="a worker slow all the time is a slower worker"))
+        with about("slow_factor"):
+            object.__setattr__(self, "slow_factor", check_real("slow_factor", self.slow_factor, 1.0))
+        with about("mean_slow_s"):
+            object.__setattr__(self, "mean_slow_s", check_positive("mean_slow_s", self.mean_slow_s, unit="seconds"))
 
     def service_times(self) -> ServiceTimes:
         return ServiceTimes(self.service_ms / 1000)

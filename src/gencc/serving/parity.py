@@ -20,11 +20,12 @@ import numpy as np
 
 from ..codes import SystematicGCC
 from ..codes.ordering import order_inputs
+from ..codes.schemes import SCHEME_SPECS, schemes
 from ..model import Model, as_model, load_inputs
 from ..rkhs.kernels import Matern32
 
-#: the schemes that run a parity model (each also as a coded hedge, "<scheme>-hedge")
-PARITY_SCHEMES = ("parm", "sgcc-parity")
+#: the schemes that run a parity model (each also as a coded hedge, "<scheme>-hedge"), from the one scheme table
+PARITY_SCHEMES = tuple(n for n in schemes("serving") if SCHEME_SPECS[n].parity and not SCHEME_SPECS[n].hedge)
 #: largest parity group a scheme may ask for (parity models for k = 2..4 are what ParM's paper uses)
 MAX_PARITY_K = 4
 #: training input sets (K inputs each) the calibration fits the prior on

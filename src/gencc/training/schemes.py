@@ -22,10 +22,12 @@ import numpy as np
 
 from .._util.validate import check_int
 from ..codes.base import Code
+from ..codes.schemes import scheme_spec, schemes
 from .gradcodes import GC_KINDS, frc_group_weights, frc_matrix, gc_matrix, gc_weights
 
-#: the schemes `train` offers
-TRAINING_SCHEMES = ("sync", "ignore", "gc", "agc", "gcc", "bacc")
+#: the schemes `train` offers, from the one scheme table (`gencc.codes.schemes`): the coded placements (gcc, bacc)
+#: and the baselines (sync, ignore, gc, agc)
+TRAINING_SCHEMES = schemes("training")
 #: how the K partitions are formed from the training set
 PLACEMENTS = ("stratified", "by-label")
 
@@ -110,19 +112,18 @@ def partitions(X: np.ndarray, y: np.ndarray, K: int, how: str = "stratified") ->
 def default_partitions(scheme: str, N: int, S: int) -> int:
     """K for the coded-placement schemes: ceil(N / (S + 1)), so each worker computes about (S + 1) times an
     uncoded shard's rows, as gradient coding with s = S does (equal compute); N for the others."""
-    return max(1, math.ceil(N / (S + 1))) if scheme in ("gcc", "bacc") else N
+    return max(1, math.ceil(N / (S + 1))) if scheme_spec(scheme, "training").coded else N
 
 
 def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S: int, *, K: int | None = None,
               gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", seed: int = 0) -> Plan:
     """The placement and aggregation rule of `scheme` for N workers planning for S stragglers per step."""
-    if scheme not in TRAINING_SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; choose one of {', '.join(TRAINING_SCHEMES)}")
+    spec = scheme_spec(scheme, "training")
     N = check_int("workers", N, 1)
     S = check_int("tolerate", S, 0, N - 1, what=f"an integer in [0, N - 1 = {N - 1}]")
     if gc_kind not in GC_KINDS:
         raise ValueError(f"unknown gradient code {gc_kind!r}; choose one of {', '.join(GC_KINDS)}")
-    coded = scheme in ("gcc", "bacc")
+    coded = spec.coded
     if K is None:
         K = default_partitions(scheme, N, S)
     elif not coded and K != N:
@@ -152,7 +153,7 @@ def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S
         from ..codes.berrut import BACC
         from ..codes.gcc import GCC
 
-        code = GCC(K, N) if scheme == "gcc" else BACC(K, N)
+        code = {"gcc": GCC, "bacc": BACC}[spec.code](K, N)
         E = code.encoding_matrix
         Xs = np.stack([p[0] for p in parts])  # (K, m, *in_shape)
         Ts = np.stack([p[1] for p in parts])  # (K, m, C)

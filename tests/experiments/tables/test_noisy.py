@@ -19,7 +19,7 @@ def test_tiny_run_writes_table_figure_and_page(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(noisy, "BAR_LEVELS", (0.2,))
     reproduce("noisy", tmp_path, ["batches=1", "trials=2", "workloads=digits-cnn"], progress=False)
     rows = read_csv(tmp_path / "tables" / "noisy.csv")
-    assert [(r["level"], r["scheme"]) for r in rows] == [(lv, s) for lv in (0.0, 0.2) for s, _ in noisy.SCHEMES]
+    assert [(r["level"], r["scheme"]) for r in rows] == [(lv, s) for lv in (0.0, 0.2) for s, _ in noisy.VARIANTS]
     assert all(r["K"] == 4 and r["N"] == 10 and r["S"] == 1 and r["rel_mse"] >= 0 for r in rows)
     by = {(r["level"], r["scheme"]): r["rel_mse"] for r in rows}
     assert by[0.2, "gcc"] > by[0.0, "gcc"] and by[0.2, "bacc"] > by[0.0, "bacc"]
@@ -36,7 +36,7 @@ def test_markdown_states_the_bar_from_the_rows() -> None:
                 "trials": 3, "rel_mse": rel, "agreement": 1.0, "rel_acc": 1.0}
 
     rows = [row(lv, s, rel * (2.0 if s == "gcc" and lv == 0.2 else 1.0))
-            for lv in (0.05, 0.2) for (s, _), rel in zip(noisy.SCHEMES, (0.01, 0.02, 0.03, 0.015), strict=True)]
+            for lv in (0.05, 0.2) for (s, _), rel in zip(noisy.VARIANTS, (0.01, 0.02, 0.03, 0.015), strict=True)]
     lines = noisy.markdown(rows)
     assert lines[0].startswith("GCC's default is at or below BACC at noise levels 0.05 and 0.2 in 1 of 2")
     assert "above it at w K=10 N=40 level 0.2" in lines[0] and lines[0].endswith("0.67, 1.33.")

@@ -33,8 +33,8 @@ SETTINGS = ((10, 40), (50, 100))
 LEVELS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)
 #: the straggler fraction (random stragglers)
 FRACTION = 0.1
-#: (label, GCC options or None for BACC), in table order
-SCHEMES = (("gcc", {}), ("gcc[lam_dec=gcv]", {"lam_dec": "gcv"}), ("gcc[lam_dec=loo]", {"lam_dec": "loo"}),
+#: the table's columns: (label, GCC options or None for BACC), in table order
+VARIANTS = (("gcc", {}), ("gcc[lam_dec=gcv]", {"lam_dec": "gcv"}), ("gcc[lam_dec=loo]", {"lam_dec": "loo"}),
            ("bacc", None))
 #: the levels at which issue 33 asks the default GCC to be at or below BACC
 BAR_LEVELS = (0.05, 0.2)
@@ -67,7 +67,7 @@ def run_table(workloads: tuple[str, ...], batches: int, trials: int,
             sets = [np.random.default_rng(b).choice(len(X_test), K, replace=False) for b in range(batches)]
             for level in LEVELS:
                 t0 = time.perf_counter()
-                for label, opts in SCHEMES:
+                for label, opts in VARIANTS:
                     code = _code(K, N, opts)
                     recs = []
                     for b, idx in enumerate(sets):
@@ -91,7 +91,7 @@ def plot(rows: list[dict], path: Path) -> Path:
     for j, (w, K, N) in enumerate(panels):
         ax = axes[0, j]
         rs = [r for r in rows if (r["workload"], r["K"], r["N"]) == (w, K, N)]
-        for k, (label, _) in enumerate(SCHEMES):
+        for k, (label, _) in enumerate(VARIANTS):
             q = sorted((r for r in rs if r["scheme"] == label), key=lambda r: r["level"])
             style = "o-" if label in ("gcc", "bacc") else "^--"
             c = color(label, k) if "[" not in label else f"C{k + 3}"
@@ -104,7 +104,7 @@ def plot(rows: list[dict], path: Path) -> Path:
 
 def markdown(rows: list[dict]) -> list[str]:
     """The bar check and the table (mean rel_mse per level, one column per scheme)."""
-    labels = [lab for lab, _ in SCHEMES]
+    labels = [lab for lab, _ in VARIANTS]
     lines = []
     checks = [(r, by) for (w, K, N, lv), g in A.group(rows, ("workload", "K", "N", "level")).items()
               for by in [{x["scheme"]: x for x in g}] for r in [by["gcc"]] if lv in BAR_LEVELS]
