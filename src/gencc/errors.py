@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "BadRequest", "CalibrationStopped", "Cancelled", "ClientError", "GenccError", "InjectedFault", "JobFailed",
-    "JobTimeout", "ModelError", "WorkerError",
+    "BadRequest", "BodyTooLarge", "CalibrationStopped", "Cancelled", "ClientDisconnected", "ClientError",
+    "ConfigError", "GenccError", "InjectedFault", "JobFailed", "JobTimeout", "ModelError", "ProtocolError",
+    "WorkerError",
 ]
 
 
@@ -59,12 +60,38 @@ class ModelError(GenccError, ValueError):
         self.source = source
 
 
+class ConfigError(GenccError, ValueError):
+    """A configuration value refused (a `gencc.serving.ServiceConfig` or `Slowdown` field, say): the message says
+    what is wrong and what would do; `field` names the parameter to fix (a command line names its option)."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
 class BadRequest(GenccError, ValueError):
     """A request refused at the door: `status` (4xx) and the message naming the problem."""
 
     def __init__(self, status: int, detail: str):
         super().__init__(detail)
         self.status, self.detail = status, detail
+
+
+class ProtocolError(GenccError, ValueError):
+    """A request the Open Inference Protocol's routes (`/v2/...`) refuse: `status` (400, 404, 405, 415) and
+    `message`, answered as {"error": message}."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class BodyTooLarge(GenccError):
+    """A request body that grew past the server's size limit while it was read (the door answers 413)."""
+
+
+class ClientDisconnected(GenccError):
+    """The client went away before its request body had all arrived (nothing is left to answer)."""
 
 
 class CalibrationStopped(GenccError):
