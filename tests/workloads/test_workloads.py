@@ -258,3 +258,29 @@ def test_atomic_write_cleans_up(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         atomic_write(target, boom)
     assert not target.exists() and not list(tmp_path.iterdir())
+
+
+def test_workload_spec_training_data_and_untrained_module(get, cache: Path) -> None:
+    """The public faces of a trained workload that training and the experiments' provenance read."""
+    import hashlib
+
+    import torch
+
+    from gencc.workloads import cached_weights_sha256, training_data, untrained_module, workload_spec
+
+    assert workload_spec("digits-cnn").trained and not workload_spec("xsinx").trained
+    with pytest.raises(ValueError, match="unknown workload 'nope'; choose one of digits-cnn"):
+        workload_spec("nope")
+    w = get("digits-cnn")
+    Xtr, ytr, Xte, yte = training_data("digits-cnn")
+    np.testing.assert_array_equal(Xtr, w.X_train)
+    np.testing.assert_array_equal(yte, w.y_test)
+    assert len(Xtr) + len(Xte) == 1797  # scikit-learn's digits
+    torch.manual_seed(0)
+    m = untrained_module("digits-cnn")
+    assert tuple(m(torch.as_tensor(Xte[:3], dtype=torch.float32)).shape) == (3, 10)
+    with pytest.raises(ValueError, match="has no trained model"):
+        untrained_module("xsinx")
+    assert cached_weights_sha256("digits-cnn", cache) == hashlib.sha256(w.weights_path.read_bytes()).hexdigest()
+    assert cached_weights_sha256("digits-cnn", cache / "empty") is None
+    assert cached_weights_sha256("xsinx", cache) is None

@@ -53,14 +53,17 @@ def loadtest_command(
     with status 1, the first distinct reasons on stderr, when fewer than 90% of the requests were answered."""
     import numpy as np
 
-    from ..workloads import WORKLOADS
+    from ..workloads import workload_spec
 
     host = _check_url(url)
     if rate * duration > MAX_REQUESTS:
         raise refuse("--rate", f"rate x duration must stay under {MAX_REQUESTS} requests, got "
                                f"{rate:g} x {duration:g}")
-    if workload is not None and workload not in WORKLOADS:
-        raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if workload is not None:
+        try:
+            workload_spec(workload)
+        except ValueError as e:
+            raise refuse("--workload", str(e)) from None
     from .model import load_cli_inputs
 
     X = None if data is None else load_cli_inputs(data)

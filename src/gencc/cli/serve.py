@@ -233,10 +233,13 @@ def _check_not_ignored(scheme: str, max_wait_ms: float | None, slow_fraction: fl
 def _check_serve_options(workload: str | None, workers: int, address: str | None) -> None:
     """The checks of `gencc serve`'s options that are the command's own (the library checks the configuration,
     `ServiceConfig`): a known workload before any loads, at most MAX_WORKERS workers, a Ray address."""
-    from ..workloads import WORKLOADS
+    from ..workloads import workload_spec
 
-    if workload is not None and workload not in WORKLOADS:
-        raise refuse("--workload", f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if workload is not None:
+        try:
+            workload_spec(workload)
+        except ValueError as e:
+            raise refuse("--workload", str(e)) from None
     if address is not None:
         check_ray_address("--address", address)
     if workers > MAX_WORKERS:

@@ -103,9 +103,10 @@ class Workload:
         return self.X_test[idx], y
 
 
-def _check_name(name: str) -> WorkloadSpec:
+def workload_spec(name: str) -> WorkloadSpec:
+    """What workload `name` is (known without loading it); ValueError naming the choices when there is none."""
     if name not in WORKLOADS:
-        raise ValueError(f"unknown workload {name!r}; available: {', '.join(WORKLOADS)}")
+        raise ValueError(f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}")
     return WORKLOADS[name]
 
 
@@ -118,7 +119,7 @@ def load(name: str, progress: bool = True, *, cache_dir: str | os.PathLike | Non
     """
     if not isinstance(name, str):
         raise ValueError(f"workload name must be a string, got {type(name).__name__}")
-    spec = _check_name(name)
+    spec = workload_spec(name)
     if spec.trained:
         return _load_trained(spec, progress, cache_dir, retrain)
     return _load_analytic(spec)
@@ -144,7 +145,7 @@ def _load_trained(spec: WorkloadSpec, progress: bool, cache_dir: str | os.PathLi
 def cached_weights_sha256(name: str, cache_dir: str | os.PathLike | None = None) -> str | None:
     """The sha256 of trained workload `name`'s cached weights, or None when none are cached (imports torch only
     when they are)."""
-    spec = _check_name(name)
+    spec = workload_spec(name)
     models = models_dir(cache_dir)
     if not spec.trained or not any(models.glob(f"{name}-*.json")):
         return None
@@ -157,7 +158,7 @@ def cached_weights_sha256(name: str, cache_dir: str | os.PathLike | None = None)
 
 
 def _trained_spec(name: str) -> WorkloadSpec:
-    spec = _check_name(name)
+    spec = workload_spec(name)
     if not spec.trained:
         raise ValueError(f"workload {name!r} has no trained model; choose one of "
                          f"{', '.join(n for n, s in WORKLOADS.items() if s.trained)}")
@@ -201,7 +202,7 @@ def load_parity(name: str = "digits-cnn", k: int = 2, progress: bool = True, *,
     """
     if not isinstance(name, str):
         raise ValueError(f"workload name must be a string, got {type(name).__name__}")
-    spec = _check_name(name)
+    spec = workload_spec(name)
     if not spec.trained:
         trained = ", ".join(n for n, s in WORKLOADS.items() if s.trained)
         raise ValueError(f"parity models exist for trained workloads only ({trained}), not {name!r}")
@@ -232,6 +233,6 @@ def _load_analytic(spec: WorkloadSpec) -> Workload:
 
 
 __all__ = [
-    "ENV_VAR", "WORKLOADS", "Workload", "WorkloadSpec", "cache_root", "load", "load_parity", "models_dir",
-    "recipe_hash",
+    "ENV_VAR", "WORKLOADS", "Workload", "WorkloadSpec", "cache_root", "cached_weights_sha256", "load",
+    "load_parity", "models_dir", "recipe_hash", "training_data", "untrained_module", "workload_spec",
 ]
