@@ -1,5 +1,5 @@
-"""gencc.errors: every exception class gencc defines, found by walking the package, subclasses GenccError, and
-keeps the built-in base its callers catch."""
+"""gencc.errors: every exception class gencc defines, found by walking the package, is defined in gencc.errors,
+listed in its __all__, subclasses GenccError, and keeps the built-in base its callers catch."""
 
 from __future__ import annotations
 
@@ -30,11 +30,25 @@ def _exception_classes() -> dict[str, type]:
     return found
 
 
-def test_every_gencc_exception_class_subclasses_gencc_error() -> None:
+def test_every_gencc_exception_class_is_defined_in_gencc_errors_under_gencc_error() -> None:
     found = _exception_classes()
-    assert "gencc.errors.JobTimeout" in found and "gencc.serving._http.limits._TooLarge" in found  # the walk sees
+    assert "gencc.errors.JobTimeout" in found and "gencc.errors.ProtocolError" in found  # the walk sees them
+    elsewhere = sorted(name for name in found if not name.startswith("gencc.errors."))
+    assert not elsewhere, f"exception classes defined outside gencc.errors (define them there): {elsewhere}"
     outside = sorted(name for name, cls in found.items() if not issubclass(cls, errors.GenccError))
     assert not outside, f"exception classes not under gencc.GenccError: {outside}"
+    assert {name.rpartition(".")[2] for name in found} == set(errors.__all__)
+
+
+def test_the_walk_would_see_a_class_defined_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gencc.serving._http import limits
+
+    class Stray(Exception):
+        pass
+
+    Stray.__module__ = limits.__name__
+    monkeypatch.setattr(limits, "Stray", Stray, raising=False)
+    assert _exception_classes()["gencc.serving._http.limits.Stray"] is Stray
 
 
 def test_the_public_classes_live_in_gencc_errors_and_keep_their_builtin_bases() -> None:
@@ -45,12 +59,17 @@ def test_the_public_classes_live_in_gencc_errors_and_keep_their_builtin_bases() 
     assert issubclass(errors.JobTimeout, TimeoutError) and issubclass(errors.JobTimeout, errors.JobFailed)
     assert issubclass(errors.JobFailed, RuntimeError) and issubclass(errors.InjectedFault, RuntimeError)
     assert issubclass(errors.BadRequest, ValueError) and issubclass(errors.ModelError, ValueError)
+    assert issubclass(errors.ProtocolError, ValueError)
     from gencc.engine.task import WorkerError
     from gencc.faults import Cancelled, InjectedFault
+    from gencc.serving._http.limits import BodyTooLarge, ClientDisconnected
     from gencc.serving._http.schemas import BadRequest
+    from gencc.serving._http.v2 import ProtocolError
 
     assert (WorkerError, Cancelled, InjectedFault, BadRequest) == (errors.WorkerError, errors.Cancelled,
                                                                    errors.InjectedFault, errors.BadRequest)
+    assert (ProtocolError, BodyTooLarge, ClientDisconnected) == (errors.ProtocolError, errors.BodyTooLarge,
+                                                                 errors.ClientDisconnected)
 
 
 def test_a_failed_job_is_caught_as_a_gencc_error() -> None:

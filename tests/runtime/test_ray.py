@@ -256,16 +256,15 @@ class UserTorchModel:
 
 
 def test_user_torch_model_served_on_ray_answers_like_threads():
-    from gencc.engine import Workers
-    from gencc.engine.backends import ThreadBackend
-    from gencc.engine.ray.backend import RayBackend
+    from gencc.engine import Workers, make_backend
     from gencc.serving import Service, make_dispatcher
 
     factory = UserTorchModel()
     Xs = np.random.default_rng(4).normal(size=(10, 6)).astype(np.float32)
     got = {}
     for name in ("threads", "ray"):
-        be = ThreadBackend({"f": factory()}, dtype=np.float32) if name == "threads" else RayBackend(4, {"f": factory})
+        be = make_backend(name, 4, {"f": factory()}, factories={"f": factory} if name == "ray" else None,
+                          dtype=np.float32)  # "threads": the local backend's other name
         svc = Service(Workers(4, be, mark_dead=name == "threads"), lambda env: make_dispatcher("replication", env))
         try:
             got[name] = [f.result(timeout=60) for f in [svc.submit(x) for x in Xs]]

@@ -25,7 +25,7 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # affine below
 
 @pytest.fixture(scope="module")
 def cluster():
-    from gencc.engine.ray.backend import LocalCluster
+    from gencc.engine.ray import LocalCluster
 
     if ray.is_initialized():
         ray.shutdown()
@@ -53,7 +53,7 @@ def test_existing_cluster(cluster):
 
 
 def test_a_node_lost_mid_stream_every_job_answered_and_its_actors_recreated(cluster):
-    from gencc.engine.ray.backend import NODE_RESOURCE
+    from gencc.engine.ray import NODE_RESOURCE
 
     ex = RayExecutor(num_actors=8, address=cluster.address, ready_timeout=300,
                      actor_options={"scheduling_strategy": "SPREAD", "resources": {NODE_RESOURCE: 1}})

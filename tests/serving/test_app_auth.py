@@ -105,9 +105,9 @@ def test_serve_off_loopback_needs_a_key_then_warns(monkeypatch, caplog):
 
 
 def test_the_load_generator_sends_the_key():
-    from serving_helpers import start_server
-
     from gencc.loadgen.load import run_http
+
+    from .serving_helpers import start_server
 
     server, th, port = start_server(create_app(service(), limits=Limits(api_key=KEY), in_shape=(3,)))
     try:

@@ -13,7 +13,7 @@ import pytest
 from gencc.engine import ThreadBackend, VirtualWorkers, Workers
 from gencc.faults import Faults, ServiceTimes
 from gencc.serving import Request, Service, make_dispatcher
-from gencc.serving._policy.dispatchers import MAX_ERROR_KINDS, MAX_ERRORS
+from gencc.serving.dispatch import MAX_ERROR_KINDS, MAX_ERRORS
 
 from .serving_helpers import lin
 

@@ -64,7 +64,8 @@ MAX_POINTS = 3000
 class GCC(Code):
     """Encoder: u_enc fitted to (alpha_k, x_k), coded inputs u_enc(beta_n). Decoder: u_dec fitted to the
     returned (beta_n, y_n), estimates u_dec(alpha_k). Both are penalised least squares in the RKHS of
-    `kernel` (default: the cubic smoothing spline of LeTCC).
+    `kernel` (default "auto": the Matern 3/2 kernel with a linear trend, and the cubic smoothing spline of LeTCC
+    for fits through more than AUTO_DENSE_MAX points; see Defaults below).
 
     lam_enc, lam_dec: penalty weights (0 interpolates); lam_dec may be "gcv" or "loo" to choose it per
     straggler pattern from the returned results (pooled over output columns).

@@ -25,6 +25,18 @@ from .task import Task, describe_error
 
 #: where a front end's workers run: `local` (the engine's threads in this process) or `ray` (one actor each)
 BACKENDS = ("local", "ray")
+#: other words for a backend (`backend_name` reads them): "threads" is the local backend, its worker threads
+BACKEND_ALIASES = {"threads": "local"}
+
+
+def backend_name(kind: str) -> str:
+    """The backend `kind` names, one of BACKENDS (an alias of BACKEND_ALIASES read as its backend); a ValueError
+    naming the choices otherwise."""
+    name = BACKEND_ALIASES.get(kind, kind) if isinstance(kind, str) else kind
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)} "
+                         f"({', '.join(f'{a}: {b}' for a, b in BACKEND_ALIASES.items())})")
+    return name
 
 
 class Constant:

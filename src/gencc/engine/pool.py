@@ -1,5 +1,7 @@
-"""The one place a pool of workers is built (`make_pool`): the backend, by name or as an object, and how many
-threads serve the workers. Jobs, serving and training call it, so a choice of threads is made here once.
+"""The one place a pool of workers is built (`make_pool`) and a backend by name (`make_backend`: the local
+threads, or Ray actors with their cluster's address checked): how many threads serve the workers, and where
+their tasks run. Jobs, serving and training call them, so each choice is made here once. Importing this module
+never imports Ray (`gencc.engine.ray.backend` imports it only when a backend starts).
 
 Threads: None, a thread per worker, except on a `RayBackend`, whose calls one thread sends and waits on with
 `ray.wait` (`gencc.engine.ray.workers.RayWorkers`: no thread per worker or actor); an integer T, thread t
@@ -15,7 +17,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .backends import BACKENDS, ThreadBackend
+from .backends import Constant, ThreadBackend, backend_name
+from .ray.backend import RayBackend, check_address
 from .workers import Workers
 
 #: the most threads of a shared pool, whatever the cores
@@ -29,18 +32,31 @@ def shared_threads(cores: int | None = None) -> int:
     return max(1, min(MAX_SHARED_THREADS, SHARED_PER_CORE * (cores or os.cpu_count() or 1)))
 
 
-def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | None = None, *, dtype: Any = None,
+def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | None = None, *,
+                 factories: dict[str, Callable[[], Callable]] | None = None, dtype: Any = None,
                  address: str | None = None, **ray_options: Any) -> Any:
-    """A backend by name: "local" (or "threads"), a `ThreadBackend` holding `functions`; "ray", a `RayBackend`
-    of `n_workers` actors each building `functions`' factories (`address`: a cluster; `ray_options`: its
-    keyword arguments)."""
-    if kind in ("local", "threads"):
-        return ThreadBackend(functions, dtype=dtype)
-    if kind == "ray":
-        from .ray.backend import RayBackend
+    """The one way a backend is built by name (every front end calls it: jobs, serving, training).
 
-        return RayBackend(n_workers, dict(functions or {}), address, **ray_options)
-    raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
+    kind: "local" (or its alias "threads"), a `ThreadBackend` running `functions` (name -> callable: "f",
+    "parity") in the worker threads; "ray", a `gencc.engine.ray.backend.RayBackend` of `n_workers` actors, each
+    building the models from `factories` (name -> picklable zero-argument builder, so a torch model is built on
+    the actor), or, without `factories`, holding a pickled copy of each of `functions`. address: the Ray cluster
+    to join ("auto", HOST:PORT or ray://HOST:PORT; checked before Ray starts: a ValueError names the forms),
+    None for a private Ray on 127.0.0.1; ray_options: `RayBackend`'s other keyword arguments (num_cpus,
+    max_concurrency, max_restarts, actor_options, init_kwargs, temp_dir, ready_timeout, on_ready). A ValueError
+    for an unknown kind, or an address or factories given to the local backend."""
+    kind = backend_name(kind)
+    if kind == "local":
+        for name, value in (("address", address), ("factories", factories), *ray_options.items()):
+            if value is not None:
+                raise ValueError(f"{name} applies to the ray backend; the local backend runs its workers' "
+                                 "functions in this process")
+        return ThreadBackend(functions, dtype=dtype)
+    if address is not None:
+        check_address(address)
+    if factories is None:
+        factories = {name: Constant(fn) for name, fn in (functions or {}).items()}
+    return RayBackend(n_workers, dict(factories), address, **ray_options)
 
 
 def make_pool(n_workers: int, backend: Any, *args: Any, threads: int | str | None = None, **options: Any) -> Workers:
@@ -49,13 +65,10 @@ def make_pool(n_workers: int, backend: Any, *args: Any, threads: int | str | Non
     (service times, stragglers, faults, ...). On a `RayBackend` with threads None: `RayWorkers`."""
     if isinstance(backend, str):
         backend = make_backend(backend, n_workers)
-    if threads is None:
-        from .ray.backend import RayBackend  # no Ray import: the module imports it only when a backend starts
+    if threads is None and isinstance(backend, RayBackend):
+        from .ray.workers import RayWorkers
 
-        if isinstance(backend, RayBackend):
-            from .ray.workers import RayWorkers
-
-            return RayWorkers(n_workers, backend, *args, **options)
+        return RayWorkers(n_workers, backend, *args, **options)
     if threads == "shared":
         if not hasattr(backend, "run_items"):
             raise ValueError("shared threads need a backend that runs tasks in the thread (run_items); "

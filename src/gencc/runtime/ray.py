@@ -1,4 +1,6 @@
-"""RayExecutor: the engine's workers on Ray actors (`gencc.engine.ray.backend`, the one module that touches Ray).
+"""RayExecutor: a job's logical workers on Ray actors. A thin executor: its backend is built by the engine's one
+backend factory (`gencc.engine.make_backend("ray", ...)`, a `gencc.engine.ray.backend.RayBackend`: everything Ray
+lives in `gencc.engine.ray`), which also checks the cluster's address.
 
 Ray is imported lazily, so `import gencc` never imports it.
 
@@ -25,8 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._util.validate import check_int, check_positive
-from ..engine import Constant, Task, Workers, make_pool
-from ..engine.ray.backend import RayBackend
+from ..engine import Constant, Task, Workers, make_backend, make_pool
+from ..engine.ray import RayBackend, check_address
 from .executor import Batch, EngineBatch, Executor
 
 
@@ -35,8 +37,9 @@ class RayExecutor(Executor):
 
     factory: picklable zero-argument callable that builds f on each actor (recommended for torch models).
     num_actors: actors to start (default: N of the first job, one per logical worker).
-    address: an existing cluster ("127.0.0.1:6379", "auto"); None starts a private local Ray bound to
-    127.0.0.1 (no dashboard, usage stats off unless set, a private temp dir) that `close()` shuts down.
+    address: an existing cluster ("auto", HOST:PORT or ray://HOST:PORT; anything else is a ValueError at once);
+    None starts a private local Ray bound to 127.0.0.1 (no dashboard, usage stats off unless set, a private temp
+    dir) that `close()` shuts down.
     If Ray is already initialised in this process, it is used as it is.
     max_concurrency: threads per actor (tasks of several logical workers and jobs overlap on one actor).
     max_restarts: how many times each dead actor is replaced by a fresh one (-1: no limit; 0: never).
@@ -58,6 +61,8 @@ class RayExecutor(Executor):
         max_concurrency = check_int("max_concurrency", max_concurrency, 1)
         max_restarts = check_int("max_restarts", max_restarts, -1, hint="-1: restart without limit")
         ready_timeout = check_positive("ready_timeout", ready_timeout, unit="seconds")
+        if address is not None:
+            check_address(address)  # at once, not when the first job starts Ray
         self.factory, self.num_actors, self.address = factory, num_actors, address
         self.num_cpus, self.max_concurrency, self.max_restarts = num_cpus, max_concurrency, max_restarts
         self.actor_options = dict(actor_options or {})
@@ -116,11 +121,11 @@ class RayExecutor(Executor):
             n = self.num_actors or num_workers
             if n is None:
                 raise ValueError("num_actors unknown: pass num_actors or num_workers")
-            self._backend = RayBackend(n, {"f": factory}, self.address, num_cpus=self.num_cpus,
-                                       max_concurrency=self.max_concurrency, max_restarts=self.max_restarts,
-                                       actor_options=self.actor_options, init_kwargs=self.init_kwargs,
-                                       temp_dir=self.temp_dir, ready_timeout=self.ready_timeout,
-                                       on_ready=self.on_ready)
+            self._backend = make_backend("ray", n, factories={"f": factory}, address=self.address,
+                                         num_cpus=self.num_cpus, max_concurrency=self.max_concurrency,
+                                         max_restarts=self.max_restarts, actor_options=self.actor_options,
+                                         init_kwargs=self.init_kwargs, temp_dir=self.temp_dir,
+                                         ready_timeout=self.ready_timeout, on_ready=self.on_ready)
             self._workers = make_pool(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
                                       name="gencc-ray-worker")
             self.num_actors = n

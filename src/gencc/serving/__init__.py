@@ -10,16 +10,18 @@ The public face (like Ray Serve's `serve` module, over private sections):
   key, body size and read deadline), `uvicorn_options` (the keywords applying those limits below the app, for
   running uvicorn yourself);
 - extend it: `Dispatcher` (subclass it for a policy of your own), `Request`, `Env` (what a dispatcher may ask of
-  its workers), `RollingQuantile`, and the built-in policies `UncodedDispatcher`, `ReplicatedDispatcher`,
-  `HedgedDispatcher`, `CodedDispatcher` (GCC / BACC / SGCC / ParM, eager or as a coded hedge),
+  its workers), `RollingQuantile` (these four are `gencc.serving.dispatch`, the extension API), and the
+  built-in policies `UncodedDispatcher`, `ReplicatedDispatcher`, `HedgedDispatcher`, `CodedDispatcher`
+  (GCC / BACC / SGCC / ParM, eager or as a coded hedge),
   `CheckedDispatcher` (answers after a wrong-result check, `ResultCheck`), `Gate` (decoded answers held back
   unless likely right; its threshold from `calibrate_gate`, `CALIBRATION_RUNS` simulated runs on training
   inputs, or for a `Service` assembled by hand the gate `Service.build` would give it, `service_gate`) and
   `Redundancy` (coded tasks only where the queues leave room); `Memo` (a model memoised on inputs known up front:
   what the calibration runs in virtual time); a code's abilities come from its declared `gencc.codes.Capabilities`.
 
-Sections: `serving._policy` (the dispatch policies, gate, slots, loop environment, simulator), `serving._http`
-(the app, its limits, the request schemas), `serving.service` (assembly), `serving.config` (the scheme table).
+Sections: `serving.dispatch` (the extension API: the `Dispatcher` base, `Request`, `Env`, `RollingQuantile`),
+`serving._policy` (the built-in policies, gate, slots, loop environment, simulator), `serving._http` (the app,
+its limits, the request schemas), `serving.service` (assembly), `serving.config` (the scheme table).
 The load generator is `gencc.loadgen`.
 """
 
@@ -30,13 +32,13 @@ from typing import Any
 from ._http.limits import Limits, uvicorn_options
 from ._policy.checked import CheckedDispatcher, ResultCheck
 from ._policy.coded import CodedDispatcher
-from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from ._policy.dispatchers import HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from ._policy.gate import CALIBRATION_RUNS, Gate, Memo, calibrate_gate, service_gate
 from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
-from ._policy.requests import Env, Request, RollingQuantile
 from ._policy.sim import simulate_load
 from ._policy.slots import systematic_slots, worker_functions
 from .config import CHECKS, SCHEME_TABLE, SCHEMES, Scheme, ServiceConfig, Slowdown
+from .dispatch import Dispatcher, Env, Request, RollingQuantile
 from .service import Service, freeze_heap, make_dispatcher
 
 #: names served by the HTTP section, which imports FastAPI and pydantic: loaded on first use

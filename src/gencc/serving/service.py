@@ -23,18 +23,18 @@ from typing import Any
 import numpy as np
 
 from ..codes.ordering import order_inputs
-from ..engine import ThreadBackend, Workers, make_pool
+from ..engine import Workers, make_backend, make_pool
 from ..faults import Faults, WrongResults
 from ._policy.checked import CheckedDispatcher, ResultCheck
 from ._policy.coded import CodedDispatcher
-from ._policy.dispatchers import Dispatcher, HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
+from ._policy.dispatchers import HedgedDispatcher, ReplicatedDispatcher, UncodedDispatcher
 from ._policy.gate import Gate, service_gate
 from ._policy.loop_env import LoopEnv
 from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
-from ._policy.requests import Env, Request
 from .codes import scheme_code
 from .config import CHECKED_SCHEMES, CHECKS, ServiceConfig, Slowdown, _split
 from .config import scheme as scheme_entry
+from .dispatch import Dispatcher, Env, Request
 from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model
 
 __all__ = ["Service", "freeze_heap", "make_dispatcher"]
@@ -171,15 +171,10 @@ class Service:
             if c.scheme.startswith("sgcc-parity"):
                 calibration = calibrate_sgcc(w or model, c.K, coded_workers(c.K, c.workers), parity,
                                              data=None if w is not None else X)
-        if c.backend == "local":
-            be: Any = ThreadBackend(fns, dtype=np.float32)
-        else:
-            from ..engine.ray.backend import RayBackend
-
-            factories = {"f": factory}
-            if parity is not None:
-                factories["parity"] = parity.factory  # picklable; rebuilt in each actor
-            be = RayBackend(c.workers, factories, address=c.address)
+        factories = None
+        if c.backend == "ray":  # each actor builds its models from picklable factories
+            factories = {"f": factory} | ({"parity": parity.factory} if parity is not None else {})
+        be = make_backend(c.backend, c.workers, fns, factories=factories, dtype=np.float32, address=c.address)
         on_loop = c.backend == "local"  # the dispatcher may run on the front door's loop: see LoopEnv
         pool = make_pool(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
                          seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors

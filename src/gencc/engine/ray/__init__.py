@@ -1,11 +1,13 @@
-"""Everything Ray, in one place: the engine's Ray backend (`backend`: starting or joining Ray, one actor per
-worker), the master side that waits on every call at once (`workers`), the loopback-only network namespace a
-private Ray runs in (`namespace`), and a multi-node cluster on this machine for tests (`cluster`).
+"""Everything Ray, in one place: the engine's Ray backend (`backend`: starting or joining Ray, checking a
+cluster's address, one actor per worker; `gencc.engine.make_backend("ray", ...)` builds it), the master side
+that waits on every call at once (`workers`), the loopback-only network namespace a private Ray runs in
+(`namespace`), and a multi-node cluster on this machine for tests (`cluster`). The job runtime's `RayExecutor`
+(`gencc.runtime`) is a thin executor over this backend.
 
 Ray itself is imported only inside functions, so importing this package never imports it."""
 
-from .backend import RayBackend, init_ray
+from .backend import RayBackend, check_address, init_ray
 from .cluster import NODE_RESOURCE, LocalCluster
 from .workers import RayWorkers
 
-__all__ = ["NODE_RESOURCE", "LocalCluster", "RayBackend", "RayWorkers", "init_ray"]
+__all__ = ["NODE_RESOURCE", "LocalCluster", "RayBackend", "RayWorkers", "check_address", "init_ray"]

@@ -1,11 +1,13 @@
-"""The one Ray module: starting or joining Ray, the engine's Ray backend (one actor per worker), a local
-multi-node cluster.
+"""The engine's Ray backend: starting or joining Ray (`init_ray`), checking a cluster's address
+(`check_address`), one actor per worker (`RayBackend`). Build one with `gencc.engine.make_backend("ray", ...)`,
+the one factory every front end uses (jobs, serving, training); it checks the address before Ray starts.
 
-Ray is imported only here, inside functions, so `import gencc` never imports it. Without `address`, Ray starts
-privately on 127.0.0.1 (no dashboard, usage stats off unless set, its temp dir inside a private 0700 folder
-removed at close or exit); run it inside the loopback-only network namespace of `gencc.engine.ray.namespace`
-(tests, `gencc run`, `gencc serve`, `gencc train`). With `address` it joins an existing cluster
-("127.0.0.1:6379", "auto"). A Ray already initialised in this process is used as it is.
+Ray is imported only in this package (`gencc.engine.ray`), inside functions, so `import gencc` never imports it.
+Without `address`, Ray starts privately on 127.0.0.1 (no dashboard, usage stats off unless set, its temp dir
+inside a private 0700 folder removed at close or exit); run it inside the loopback-only network namespace of
+`gencc.engine.ray.namespace` (tests, `gencc run`, `gencc serve`, `gencc train`). With `address` it joins an
+existing cluster ("auto", HOST:PORT or ray://HOST:PORT). A Ray already initialised in this process is used as it
+is.
 
 Each actor holds the backend's models, built there from picklable factories (a torch model is built on the
 actor, not shipped per call), and a task's own function is put in the object store once and built once per
@@ -17,9 +19,6 @@ on the threaded actor sets a flag the task waits on); an actor lost meanwhile ma
 (ConnectionError on the master: a straggler for that task). Each actor also holds a `watch` call that never
 answers (in its own concurrency group), so the master finds a dead actor even when no call of a job is out to
 it (`check_actors`).
-
-`LocalCluster` starts a head and worker nodes on this machine (`ray.cluster_utils.Cluster`, loopback only) for
-tests and benchmarks, and kills a worker node as a lost machine.
 
 A dead actor (killed, an injected crash, its process gone, e.g. `os._exit` inside f) is replaced: the master
 that saw the loss kills its handle for good and creates a fresh actor in its slot from the same factories
@@ -58,6 +57,26 @@ MAX_TEMP_BASE = 30
 WATCH_GROUP = "gencc_watch"
 #: consecutive replacements of one slot that die before answering anything, after which it stays dead
 REPLACE_STREAK = 3
+
+
+def check_address(address: str) -> str:
+    """`address` if it names a Ray cluster as `ray.init` takes it: "auto", HOST:PORT or ray://HOST:PORT (port in
+    1..65535); a ValueError saying so otherwise. Checked before Ray is imported or started."""
+    from urllib.parse import urlparse
+
+    if address == "auto":
+        return address
+    parsed, port = None, -1
+    if isinstance(address, str):
+        parsed = urlparse(address if "://" in address else f"ray-gcs://{address}")
+        try:
+            port = parsed.port
+        except ValueError:
+            port = -1
+    if (parsed is None or parsed.scheme not in ("ray", "ray-gcs") or not parsed.hostname or port is None
+            or not 1 <= port <= 65535):
+        raise ValueError(f"a Ray address is auto, HOST:PORT or ray://HOST:PORT (port in 1..65535), got {address!r}")
+    return address
 
 
 def import_ray() -> Any:

@@ -1,6 +1,6 @@
 """`Workers` on Ray actors without a thread per worker or actor: one thread sends each worker's next task to
-its actor (`gencc.engine.ray.backend.RayBackend`, the one module that touches Ray) and waits with `ray.wait` over
-every call out."""
+its actor (`gencc.engine.ray.backend.RayBackend`; Ray is touched only in `gencc.engine.ray`) and waits with
+`ray.wait` over every call out."""
 
 from __future__ import annotations
 

@@ -31,8 +31,9 @@ from .output import table_section, write_table
 PRESET = "gcc-defaults"
 K, S = 10, 3
 WORKLOAD = "digits-cnn"
-#: 8 input sets, not the 20 of the script this preset replaces (benchmarks/defaults_table.py): on the shared 2-core
-#: machine the 20-set grid ran well over the ten-minute budget of a preset (`--set batches=20` runs it)
+#: 8 input sets, not the 20 of the script this preset replaces (defaults_table.py, removed; last at commit 0ff7f7f:
+#: `git show 0ff7f7f:benchmarks/defaults_table.py`): on the shared 2-core machine the 20-set grid ran well over
+#: the ten-minute budget of a preset (`--set batches=20` runs it)
 DEFAULTS = {"batches": 8, "trials": 10, "N": (15, 20, 40, 80)}
 OPTIONS = {"batches": Option("input sets"), "trials": Option("random straggler draws per input set"),
            "N": Option("worker counts, comma-separated, each above K = 10", minimum=K + 1, many=True)}
@@ -45,9 +46,9 @@ DESCRIPTION = ("How GCC's defaults were chosen, on the digits CNN: K = 10, S = 3
                "equispaced, nested: the nearest worker moved onto each alpha). The second table compares the "
                "input orderings of `order_inputs` (chain: nearest-neighbour path + 2-opt; spectral: Fiedler "
                "vector; pca: first principal component; identity: as given). The default grid has 8 input sets, "
-               "fewer than the 20 of the script it replaces (benchmarks/defaults_table.py), to keep the preset's "
-               "run time on a shared 2-core machine near a ten-minute budget (the last run's time is in "
-               "data/timings.csv); `--set batches=20` restores them.")
+               "fewer than the 20 of the script it replaces (defaults_table.py, removed; last at commit 0ff7f7f), to "
+               "keep the preset's run time on a shared 2-core machine near a ten-minute budget (the last run's "
+               "time is in data/timings.csv); `--set batches=20` restores them.")
 
 
 def candidates() -> dict[str, Callable[[int], Code]]:

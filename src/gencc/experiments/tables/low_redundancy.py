@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from itertools import combinations
 from math import ceil
 from pathlib import Path
@@ -34,21 +33,6 @@ SETTINGS = ((10, 15), (8, 10))
 WORKLOADS = ("digits-cnn", "mnist1d-cnn")
 #: input sets from the training inputs used to calibrate rho (never the scored test inputs)
 CALIBRATION_SETS = 50
-
-
-@dataclass
-class Cell:
-    """A scheme's figures at one setting: mean rel_mse / agreement and CI half-widths per column."""
-
-    scheme: str
-    workload: str
-    K: int
-    N: int
-    column: str
-    rel_mse: float
-    rel_mse_ci: float
-    agreement: float
-    agreement_ci: float
 
 
 def ordered_sets(X_pool: np.ndarray, K: int, count: int, seed: int) -> list[np.ndarray]:

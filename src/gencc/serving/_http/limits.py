@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import GenccError
+from ...errors import BodyTooLarge, ClientDisconnected
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -175,10 +175,10 @@ class DoorGuard:
         except asyncio.TimeoutError:
             await refuse(408, f"the body did not arrive within {self.limits.read_timeout_s:g} s")
             return
-        except _TooLarge:
+        except BodyTooLarge:
             await refuse(413, f"body is over this server's limit of {self.max_body} bytes", drain=receive)
             return
-        except _Disconnected:
+        except ClientDisconnected:
             return
         sent = False
 
@@ -222,22 +222,14 @@ class DoorGuard:
         while True:
             msg = await receive()
             if msg["type"] == "http.disconnect":
-                raise _Disconnected
+                raise ClientDisconnected
             chunk = msg.get("body", b"")
             n += len(chunk)
             if n > self.max_body:
-                raise _TooLarge
+                raise BodyTooLarge
             parts.append(chunk)
             if not msg.get("more_body", False):
                 return b"".join(parts)
-
-
-class _TooLarge(GenccError):
-    pass
-
-
-class _Disconnected(GenccError):
-    pass
 
 
 def header_deadline_protocol(read_timeout_s: float) -> type:

@@ -39,7 +39,7 @@ import numpy as np
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ...errors import GenccError
+from ...errors import ProtocolError
 from .schemas import Number
 
 #: the only version a gencc model has (the path form /versions/1 is accepted)
@@ -80,14 +80,6 @@ class InferBody(BaseModel):
     parameters: dict[str, Any] = {}
     inputs: Annotated[list[TensorIn], Field(min_length=1)]
     outputs: list[TensorWanted] | None = None
-
-
-class ProtocolError(GenccError, ValueError):
-    """A request the protocol refuses: `status` and the message for {"error": ...}."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 @dataclass(frozen=True)

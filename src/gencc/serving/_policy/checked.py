@@ -36,8 +36,8 @@ import numpy as np
 from ...codes import Code
 from ...codes import robust as robust_mod
 from ...engine import Task
+from ..dispatch import Env, RollingQuantile
 from .coded import CodedDispatcher, _Group
-from .requests import Env, RollingQuantile
 from .result_check import ResultCheck
 from .slots import cover_map
 

@@ -19,10 +19,9 @@ import numpy as np
 from ...codes import Code
 from ...codes.ordering import order_inputs
 from ...engine import Task
-from .dispatchers import Dispatcher
+from ..dispatch import Dispatcher, Env, Request, RollingQuantile
 from .gate import Gate
 from .redundancy import Redundancy
-from .requests import Env, Request, RollingQuantile
 from .slots import cover_map, systematic_slots, worker_functions
 
 MODES = ("eager", "hedge")

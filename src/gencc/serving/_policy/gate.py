@@ -34,8 +34,8 @@ import numpy as np
 from ...engine import Task, VirtualWorkers
 from ...errors import CalibrationStopped
 from ...model import apply_batch
+from ..dispatch import Env, Request, RollingQuantile
 from .gate_threshold import DEFAULT_TARGET, GateCalibration, choose_threshold, score_floor
-from .requests import Env, Request, RollingQuantile
 from .sim import simulate_load
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...engine import VirtualWorkers
 from ...loadgen.arrivals import poisson_arrivals
-from .requests import Request
+from ..dispatch import Request
 
 
 def simulate_load(make_dispatcher: Callable[[VirtualWorkers], object], env: VirtualWorkers, rate: float,
