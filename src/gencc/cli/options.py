@@ -128,19 +128,17 @@ def check_ray_address(option: str, address: str) -> str:
 
 log = logging.getLogger("gencc.cli")
 
-#: where the workers run, with the word `gencc train` also takes for local (its threads)
-BACKEND_ALIASES = {"threads": "local"}
-
-
-def check_backend(value: str, aliases: dict[str, str] | None = None) -> str:
-    """--backend: local or ray (an alias in `aliases` maps to one of them); Ray must be installed for ray."""
+def check_backend(value: str) -> str:
+    """--backend: the library's backend name for `value` (local or ray; its ValueError becomes the usage error);
+    Ray must be installed for ray."""
     import importlib.util
 
-    from ..engine.backends import BACKENDS
+    from ..engine.backends import backend_name
 
-    value = (aliases or {}).get(value, value)
-    if value not in BACKENDS:
-        raise refuse("--backend", f"must be one of {', '.join(BACKENDS)}, got {value!r}")
+    try:
+        value = backend_name(value)
+    except ValueError as e:
+        raise refuse("--backend", str(e)) from None
     if value == "ray" and importlib.util.find_spec("ray") is None:
         raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
     return value

@@ -16,7 +16,6 @@ from ..training.options import OPTIMIZERS, TRAIN_WORKLOADS
 from ..training.schemes import PLACEMENTS, TRAINING_SCHEMES
 from .isolate import rerun_isolated
 from .options import (
-    BACKEND_ALIASES,
     SlowFactor,
     SlowFraction,
     check_backend,
@@ -131,7 +130,7 @@ def train_command(
            f"must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     _check(gc_kind in GC_KINDS, "--gc-kind", f"must be one of {', '.join(GC_KINDS)}, got {gc_kind!r}")
     _check(placement in PLACEMENTS, "--placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
-    backend = check_backend(backend, BACKEND_ALIASES)
+    backend = check_backend(backend)
     if address is not None:
         _check(backend == "ray", "--address", "needs --backend ray (the local backend runs threads in this process)")
         check_ray_address("--address", address)

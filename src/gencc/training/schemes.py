@@ -60,10 +60,6 @@ class Plan:
     code: Code | None = None
     info: dict = field(default_factory=dict)
 
-    @property
-    def blocks_per_worker(self) -> int:
-        return len(self.blocks[0])
-
     def min_results(self) -> int:
         """The fewest results the rule can aggregate."""
         return self.code.min_results if self.code is not None else 1
