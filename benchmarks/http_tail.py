@@ -2,13 +2,13 @@
 that shares no code with gencc (httpx, one task per request, `POST /v2/models/model/infer` with JSON data, in a
 process of its own). Two measurements:
 
-- `default` (issue 32): the default scheme without a parity model (`gencc serve --model SPEC --data TRAIN.npy`,
+- `default`: the default scheme without a parity model (`gencc serve --model SPEC --data TRAIN.npy`,
   no --scheme, no --parity) against `--scheme uncoded`, on two models gencc does not ship, defined below and
   trained here on sklearn's digits: "mlp" (1x8x8 inputs, digits-sized) and "cnn28" (a CNN on the digits upsampled
   to 28x28). W = 12, K = 8, 40 ms injected service time, persistent stragglers (10% of the time slow x10),
-  Poisson arrivals at 30% of uncoded's capacity W / E[task time]. Bar: the default's (p99.9 - p50) gap at most
+  Poisson arrivals at 30% of uncoded's capacity W / E[task time]. Target: the default's (p99.9 - p50) gap at most
   0.3 of uncoded's.
-- `sweep` (issue 35): digits-cnn served by uncoded, hedged and the default coded scheme at equal W = 12, 50 ms
+- `sweep`: digits-cnn served by uncoded, hedged and the default coded scheme at equal W = 12, 50 ms
   service, 10% slow x10, at loads 0.3 to 0.95 of uncoded's capacity (one server per scheme, the loads in turn),
   with the simulator's prediction of each point (`serving_sweep.py`'s, its gate holding every decode for the
   coded scheme) beside it, fed two measurements: the mean run time of a worker's task in its normal state at that
@@ -20,14 +20,14 @@ process of its own). Two measurements:
   (3; the same draws for every scheme) and their requests are pooled: a p99.9 of one run of 4,500 requests rests
   on its 4-5 slowest answers, and one run of hedged requests' p99.9 was seen to move 3x between seeds. The page
   also shows each seed alone, the server process's CPU time per request (from /proc: the front door, the
-  dispatcher and the model together), and a figure (`--png`). Bar: the default's p99.9 at most 1.1x the better
+  dispatcher and the model together), and a figure (`--png`). Target: the default's p99.9 at most 1.1x the better
   of uncoded's and hedged's; the prediction within 20% at p50 and p99.
 
-    python benchmarks/http_tail.py default --out docs/generated/default-tail.md
-    python benchmarks/http_tail.py default --duration 20 --models mlp          # a quick look
-    python benchmarks/http_tail.py sweep --png docs/figures/serving-http-sweep.png \
+    python benchmarks/run.py http-tail default --out docs/generated/default-tail.md
+    python benchmarks/run.py http-tail default --duration 20 --models mlp          # a quick look
+    python benchmarks/run.py http-tail sweep --png docs/figures/serving-http-sweep.png \
         --out docs/generated/serving-http-sweep.md
-    python benchmarks/http_tail.py sweep --from-raw R.json --out P.md      # re-render a run kept with --raw R.json
+    python benchmarks/run.py http-tail sweep --from-raw R.json --out P.md      # re-render a run kept with --raw R.json
 
 A coded server calibrates its gate on training inputs before it binds its port; the client starts once
 /v2/health/ready answers 200, so no calibration overlaps a measurement. The machine should be otherwise idle.
@@ -46,9 +46,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from measure import free_port, machine, server_ready
+from measure import command, free_port, machine, server_ready
 
 HERE = Path(__file__).resolve().parent
+SUITE = "http-tail"
 W, K, SERVICE_MS, SLOW_F, SLOW_X, LOAD = 12, 8, 40.0, 0.1, 10.0, 0.3
 BAR = 0.3
 MODELS = {"mlp": 8, "cnn28": 28}
@@ -408,8 +409,8 @@ def sweep_figure(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("mode", choices=["default", "sweep", "client"])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS), help="default: the models")
     ap.add_argument("--duration", type=float, default=90.0, help="default: seconds of arrivals per point (90)")
@@ -443,11 +444,12 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(f"--from-raw {a.from_raw}: not a file written by sweep --raw")
     if a.mode == "client":
         print(json.dumps(client(a.url, a.rate, a.duration, a.data, a.seed, a.samples)))
-        return
+        return 0
     if a.mode == "sweep" and raw is not None:
         a.requests, a.seeds, a.seed = raw["requests"], raw["seeds"], raw["seed"]
         rows, when = raw["rows"], raw["machine"]
     else:
+        print(machine(), flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "GENCC_BENCH_CACHE": os.environ.get("GENCC_BENCH_CACHE", tmp),
                    "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
@@ -464,12 +466,13 @@ def main(argv: list[str] | None = None) -> None:
     text = default_table(rows) if a.mode == "default" else sweep_table(rows)
     print(text)
     if a.out is None:
-        return
+        return 0
     shown = Path(os.path.relpath(a.out.resolve(), HERE.parent))  # the page's command, from the repository root
     if a.mode == "default":
-        cmd = "python benchmarks/http_tail.py default" + (f" --duration {a.duration:g}" if a.duration != 90 else "")
-        intro = (f"# The default without a parity model, on an independent client\n\nRegenerate: `{cmd} --out "
-                 f"{shown}`.\n\n`gencc serve --model SPEC --data TRAIN.npy` (the default scheme, no parity model) "
+        cmd = command(SUITE, ["default", *(["--duration", f"{a.duration:g}"] if a.duration != 90 else []),
+                              "--out", str(shown)])
+        intro = (f"# The default without a parity model, on an independent client\n\nRegenerate: `{cmd}`.\n\n"
+                 f"`gencc serve --model SPEC --data TRAIN.npy` (the default scheme, no parity model) "
                  f"against `--scheme uncoded` on {W} workers, K = {K}, {SERVICE_MS:g} ms service, {SLOW_F:.0%} of the "
                  f"time slow x{SLOW_X:g}, Poisson arrivals at {LOAD:.0%} of uncoded's capacity for {a.duration:g} s, "
                  f"seed {a.seed}. Models this benchmark defines and trains on sklearn's digits: mlp (1x8x8) and "
@@ -480,7 +483,7 @@ def main(argv: list[str] | None = None) -> None:
         png = f" --png {os.path.relpath(a.png.resolve(), HERE.parent)}" if a.png is not None else ""
         front = ", ".join(f"{r['front_door_p50']:.1f} ms at {r['load']:g}" for r in rows if r["scheme"] == "uncoded")
         intro = (f"# Coded serving against the baselines on the real server, on an independent client\n\n"
-                 f"Regenerate: `python benchmarks/http_tail.py sweep{extra}{png} --out {shown}`.\n\ndigits-cnn on "
+                 f"Regenerate: `{command(SUITE, ['sweep'])}{extra}{png} --out {shown}`.\n\ndigits-cnn on "
                  f"{W} workers (K = {K}), {SWEEP_MS:g} ms service, {SLOW_F:.0%} of the time slow x{SLOW_X:g}; "
                  f"{a.seeds} x {a.requests:,} Poisson requests per load (a fraction of uncoded's capacity, "
                  f"{capacity(SWEEP_MS):.0f} req/s), {a.seeds} independent draws of the arrivals (seeds), one server "
@@ -495,7 +498,8 @@ def main(argv: list[str] | None = None) -> None:
                  f"{front}).")
     a.out.write_text(f"{intro} The client is httpx alone (no gencc code), open loop, over "
                      f"`/v2/models/model/infer`, in a process of its own. {when}\n\n{text}\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

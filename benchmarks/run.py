@@ -1,34 +1,66 @@
-"""gencc's benchmark suite: every figure printed beside its floor, measured side by side in the same run.
+"""gencc's benchmark suites, one command: python benchmarks/run.py SUITE [options].
 
-    python benchmarks/run.py codes      # encode, decode, D_F builds, robust decode (about a minute)
-    python benchmarks/run.py runtime    # gencc.run per-job overhead and p99 under stragglers (about a minute)
-    python benchmarks/run.py serving    # coded vs uncoded serving in the simulator (virtual time, seconds)
-    python benchmarks/run.py scale      # per-job time and threads at N = 100, 1,000, 10,000 (threads backend)
-    python benchmarks/run.py all [--out figures.md]
+    python benchmarks/run.py codes                      # one suite, its defaults
+    python benchmarks/run.py serving --duration 5       # a short serving run in virtual time (seconds)
+    python benchmarks/run.py http-tail --help           # a suite's own options
+    python benchmarks/run.py all --out figures.md       # codes, runtime, serving and scale in one table
 
-Each figure is a ratio against its floor (the cheapest way to the same result, or what users run today); see
-each suite's module (bench_codes.py, bench_runtime.py, bench_serving.py) for what is measured. Timings are best
-of --repeat (codes) or medians and percentiles over jobs (runtime); the machine may be shared, so read the ratios,
-which are measured interleaved. The claim tables (accuracy, not speed) are `gencc reproduce` presets.
+Every suite prints the machine it runs on first (CPUs, load average: on a shared machine the figures move with the
+load), and a table it writes (--out) starts with the command that regenerates it. The figures of codes, runtime,
+serving and scale are ratios against a floor (the cheapest way to the same result, or what users run today)
+measured interleaved in the same run, so read the ratios. The claim tables (accuracy, not speed) are
+`gencc reproduce` presets; benchmarks/investigations/ holds scripts that each answered one question.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
-import os
-import platform
 import sys
 from pathlib import Path
+from types import ModuleType
 
-import bench_codes
-import bench_runtime
-import bench_scale
-import bench_serving
-import numpy as np
-from measure import render
+HERE = Path(__file__).resolve().parent
 
-SUITES = {"codes": bench_codes, "runtime": bench_runtime, "serving": bench_serving, "scale": bench_scale}
+#: suite -> (the module that runs it, what it measures)
+SUITES: dict[str, tuple[str, str]] = {
+    "codes": ("bench_codes", "encode, decode, D_F builds, robust decode, against their floors (a minute)"),
+    "runtime": ("bench_runtime", "gencc.run per job and its p99 under stragglers, against f alone (a minute)"),
+    "scale": ("bench_scale", "time per job and threads held at N = 100, 1,000, 10,000 (threads backend)"),
+    "serving": ("bench_serving", "coded against uncoded serving, p50 and p99, simulated (virtual time, seconds)"),
+    "serving-sweep": ("serving_sweep", "every serving scheme over a load sweep: sim, real, policies, report"),
+    "http-tail": ("http_tail", "`gencc serve`'s tail on an independent HTTP client: default, sweep (minutes)"),
+    "serving-floor": ("serving_floor", "`gencc serve` against a minimal FastAPI app on one model (minutes)"),
+    "soak": ("soak", "a long open-loop run of a service: p99 and RSS per minute (10 minutes)"),
+    "hostile-input": ("hostile_input", "hostile requests to a real `gencc serve`: status, time, health, memory"),
+    "fleet": ("bench_ray_cluster", "a Ray cluster of several nodes losing one mid-stream (needs Ray)"),
+    "training": ("training", "time to a target accuracy per training scheme under stragglers (needs torch)"),
+    "instructions": ("instructions", "instructions per job counted by valgrind, beside the minimal job"),
+}
+#: the suites whose figures are ratios against a floor, run together by `all`
+FIGURES = ("codes", "runtime", "serving", "scale")
+
+
+def module(suite: str) -> ModuleType:
+    """The suite's module, imported when the suite runs (some need torch, Ray or a server's extras)."""
+    if str(HERE) not in sys.path:  # the suites import their shared helpers (measure) from this folder
+        sys.path.insert(0, str(HERE))
+    return importlib.import_module(SUITES[suite][0])
+
+
+def parser() -> argparse.ArgumentParser:
+    width = max(map(len, SUITES))
+    listing = "\n".join(f"  {name:<{width}}  {line}" for name, (_, line) in SUITES.items())
+    listing += f"\n  {'all':<{width}}  {', '.join(FIGURES)}, one after another in one table"
+    doc = __doc__.split("\n\n")
+    ap = argparse.ArgumentParser(prog="run.py", description=doc[0], formatter_class=argparse.RawTextHelpFormatter,
+                                 usage="%(prog)s SUITE [options]",
+                                 epilog=f"suites:\n{listing}\n\n" + "\n\n".join(doc[1:]))
+    ap.add_argument("suite", metavar="SUITE", choices=(*SUITES, "all"), help="which suite to run (listed below)")
+    ap.add_argument("options", metavar="OPTIONS", nargs="*", default=[],
+                    help="the suite's options (SUITE --help lists them)")
+    return ap
 
 
 def positive_int(text: str) -> int:
@@ -41,13 +73,17 @@ def positive_int(text: str) -> int:
     return v
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawTextHelpFormatter,
-                                 epilog="\n".join(__doc__.splitlines()[2:]))
-    ap.add_argument("suite", choices=(*SUITES, "all"), help="which suite to run")
-    ap.add_argument("--repeat", type=positive_int, default=5, help="repetitions of each timing (default 5)")
+def figures_parser(suite: str) -> argparse.ArgumentParser:
+    """The options of the figure suites: --repeat and --out, and each suite's own."""
+    names = FIGURES if suite == "all" else (suite,)
+    ap = argparse.ArgumentParser(prog=f"run.py {suite}", formatter_class=argparse.RawTextHelpFormatter,
+                                 description=SUITES[suite][1] if suite in SUITES else
+                                 f"{', '.join(FIGURES)}, one after another in one table")
+    if "codes" in names:
+        ap.add_argument("--repeat", type=positive_int, default=5, help="repetitions of each timing (default 5)")
     ap.add_argument("--out", type=Path, default=None, help="also write the table (markdown) to this file")
-    for mod in SUITES.values():
+    for name in names:
+        mod = module(name)
         mod.add_arguments(ap.add_argument_group(mod.SUITE))
     return ap
 
@@ -55,33 +91,44 @@ def parser() -> argparse.ArgumentParser:
 def check(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Every option validated before any work starts (argparse's exit 2 with one message)."""
     for name in ("columns", "jobs", "scale_jobs"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name} must be a positive integer, got {getattr(args, name)}")
-    if args.large_N < 0:
+        if getattr(args, name, 1) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if getattr(args, "large_N", 0) < 0:
         ap.error(f"--large-N must be 0 (skip) or a worker count, got {args.large_N}")
-    if not 0 < args.base_ms < math.inf:
+    if not 0 < getattr(args, "base_ms", 1.0) < math.inf:
         ap.error(f"--base-ms must be a positive number of milliseconds, got {args.base_ms:g}")
-    bench_serving.check(ap, args)
+    if hasattr(args, "loads"):
+        module("serving").check(ap, args)
     if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):
         ap.error(f"--out must be a file in an existing folder, got {args.out}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = parser()
+def run_figures(suite: str, argv: list[str]) -> int:
+    """codes, runtime, serving, scale or all: each suite's figures against their floors, as one markdown table."""
+    ap = figures_parser(suite)
     args = ap.parse_args(argv)
     check(ap, args)
+    from measure import generated_by, machine, render, versions
+
+    print(machine(), flush=True)
     figures = []
-    for name in SUITES if args.suite == "all" else (args.suite,):
-        figs = SUITES[name].run(args)
+    for name in FIGURES if suite == "all" else (suite,):
+        figs = module(name).run(args)
         print(render(figs), flush=True)
         figures += figs
     if args.out is not None:
-        cmd = " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])
-        args.out.write_text(f"Generated by `{cmd}`; do not edit by hand. One run on {os.cpu_count()} CPU cores "
-                            f"({platform.python_implementation()} {platform.python_version()}, numpy "
-                            f"{np.__version__}); the machine may have been shared, so read the ratios, measured "
-                            f"interleaved with their floors.\n\n{render(figures)}\n")
+        args.out.write_text(f"{generated_by(suite, argv)} {machine()} Measured with {versions()}; read the "
+                            f"ratios, measured interleaved with their floors.\n\n{render(figures)}\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = parser()
+    suite = ap.parse_args(argv if not argv or argv[0].startswith("-") else argv[:1]).suite
+    if suite == "all" or suite in FIGURES:
+        return run_figures(suite, argv[1:])
+    return module(suite).main(argv[1:], prog=f"run.py {suite}") or 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Where coding pays: a load sweep of every scheme at equal W, in the simulator and on the real worker pool.
 
-    python benchmarks/serving_sweep.py sim  --out results/sweep/sim.json      # virtual time (machine-independent)
-    python benchmarks/serving_sweep.py real --out results/sweep/real.json     # real threads + the sim's prediction
-    python benchmarks/serving_sweep.py policies --out results/sweep/pol.json  # load-adaptive variants compared
-    python benchmarks/serving_sweep.py report --inputs a.json b.json --md table.md --png figure.png
+    python benchmarks/run.py serving-sweep sim  --out results/sweep/sim.json      # virtual time (machine-independent)
+    python benchmarks/run.py serving-sweep real --out results/sweep/real.json     # real threads + the sim's prediction
+    python benchmarks/run.py serving-sweep policies --out results/sweep/pol.json  # load-adaptive variants compared
+    python benchmarks/run.py serving-sweep report --inputs a.json b.json --md table.md --png figure.png
 
-Setting (issue 35): W = 12 workers, K = 8, 50 ms service, each worker slow x10 about 10% of the time (exponential
+Setting: W = 12 workers, K = 8, 50 ms service, each worker slow x10 about 10% of the time (exponential
 periods, mean 1 s); load is a fraction of uncoded's capacity W / E[task time] = W / (S (1 - F + F X)), about
 126 requests per second. Every scheme gets the same W and, per seed, the same arrivals and slow periods.
 "-full" after an eager coded scheme (gcc-full, sgcc-full) is that scheme without load-adaptive redundancy (every
@@ -26,10 +26,12 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from measure import machine
 
 from gencc.engine import VirtualWorkers
 from gencc.faults import PersistentStragglers, ServiceTimes
@@ -211,8 +213,8 @@ def figure(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("mode", choices=("sim", "real", "policies", "report"))
     ap.add_argument("--out", type=Path, help="JSON rows to write (sim, real, policies)")
     ap.add_argument("--inputs", type=Path, nargs="+", help="report: JSON files of earlier runs")
@@ -243,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
         if a.png:
             figure(rows, a.png)
         print(table(rows))
-        return
+        return 0
     if a.out is None:
         ap.error(f"{a.mode} needs --out FILE.json")
     gates = ("off", "on") if a.mode == "real" else ("sent", "held")
@@ -257,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     bad = [n for n in a.schemes or [] if n not in known or (a.mode == "policies" and n.endswith("-full"))]
     if bad:
         ap.error(f"unknown scheme {bad[0]!r} for {a.mode}; choose among {', '.join(known)}")
+    print(machine(), flush=True)
     rows = []
     if a.mode == "policies":
         for load in a.loads:
@@ -279,7 +282,8 @@ def main(argv: list[str] | None = None) -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(rows, indent=1))
     print(table(rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

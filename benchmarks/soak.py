@@ -1,10 +1,10 @@
-"""Soak: a long open-loop run at a fixed load, p99 latency and RSS printed per minute (issue 18: bounded memory
-per request; p99 of the last minute within 1.5x of the first, RSS growth under 30 MB at 50% load for 5 minutes).
+"""Soak: a long open-loop run at a fixed load, p99 latency and RSS printed per minute (memory per request is
+bounded: the target is a p99 in the last minute within 1.5x of the first, RSS growth under 30 MB).
 
-    python benchmarks/soak.py --minutes 10 --load 0.5                 # in process: Service.submit
-    python benchmarks/soak.py --minutes 5 --load 0.5 --http           # over loopback HTTP (uvicorn, this process)
-    python benchmarks/soak.py --minutes 1 --minute-s 10 --crash-p 0.01   # 1% of tasks crash their worker
-    python benchmarks/soak.py --minutes 1 --minute-s 10 --wrong-worker 0 --check on   # one always-wrong worker
+    python benchmarks/run.py soak --minutes 10 --load 0.5                 # in process: Service.submit
+    python benchmarks/run.py soak --minutes 5 --load 0.5 --http           # over loopback HTTP (uvicorn, this process)
+    python benchmarks/run.py soak --minutes 1 --minute-s 10 --crash-p 0.01   # 1% of tasks crash their worker
+    python benchmarks/run.py soak --minutes 1 --minute-s 10 --wrong-worker 0 --check on   # one always-wrong worker
 
 Load is a fraction of the scheme's capacity W / (E[task time] x tasks per request): tasks per request N / K for a
 coded scheme (1.5), `copies` for replication, 1 otherwise; E[task time] is the injected `--service-ms` plus f's own
@@ -16,7 +16,7 @@ corruption that got through), the degraded answers and how many of them differ (
 and the service's health read every
 `--health-s` seconds (counts by status, and the fewest live workers seen). `--http` serves the app on 127.0.0.1 in
 this process and sends each request on a pooled keep-alive connection of a raw asyncio client, so the RSS includes
-the client. Not a CI test (tests/serving/test_soak_smoke.py runs its code path for a few seconds).
+the client. Not a CI test (tests/benchmarks/test_soak.py runs its code path for a few seconds).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 import numpy as np
+from measure import machine
 
 from gencc.faults import Faults, WrongResults
 from gencc.loadgen import poisson_arrivals
@@ -273,8 +274,9 @@ def report(rows: list[dict[str, Any]], head: str) -> tuple[float, float]:
     return ratio, growth
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10.0, help="length of the run in minutes (default 10)")
     ap.add_argument("--load", type=float, default=0.5, help="fraction of the scheme's capacity in (0, 1) (default 0.5)")
     ap.add_argument("--workload", default="digits-cnn", help="a gencc workload (default digits-cnn)")
@@ -318,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     cap = capacity(svc, args.service_ms)
     rate = args.rate or args.load * cap
     freeze_heap()
+    print(machine(), flush=True)
     head = (f"soak: {args.workload}, {svc.scheme}, W={args.workers}, K={args.K}, service {args.service_ms:g} ms, "
             f"{rate:.1f} req/s (capacity {cap:.1f}: load {rate / cap:.2f}) for {args.minutes:g} min, "
             f"{'HTTP (loopback)' if args.http else 'in process'}; crash_p {args.crash_p:g}, wrong workers "

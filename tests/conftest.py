@@ -168,12 +168,16 @@ def wait_healthy():
 
 @pytest.fixture(scope="session")
 def load_benchmark():
-    """name -> the script benchmarks/<name>.py imported as a module (the scripts are no package; the folder is on
-    sys.path while it runs, as when the script is run, for the scripts it imports beside it)."""
+    """name -> the script benchmarks/<name>.py, or else benchmarks/investigations/<name>.py, imported as a module
+    (the scripts are no package; benchmarks/ is on sys.path while it runs, as when a suite is run, for the scripts
+    it imports beside it)."""
     folder = Path(__file__).resolve().parents[1] / "benchmarks"
 
     def load(name: str):
-        spec = importlib.util.spec_from_file_location(f"{name}_under_test", folder / f"{name}.py")
+        path = folder / f"{name}.py"
+        if not path.exists():
+            path = folder / "investigations" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"{name}_under_test", path)
         mod = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(folder))
         try:

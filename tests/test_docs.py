@@ -214,13 +214,21 @@ def test_docs_site_pages_are_in_the_nav() -> None:
 
 
 def test_benchmarks_and_presets_the_docs_name_exist() -> None:
-    """A command printed in the docs names a benchmark script that exists and a preset whose section the
-    generated results (or docs/generated/<preset>.md) hold, so a renamed script or preset fails here."""
+    """A command printed in the docs names a benchmark script that exists, a suite that benchmarks/run.py runs and
+    a preset whose section the generated results (or docs/generated/<preset>.md) hold, so a renamed script, suite
+    or preset fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmarks_run", ROOT / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
     results = "".join(p.read_text() for p in GENERATED)
     for md in WRITTEN:
         text = md.read_text()
-        scripts = set(re.findall(r"benchmarks/([\w-]+\.py)", text))
+        scripts = set(re.findall(r"benchmarks/((?:investigations/)?[\w-]+\.py)", text))
         assert not [s for s in scripts if not (ROOT / "benchmarks" / s).exists()], (md, scripts)
+        suites = set(re.findall(r"benchmarks/run\.py ([\w-]+)", text)) - {"SUITE"}
+        assert suites <= {*run.SUITES, "all"}, (md, suites)
         presets = set(re.findall(r"--preset ([\w-]+)", text)) - {"all", "P"}
         assert not [p for p in presets if f"--preset {p} " not in results], (md, presets)
 

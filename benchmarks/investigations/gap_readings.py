@@ -1,4 +1,6 @@
-"""How far a pick among fixed readings of the results could take GCC's worst case (issue 33): per cell of the
+"""Answered: no pick among fixed readings of the results takes GCC's worst case below BACC's (docs/design.md section 3).
+
+How far a pick among fixed readings of the results could take GCC's worst case: per cell of the
 fixed-fraction preset, the worst case of GCC's default, of BACC, of each candidate reading alone, and of an
 oracle that takes, per straggler pattern, the candidate closest to f's own outputs.
 
@@ -12,8 +14,8 @@ gap rule), `berrut` (Berrut's rational reading of the whole pattern around the r
 `bridge` (every gap of one or more data points bridged), `linear` (the select decoder's linear reading, its ridge
 toward `fit`: `gencc.codes.gcc_low_redundancy.linear_reading`).
 
-    python benchmarks/gap_readings.py
-    python benchmarks/gap_readings.py --cells digits-cnn,5,20,worst:20% --candidates default,berrut
+    python benchmarks/investigations/gap_readings.py
+    python benchmarks/investigations/gap_readings.py --cells digits-cnn,5,20,worst:20% --candidates default,berrut
 """
 
 from __future__ import annotations

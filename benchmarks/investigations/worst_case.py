@@ -1,4 +1,7 @@
-"""GCC against BACC at high straggler fractions: the worst case and random stragglers (issue 33).
+"""Answered: which gap rule and length scale keep GCC's worst case at or below BACC's (docs/design.md section 3).
+
+GCC against BACC at high straggler fractions: the worst case and random stragglers. It chose GCC's bounded rule
+for gaps, gaps="auto"'s thresholds and the length scale at few inputs (docs/guides/codes.md shows a run).
 
 For each (K, N, S) row and each scheme: the worst case over every contiguous block of S workers by position
 (edges included) together with gencc's own searches (`FixedCount(S, "worst")` and `FixedCount(S,
@@ -8,15 +11,16 @@ the trained workloads named by --workload, several input sets each (K test input
 rel_mse of a set is the largest found; agreement is the smallest over the same candidates; each is averaged over
 the sets and the workloads.
 
-    python benchmarks/worst_case.py
-    python benchmarks/worst_case.py --schemes gcc:gaps=fit,bacc --rows 50,100,20
+    python benchmarks/investigations/worst_case.py
+    python benchmarks/investigations/worst_case.py --schemes gcc:gaps=fit,bacc --rows 50,100,20
 
 A scheme is a code name with options separated by semicolons (`gcc:gaps=bridge`); `gcc` is GCC's default
 (gaps="auto"), `gcc:gaps=fit` the fit everywhere, `gcc:gaps=bridge` every gap of two or more data points bridged.
 `gcc:ell=0.6` (short for GCC's option `gcc:length_scale=0.6`) is GCC with its auto kernel at length scale 0.6, not its
-default (`gencc.codes.gcc.auto_length_scale`: 0.3, or 2.4 / K at K <= 7 on N >= 4 K workers; issue 33):
+default (`gencc.codes.gcc.auto_length_scale`: 0.3, or 2.4 / K at K <= 7 on N >= 4 K workers):
 
-    python benchmarks/worst_case.py --workload digits-cnn --schemes gcc,gcc:ell=0.6,gcc:ell=0.9,bacc --rows 5,20,4
+    python benchmarks/investigations/worst_case.py --workload digits-cnn \
+        --schemes gcc,gcc:ell=0.6,gcc:ell=0.9,bacc --rows 5,20,4
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from gencc import metrics as M
 from gencc.codes import make_code
 from gencc.codes.registry import parse_option
 
-#: the rows of issue 33: (K, N, S)
+#: the default rows: (K, N, S), straggler fractions from 0.1 to 0.2
 ROWS = ((10, 40, 8), (16, 24, 4), (20, 60, 10), (32, 80, 8), (50, 100, 20))
 
 
@@ -116,7 +120,7 @@ def main() -> None:
                     help="comma-separated schemes (default gcc,gcc:gaps=fit,gcc:gaps=bridge,bacc)")
     ap.add_argument("--workload", default="script-mlp,digits-cnn",
                     help="script-mlp (defined here) and/or gencc workloads (default script-mlp,digits-cnn)")
-    ap.add_argument("--rows", nargs="*", default=None, help="K,N,S rows (default: the five of issue 33)")
+    ap.add_argument("--rows", nargs="*", default=None, help="K,N,S rows (default: the five of ROWS)")
     ap.add_argument("--sets", type=int, default=3, help="input sets per workload (default 3)")
     ap.add_argument("--trials", type=int, default=30, help="random straggler draws per set (default 30)")
     args = ap.parse_args()

@@ -1,10 +1,9 @@
-"""benchmarks/bench_runtime.py's MinimalJob, the floor of the per-job figures, computes what gencc.run does."""
+"""The runtime suite (benchmarks/bench_runtime.py): MinimalJob, the floor of the per-job figures, computes what
+gencc.run does."""
 
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,17 +11,10 @@ import pytest
 import gencc
 from gencc.runtime import LocalExecutor
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.syspath_prepend(str(BENCH))  # bench_runtime imports its sibling `measure`
-        spec = importlib.util.spec_from_file_location("bench_runtime_under_test", BENCH / "bench_runtime.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        yield mod
+def bench(load_benchmark):
+    return load_benchmark("bench_runtime")
 
 
 def _mlp():

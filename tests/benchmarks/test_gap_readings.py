@@ -1,5 +1,6 @@
-"""benchmarks/gap_readings.py: its oracle's worst case is the brute-force max over straggler sets of the least error
-among the candidates (each decoded alone), so it bounds every pick among them; the script prints its table."""
+"""benchmarks/investigations/gap_readings.py: its oracle's worst case is the brute-force max over straggler sets
+of the least error among the candidates (each decoded alone), so it bounds every pick among them; the script
+prints its table."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import gencc
 
 ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "investigations" / "gap_readings.py"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,7 @@ def test_oracle_worst_is_the_brute_force_worst_of_the_least_candidate_error(benc
 
 
 def test_script_prints_the_table_and_refuses_random_cells():
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "gap_readings.py"), "--seeds", "0",
+    cmd = [sys.executable, str(SCRIPT), "--seeds", "0",
            "--candidates", "default,berrut"]
     out = subprocess.run([*cmd, "--cells", "toy-softmax,4,10,worst:2"], capture_output=True, text=True,
                          timeout=300, check=True).stdout
@@ -74,6 +76,6 @@ def test_script_prints_the_table_and_refuses_random_cells():
     (["--seeds", "x"], "--seeds takes comma-separated integers"),
 ])
 def test_bad_cells_and_seeds_exit_2_before_any_work(args, says):
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gap_readings.py"), *args], capture_output=True,
+    out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr

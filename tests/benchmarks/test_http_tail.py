@@ -1,28 +1,17 @@
-"""benchmarks/http_tail.py's independent client and its tables, against a server the test starts on a model the
-test defines (the measurements themselves are a benchmark, never run in CI)."""
+"""The http-tail suite (benchmarks/http_tail.py): its independent client and its tables, against a server the
+test starts on a model the test defines (the measurements themselves are a benchmark, never run in CI)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def tail():
-    sys.path.insert(0, str(BENCH))  # its `from measure import machine`
-    try:
-        spec = importlib.util.spec_from_file_location("http_tail_bench", BENCH / "http_tail.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+def tail(load_benchmark):
+    return load_benchmark("http_tail")
 
 
 def test_client_measures_a_server(tail, tmp_path):

@@ -1,23 +1,16 @@
-"""benchmarks/serving_sweep.py's simulator path and report on a few seconds of virtual time (the sweep itself is a
-benchmark, never run in CI)."""
+"""The serving-sweep suite (benchmarks/serving_sweep.py): its simulator path and report on a few seconds of
+virtual time (the sweep itself is a benchmark, never run in CI)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-SWEEP = Path(__file__).resolve().parents[2] / "benchmarks" / "serving_sweep.py"
-
 
 @pytest.fixture(scope="module")
-def sweep():
-    spec = importlib.util.spec_from_file_location("serving_sweep_bench", SWEEP)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def sweep(load_benchmark):
+    return load_benchmark("serving_sweep")
 
 
 def test_sim_and_report(sweep, tmp_path, capsys):

@@ -1,10 +1,9 @@
-"""benchmarks/soak.py's code path for a second or two (the soak itself is a benchmark, never run in CI)."""
+"""The soak suite (benchmarks/soak.py): its code path for a second or two (the soak itself is a benchmark, never
+run in CI)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,18 +13,14 @@ from gencc.engine import ThreadBackend, Workers
 from gencc.faults import ServiceTimes
 from gencc.serving import Service, make_dispatcher
 
-from .serving_helpers import lin
+from ..serving.serving_helpers import lin
 
-SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
 IN = (3, 4)
 
 
 @pytest.fixture(scope="module")
-def soak():
-    spec = importlib.util.spec_from_file_location("soak_bench", SOAK)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def soak(load_benchmark):
+    return load_benchmark("soak")
 
 
 @pytest.mark.parametrize("http", [False, True])

@@ -1,5 +1,5 @@
-"""benchmarks/worst_case.py: its worst case is the largest rel_mse over every contiguous block and gencc's search,
-checked by brute force on a small row; the script prints its table."""
+"""benchmarks/investigations/worst_case.py: its worst case is the largest rel_mse over every contiguous block and
+gencc's search, checked by brute force on a small row; the script prints its table."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import gencc
 
 ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "investigations" / "worst_case.py"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_worst_is_at_least_every_block_and_at_most_the_brute_force_worst(bench):
 
 
 def test_script_prints_the_table():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "worst_case.py"), "--rows", "6,12,2",
+    out = subprocess.run([sys.executable, str(SCRIPT), "--rows", "6,12,2",
                           "--workload", "script-mlp", "--sets", "1", "--trials", "2"],
                          capture_output=True, text=True, timeout=300, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| 6, 12, 2 |")]
@@ -75,6 +76,6 @@ def test_a_length_scale_scheme_is_the_auto_kernel_at_that_length_scale(bench):
     (["--trials", "0"], "--trials must be at least 1"),
 ])
 def test_bad_arguments_exit_2_with_one_message_before_any_work(args, message):
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "worst_case.py"), *args],
+    out = subprocess.run([sys.executable, str(SCRIPT), *args],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
