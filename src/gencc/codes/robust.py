@@ -72,10 +72,10 @@ def calibrate(code: Any, runs: Iterable[tuple[Any, Sequence[int]]], adversaries:
     code, model and input distribution: `runs` yields (Y, returned) of decodes known (or trusted) to be honest.
 
     With `per_worker` the first third of the runs sets each worker's weight (Calibration; measured worse than
-    one threshold for all on the models of benchmarks/robust_plausible.py, so off by default); on the rest, each
-    run's `clean_threshold` (the code's `_clean_threshold` hook: the least threshold that flags nobody there)
-    is collected, and the threshold is one of their order statistics (conformal bounds, for new honest runs
-    exchangeable with these, whatever the weights). The k-th smallest of n leaves a false-alarm rate
+    one threshold for all on the models of benchmarks/investigations/robust_plausible.py, so off by default); on
+    the rest, each run's `clean_threshold` (the code's `_clean_threshold` hook: the least threshold that flags
+    nobody there) is collected, and the threshold is one of their order statistics (conformal bounds, for new
+    honest runs exchangeable with these, whatever the weights). The k-th smallest of n leaves a false-alarm rate
     distributed as Beta(n + 1 - k, k) over the calibration draw: with `confidence` (default 0.9) k is the
     least with P(rate > false_alarm) <= 1 - confidence (needs n >= log(1 - confidence) / log(1 - false_alarm)
     runs: 230 for 1% at 0.9, `runs_needed`); with confidence None, k = ceil((1 - false_alarm)(n + 1)), the rate

@@ -33,8 +33,8 @@ REDUNDANCIES = ("adaptive", "full")
 class Scheme:
     """A serving scheme: its dispatcher ("uncoded", "replication", "hedged" or "coded"); for a coded one the
     registry name of its code, whether its coded slots run a parity model, and "eager" or "hedge" dispatch;
-    `bar`: what the gate frontier (benchmarks/gate.py) measured of it against the answer bar. Built from the one
-    scheme table, `gencc.codes.schemes`."""
+    `bar`: what the gate frontier (benchmarks/investigations/gate.py) measured of it against the answer bar.
+    Built from the one scheme table, `gencc.codes.schemes`."""
 
     name: str
     dispatcher: str
@@ -53,9 +53,9 @@ class Scheme:
         return self.dispatcher == "coded" and self.mode == "eager" and self.code != "parm"
 
 
-#: per scheme, what benchmarks/gate.py measured against the answer bar (top-1 agreement >= 0.95 of the degraded
-#: answers sent, p99.9 - p50 at most 0.3 of uncoded's; W = 12, K = 8, 40 ms, 10% slow x10, load 0.3; the table:
-#: docs/generated/gate_frontier.md; the coded hedges sgcc-hedge and sgcc-parity-hedge: gate_hedge.md)
+#: per scheme, what benchmarks/investigations/gate.py measured against the answer bar (top-1 agreement >= 0.95
+#: of the degraded answers sent, p99.9 - p50 at most 0.3 of uncoded's; W = 12, K = 8, 40 ms, 10% slow x10, load
+#: 0.3; the table: docs/generated/gate_frontier.md; the coded hedges sgcc-hedge and sgcc-parity-hedge: gate_hedge.md)
 BAR = {
     "uncoded": "exact answers; its tail is the bar's reference",
     "replication": "exact answers; not measured against the bar",

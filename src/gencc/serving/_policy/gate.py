@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 
 #: independent simulated runs a calibration pools (different arrivals and slow periods): with 3 (about 450
 #: degraded requests) the threshold of digits-cnn's sgcc moved from 1.6 to 2.4 across three seeds, with 6 from
-#: 1.5 to 1.9 (8: 1.7 to 1.9; gate_seeds.md), but a fourth seed (benchmarks/gate.py --real --seed 3) gave 3.4
+#: 1.5 to 1.9 (8: 1.7 to 1.9; gate_seeds.md), but a fourth seed
+#: (benchmarks/investigations/gate.py --real --seed 3) gave 3.4
 CALIBRATION_RUNS = 6
 RUN_IDS = 10**9  # request ids of run i are offset by i * RUN_IDS when pooled
 #: a worker whose last task took more than this times the median task is avoided for held requests' copies

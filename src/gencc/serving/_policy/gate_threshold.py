@@ -7,8 +7,9 @@ end of a one-sided Wilson interval) is the threshold. That least t is a minimum 
 calibration seeds it moved by a factor of 2 (digits-cnn, sgcc: 1.6 to 2.6 for three seeds of the same
 conditions). So the threshold chosen is a one-sided upper confidence bound on that least t: its 0.9 quantile
 over bootstrap resamples of the requests (`BOOTSTRAP_QUANTILE`). Their median, a point estimate, moved with the
-calibration's seed on a model whose decodes plateau near the target (the MLP of benchmarks/gate.py, sgcc) from
-inf to a threshold whose decodes fell short of the target on served inputs.
+calibration's seed on a model whose decodes plateau near the target (the MLP of
+benchmarks/investigations/gate.py, sgcc) from inf to a threshold whose decodes fell short of the target on served
+inputs.
 
 Where the score is a z-score (the decoder gave an error estimate), the threshold is at least `score_floor`: the
 score at which the decoder's own error estimate puts the top-1 right with probability `target`. The calibration's
