@@ -17,11 +17,14 @@ settings.load_profile("gencc")
 def pytest_collection_modifyitems(config, items):
     """`ray`-marked tests run only inside a loopback-only network namespace (each package's
     test_ray_namespace.py re-executes them there, with `unshare -n` as root or `unshare -rn` as an ordinary
-    user), so Ray never binds a routable address; outside they are skipped with the reason."""
+    user), so Ray never binds a routable address; outside they are skipped with the reason. The `ray_suite`
+    launchers, which wait for those runs, go last: the session does everything else while the runs go on in the
+    background (`pytest_collection_finish`) instead of waiting for them half-way."""
     from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace
 
     if in_loopback_namespace():
         return
+    items.sort(key=lambda item: item.get_closest_marker("ray_suite") is not None)  # stable: order kept otherwise
     ray_items = [item for item in items if item.get_closest_marker("ray") is not None]
     if not ray_items:
         return

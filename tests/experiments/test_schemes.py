@@ -17,7 +17,7 @@ def test_sweep_code_keeps_math_layer_defaults() -> None:
     assert isinstance(sweep_code("replication", 4, 8), gencc.Replication)
     with pytest.raises(ValueError, match="degree"):
         sweep_code("lcc", 4, 8)
-    with pytest.raises(ValueError, match="unknown code 'mds'; choose one of gcc, bacc, lcc, replication, parm"):
+    with pytest.raises(ValueError, match="unknown scheme 'mds'; choose one of replication, parm, bacc, gcc, sgcc, lcc"):
         sweep_code("mds", 4, 8)
 
 
