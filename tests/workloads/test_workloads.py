@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 NAMES = list(WORKLOADS)
 #: mnist1d-cnn trains for about a minute in a fresh cache: its cases are slow (`-m "not slow"` skips them)
 PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n == "mnist1d-cnn" else n for n in NAMES]
-TRAINED = [n for n in NAMES if WORKLOADS[n].trained]
+TRAINED = [p for p, n in zip(PARAMS, NAMES, strict=True) if WORKLOADS[n].trained]
 MIN_ACCURACY = {"digits-cnn": 0.95, "digits-mlp": 0.93, "mnist1d-cnn": 0.85}
 
 
