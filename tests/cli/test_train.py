@@ -24,25 +24,46 @@ def test_train_writes_history_and_plot(tmp_path):
     assert (fig / "train-digits-logreg-gc.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("args,option", [
-    (["--scheme", "fastest"], "--scheme"),
-    (["--workload", "imagenet"], "--workload"),
-    (["--workers", "0"], "--workers"),
-    (["--steps", "0"], "--steps"),
-    (["--stragglers", "slow"], "--stragglers"),
-    (["--stragglers", "9"], "--stragglers"),
-    (["--optimizer", "lbfgs"], "--optimizer"),
-    (["--scheme", "gcc", "--K", "99"], "--K"),
-    (["--address", "127.0.0.1:6379"], "--address"),
-    (["--slow-fraction", "1"], "--slow-fraction"),
-    (["--lr", "-1"], "--lr"),
-    (["--backend", "mpi"], "--backend"),
-])
-def test_bad_options_exit_2_naming_the_option(tmp_path, args, option):
+# (arguments, the option named, a fragment of the message): refused with exit 2 before the workload loads
+BAD = [
+    (["--scheme", "fastest"], "--scheme", "unknown scheme 'fastest'; choose one of"),
+    (["--workload", "imagenet"], "--workload", "unknown training workload 'imagenet'"),
+    (["--workers", "0"], "--workers", "must be an integer >= 1, got 0"),
+    (["--steps", "0"], "--steps", "must be an integer >= 1, got 0"),
+    (["--stragglers", "slow"], "--stragglers", "unknown part 'slow'"),
+    (["--stragglers", "bernoulli:p=2"], "--stragglers", "bernoulli: p must be a probability"),
+    (["--stragglers", "9"], "--stragglers", "stragglers as a count must lie in [0, N - 1 = 7]"),
+    (["--optimizer", "lbfgs"], "--optimizer", "unknown optimizer 'lbfgs'"),
+    (["--gc-kind", "mds"], "--gc-kind", "unknown gradient code 'mds'"),
+    (["--placement", "random"], "--placement", "unknown placement 'random'"),
+    (["--tolerate", "8"], "--tolerate", "tolerate must be an integer in [0, N - 1 = 7]"),
+    (["--scheme", "gcc", "--K", "99"], "--K", "partitions must be an integer in [1, N = 8]"),
+    (["--scheme", "gc", "--gc-kind", "frc", "--workers", "5"], "--gc-kind", "needs s + 1 to divide N"),
+    (["--scheme", "agc", "--workers", "5"], "--workers", "which must divide N = 5"),
+    (["--address", "127.0.0.1:6379"], "--address", "address needs backend ray"),
+    (["--slow-fraction", "1"], "--slow-fraction", "slow_fraction must be a probability in [0, 1)"),
+    (["--slow-factor", "3"], "--slow-factor", "slow_factor applies with slow_fraction > 0"),
+    (["--stragglers", "persistent:fraction=0.2", "--slow-fraction", "0.1"], "--slow-fraction",
+     "stragglers already holds a PersistentStragglers"),
+    (["--lr", "-1"], "--lr", "must be a finite number > 0, got -1"),
+    (["--backend", "mpi"], "--backend", "unknown backend 'mpi'"),
+]
+
+
+@pytest.mark.parametrize("args,option,fragment", BAD, ids=[" ".join(a) for a, _, _ in BAD])
+def test_bad_options_exit_2_naming_the_option(tmp_path, monkeypatch, args, option, fragment):
+    import gencc.training.workloads
+
+    def slow(*a, **k):
+        raise AssertionError("the workload loaded before the options were checked")
+
+    monkeypatch.setattr(gencc.training.workloads, "train_workload", slow)
     out = tmp_path / "hist.csv"
-    r = runner.invoke(app, ["train", *args, "--out", str(out)])
+    r = runner.invoke(app, ["train", *args, "--out", str(out)], terminal_width=200)
     assert r.exit_code == 2, r.output
-    assert option in r.output
+    flat = " ".join(" ".join(ln.strip(" │╭╮╰╯─") for ln in r.output.splitlines()).split())
+    assert f"Invalid value for '{option}'" in flat, r.output
+    assert fragment in flat, r.output
     assert not out.exists()
 
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from gencc.training.schemes import default_partitions, make_plan, partitions
+from gencc.training.options import default_partitions
+from gencc.training.schemes import make_plan, partitions
 
 
 def test_partitions_are_equal_disjoint_and_sorted_by_label(problem):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from gencc.errors import ConfigError
 from gencc.faults import Bimodal, Faults, PersistentStragglers
 from gencc.training import TRAINING_SCHEMES, train
 
@@ -129,23 +130,24 @@ def test_adam_and_full_batch(problem, linear):
     assert res.compute_per_worker == 2 * (480 // 4) and res.final_accuracy() > 0.6
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"scheme": "fastest"}, "unknown scheme 'fastest'"),
-    ({"optimizer": "lbfgs"}, "unknown optimizer"),
-    ({"backend": "mpi"}, "unknown backend"),
-    ({"scheme": "ignore", "partitions": 3}, "partitions applies to gcc and bacc only"),
-    ({"scheme": "gcc", "partitions": 9}, "partitions must be"),
-    ({"scheme": "agc", "workers": 5}, "must divide N = 5"),
-    ({"scheme": "gc", "gc_kind": "frc", "workers": 5, "stragglers": 1}, "s \\+ 1 to divide N"),
-    ({"stragglers": 6}, "stragglers as a count"),
-    ({"lr": 0.0}, "lr"),
-    ({"steps": 0}, "steps"),
+@pytest.mark.parametrize("kwargs,field,match", [
+    ({"scheme": "fastest"}, "scheme", "unknown scheme 'fastest'"),
+    ({"optimizer": "lbfgs"}, "optimizer", "unknown optimizer"),
+    ({"backend": "mpi"}, "backend", "unknown backend"),
+    ({"scheme": "ignore", "partitions": 3}, "partitions", "partitions applies to gcc and bacc only"),
+    ({"scheme": "gcc", "partitions": 9}, "partitions", "partitions must be"),
+    ({"scheme": "agc", "workers": 5}, "replication", "must divide N = 5"),
+    ({"scheme": "gc", "gc_kind": "frc", "workers": 5, "stragglers": 1}, "gc_kind", "s \\+ 1 to divide N"),
+    ({"stragglers": 6}, "stragglers", "stragglers as a count"),
+    ({"lr": 0.0}, "lr", "lr"),
+    ({"steps": 0}, "steps", "steps"),
 ])
-def test_bad_arguments_raise_a_clear_value_error(problem, linear, kwargs, match):
+def test_bad_arguments_raise_a_clear_value_error(problem, linear, kwargs, field, match):
     X, y, _, _ = problem
     args = {"workers": 6, "steps": 1, **kwargs}
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigError, match=match) as err:
         train(linear, (X, y), **args)
+    assert err.value.field == field
 
 
 def test_bad_data_and_models_raise(problem, linear):

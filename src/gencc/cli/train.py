@@ -4,31 +4,38 @@ writes the history as CSV and, optionally, a plot of test accuracy against wall-
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ..codes.schemes import scheme_spec
 from ..training.gradcodes import GC_KINDS
 from ..training.injection import parse_stragglers
-from ..training.options import OPTIMIZERS, TRAIN_WORKLOADS
-from ..training.schemes import PLACEMENTS, TRAINING_SCHEMES
+from ..training.options import OPTIMIZERS, PLACEMENTS, TRAIN_WORKLOADS, TrainOptions, check_workload
+from ..training.schemes import TRAINING_SCHEMES
 from .isolate import rerun_isolated
 from .options import (
     SlowFactor,
     SlowFraction,
     check_backend,
-    check_ray_address,
     integer,
     not_used,
     number,
     out_dir,
     out_file,
-    refuse,
     reported,
 )
 from .options import seed as check_seed
+
+#: the option of `gencc train` each field of `TrainOptions` (and the workload) comes from; the command leaves
+#: replication at its default (agc pairs workers), so a refusal of it is about --workers
+OPTIONS = {"workload": "--workload", "scheme": "--scheme", "workers": "--workers", "stragglers": "--stragglers",
+           "tolerate": "--tolerate", "steps": "--steps", "batch_size": "--batch-size", "lr": "--lr",
+           "optimizer": "--optimizer", "partitions": "--K", "gc_kind": "--gc-kind", "replication": "--workers",
+           "placement": "--placement", "sample_s": "--sample-s", "delay_s": "--delay-s",
+           "slow_fraction": "--slow-fraction", "slow_factor": "--slow-factor", "eval_every": "--eval-every",
+           "seed": "--seed", "backend": "--backend", "address": "--address"}
 
 #: the history's CSV columns, in order
 COLUMNS = ("step", "wall_s", "step_s", "train_loss", "eval_acc", "grad_rel_err", "loss_full", "compute_per_worker",
@@ -68,11 +75,6 @@ def plot_history(history: list[dict], path: str | Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def _check(ok: bool, option: str, message: str) -> None:
-    if not ok:
-        raise refuse(option, message)
 
 
 def train_command(
@@ -121,39 +123,22 @@ def train_command(
     """Train a workload data-parallel on N workers with a straggler-resilient scheme; print a summary. With
     --backend ray and no --address, the command re-runs itself inside a loopback-only network namespace (as
     `gencc run` does) and starts a private Ray there (127.0.0.1 only)."""
-    _check(workload in TRAIN_WORKLOADS, "--workload", f"must be one of {', '.join(TRAIN_WORKLOADS)}, got {workload!r}")
-    try:
-        spec_of_scheme = scheme_spec(scheme, "training")
-    except ValueError as e:
-        raise reported(e, {}, "--scheme") from None
-    _check(optimizer is None or optimizer in OPTIMIZERS, "--optimizer",
-           f"must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    _check(gc_kind in GC_KINDS, "--gc-kind", f"must be one of {', '.join(GC_KINDS)}, got {gc_kind!r}")
-    _check(placement in PLACEMENTS, "--placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
     backend = check_backend(backend)
-    if address is not None:
-        _check(backend == "ray", "--address", "needs --backend ray (the local backend runs threads in this process)")
-        check_ray_address("--address", address)
-    _check(slow_fraction < 1, "--slow-fraction", f"must be a finite number >= 0 and < 1, got {slow_fraction:g}")
-    _check(slow_factor is None or slow_fraction > 0, "--slow-factor", "applies with --slow-fraction > 0 (without "
-                                                                      "it no worker is ever slow)")
-    _check(tolerate is None or 0 <= tolerate < workers, "--tolerate", f"must be an integer >= 0 and <= {workers - 1}, "
-                                                                                f"got {tolerate}")
-    if K is not None and not spec_of_scheme.coded:
-        not_used("--K", scheme, "only gcc and bacc code K partitions of the data")
-        K = None  # noqa: N806
-    _check(K is None or K <= workers, "--K", f"must be an integer >= 1 and <= {workers} (--workers), got {K}")
+    given = {"lr": lr, "optimizer": optimizer, "batch_size": batch_size}  # None: the workload's default
+    given = {k: (None if k == "batch_size" and v == 0 else v) for k, v in given.items() if v is not None}
     try:
-        spec = parse_stragglers(stragglers, workers, seed)
+        check_workload(workload)
+        options = TrainOptions(scheme=scheme, workers=workers, stragglers=parse_stragglers(stragglers, workers, seed),
+                               steps=steps, seed=seed, eval_every=eval_every, track_grad_error=track_grad_error,
+                               backend=backend, tolerate=tolerate, gc_kind=gc_kind, placement=placement,
+                               sample_s=sample_s, delay_s=delay_s, address=address, slow_fraction=slow_fraction,
+                               slow_factor=slow_factor, **given)
+        if K is not None and not options.coded:
+            not_used("--K", scheme, "only gcc and bacc code K partitions of the data")
+        elif K is not None:
+            options = replace(options, partitions=K)
     except ValueError as e:
-        raise ValueError(str(e) if str(e).startswith("--stragglers") else f"--stragglers: {e}") from None
-    _check(all(not isinstance(s, int) or s < workers for s in spec), "--stragglers",
-           f"a count must be below --workers ({workers})")
-    if slow_fraction > 0:
-        from ..faults import PersistentStragglers
-
-        spec = [*spec, PersistentStragglers(workers, slow_fraction, 10.0 if slow_factor is None else slow_factor,
-                                            seed=seed)]
+        raise reported(e, OPTIONS, "--scheme") from None
     if backend == "ray" and address is None and isolate:
         rerun_isolated(ctx, "training")
 
@@ -164,7 +149,7 @@ def train_command(
     from ..training.workloads import train_workload
 
     w = train_workload(workload, seed)
-    bs = w.batch_size if batch_size is None else (None if batch_size == 0 else batch_size)
+    options = replace(options, **{k: getattr(w, k) for k in ("lr", "optimizer", "batch_size") if k not in given})
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]train[/] {task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total} steps"), TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
@@ -175,12 +160,7 @@ def train_command(
             acc = f" acc {h['eval_acc']:.3f}" if "eval_acc" in h else ""
             bar.update(tid, advance=1, info=f"loss {h['train_loss']:.3g}{acc}")
 
-        res = train(w.model, (w.X, w.y), scheme=scheme, workers=workers, stragglers=spec, steps=steps,
-                    batch_size=bs, lr=w.lr if lr is None else lr, seed=seed, eval_data=(w.X_test, w.y_test),
-                    eval_every=eval_every, track_grad_error=track_grad_error,
-                    optimizer=w.optimizer if optimizer is None else optimizer, backend=backend, tolerate=tolerate,
-                    partitions=K, gc_kind=gc_kind, placement=placement, sample_s=sample_s,
-                    delay_s=delay_s, address=address, progress=tick)
+        res = train(w.model, (w.X, w.y), **options.kwargs(), eval_data=(w.X_test, w.y_test), progress=tick)
     h = res.history
     print(f"{workload} {scheme}: N={res.N} K={res.K} tolerate={res.tolerate} wait_for={res.wait_for} "
           f"compute/worker/step={res.compute_per_worker} samples; final test accuracy {res.final_accuracy():.4f}; "

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..faults import Bimodal, Faults, LatencyModel, Pareto, PersistentStragglers, ShiftedExponential, draw_delays
 
 
@@ -55,7 +56,7 @@ def injection(spec: Any, N: int, delay_s: float = 0.05) -> Injection:
                              f"{item!r}")
         if isinstance(item, (int, np.integer)):
             if not 0 <= int(item) < N:
-                raise ValueError(f"stragglers as a count must lie in [0, N - 1 = {N - 1}], got {item}")
+                raise ValueError(f"stragglers as a count must lie in [0, N - 1 = {N - 1}] (N = workers), got {item}")
             inj.count = int(item)
             inj.expected = max(inj.expected, int(item))
         elif isinstance(item, LatencyModel):
@@ -80,35 +81,42 @@ def _options(kind: str, text: str, allowed: Sequence[str]) -> dict[str, float]:
     for part in filter(None, text.split(",")):
         key, eq, val = part.partition("=")
         if not eq or key not in allowed:
-            raise ValueError(f"--stragglers {kind}: options are {', '.join(allowed)} as key=value, got {part!r}")
+            raise ConfigError(f"{kind}: options are {', '.join(allowed)} as key=value, got {part!r}", "stragglers")
         try:
             out[key] = float(val)
         except ValueError:
-            raise ValueError(f"--stragglers {kind}: {key} must be a number, got {val!r}") from None
+            raise ConfigError(f"{kind}: {key} must be a number, got {val!r}", "stragglers") from None
     return out
+
+
+#: the parts of the command line's --stragglers: each kind's options and what it builds
+_PARTS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "bernoulli": (("p", "factor", "base"), Bimodal),
+    "exp": (("shift", "rate"), ShiftedExponential),
+    "pareto": (("x_m", "a"), Pareto),
+    "persistent": (("fraction", "factor", "mean_slow_s"), PersistentStragglers),
+    "faults": (("raise_p", "nan_p", "hang_p", "crash_p", "hang_s"), Faults),
+}
 
 
 def parse_stragglers(text: str, N: int, seed: int = 0) -> list[Any]:
     """The command line's --stragglers: parts joined by '+', each an int S, `bernoulli:p=,factor=,base=`
     (a Bimodal latency), `exp:shift=,rate=`, `pareto:x_m=,a=`, `persistent:fraction=,factor=,mean_slow_s=`, or
-    `faults:raise_p=,nan_p=,hang_p=,crash_p=,hang_s=`."""
+    `faults:raise_p=,nan_p=,hang_p=,crash_p=,hang_s=`. A part it cannot read, or a value its model refuses,
+    raises a `gencc.errors.ConfigError` naming "stragglers" (the message names the part)."""
     out: list[Any] = []
     for part in filter(None, str(text).split("+")):
         kind, _, opts = part.strip().partition(":")
         if kind.isdigit():
             out.append(int(kind))
-        elif kind == "bernoulli":
-            out.append(Bimodal(**_options(kind, opts, ("p", "factor", "base"))))
-        elif kind == "exp":
-            out.append(ShiftedExponential(**_options(kind, opts, ("shift", "rate"))))
-        elif kind == "pareto":
-            out.append(Pareto(**_options(kind, opts, ("x_m", "a"))))
-        elif kind == "persistent":
-            o = _options(kind, opts, ("fraction", "factor", "mean_slow_s"))
-            out.append(PersistentStragglers(N, seed=seed, **o))
-        elif kind == "faults":
-            out.append(Faults(**_options(kind, opts, ("raise_p", "nan_p", "hang_p", "crash_p", "hang_s"))))
-        else:
-            raise ValueError(f"--stragglers: unknown part {part!r}; use an int S, bernoulli:, exp:, pareto:, "
-                             "persistent: or faults: (joined by '+')")
+            continue
+        if kind not in _PARTS:
+            raise ConfigError(f"unknown part {part!r}; use an int S, bernoulli:, exp:, pareto:, persistent: or "
+                              "faults: (joined by '+')", "stragglers")
+        allowed, build = _PARTS[kind]
+        o = _options(kind, opts, allowed)
+        try:
+            out.append(PersistentStragglers(N, seed=seed, **o) if build is PersistentStragglers else build(**o))
+        except ValueError as e:
+            raise ConfigError(f"{kind}: {e}", "stragglers") from None
     return out

@@ -15,21 +15,18 @@ returns. Every scheme estimates the SUM of the K partitions' gradients over the 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._util.validate import check_int
 from ..codes.base import Code
 from ..codes.schemes import scheme_spec, schemes
-from .gradcodes import GC_KINDS, frc_group_weights, frc_matrix, gc_matrix, gc_weights
+from .gradcodes import frc_group_weights, frc_matrix, gc_matrix, gc_weights
+from .options import PLACEMENTS, TrainOptions, check_choice
 
 #: the schemes `train` offers, from the one scheme table (`gencc.codes.schemes`): the coded placements (gcc, bacc)
 #: and the baselines (sync, ignore, gc, agc)
 TRAINING_SCHEMES = schemes("training")
-#: how the K partitions are formed from the training set
-PLACEMENTS = ("stratified", "by-label")
 
 
 @dataclass
@@ -87,8 +84,7 @@ def partitions(X: np.ndarray, y: np.ndarray, K: int, how: str = "stratified") ->
     samples (a smooth f across partitions, what coded placement needs). "stratified": partition k takes every
     K-th sorted row (each partition a stratified sample); "by-label": contiguous blocks of the sorted data
     (non-iid shards, as when each worker's data come from one source)."""
-    if how not in PLACEMENTS:
-        raise ValueError(f"unknown placement {how!r}; choose one of {', '.join(PLACEMENTS)}")
+    check_choice("placement", how, PLACEMENTS, "placement")
     n = len(X)
     m = n // K
     if m < 1:
@@ -105,26 +101,14 @@ def partitions(X: np.ndarray, y: np.ndarray, K: int, how: str = "stratified") ->
     return [order[k * m:(k + 1) * m] for k in range(K)]
 
 
-def default_partitions(scheme: str, N: int, S: int) -> int:
-    """K for the coded-placement schemes: ceil(N / (S + 1)), so each worker computes about (S + 1) times an
-    uncoded shard's rows, as gradient coding with s = S does (equal compute); N for the others."""
-    return max(1, math.ceil(N / (S + 1))) if scheme_spec(scheme, "training").coded else N
-
-
 def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S: int, *, K: int | None = None,
               gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", seed: int = 0) -> Plan:
-    """The placement and aggregation rule of `scheme` for N workers planning for S stragglers per step."""
-    spec = scheme_spec(scheme, "training")
-    N = check_int("workers", N, 1)
-    S = check_int("tolerate", S, 0, N - 1, what=f"an integer in [0, N - 1 = {N - 1}]")
-    if gc_kind not in GC_KINDS:
-        raise ValueError(f"unknown gradient code {gc_kind!r}; choose one of {', '.join(GC_KINDS)}")
-    coded = spec.coded
-    if K is None:
-        K = default_partitions(scheme, N, S)
-    elif not coded and K != N:
-        raise ValueError(f"partitions applies to gcc and bacc only ({scheme} uses one partition per worker, K=N)")
-    K = check_int("partitions", K, 1, N, what=f"an integer in [1, N = {N}]")
+    """The placement and aggregation rule of `scheme` for N workers planning for S stragglers per step; its
+    options are checked as `TrainOptions` checks them (N is workers, S tolerate, K partitions): a bad one raises
+    a `gencc.errors.ConfigError` naming the parameter of `train`."""
+    opts = TrainOptions(scheme=scheme, workers=N, tolerate=S, partitions=K, gc_kind=gc_kind, replication=replication,
+                        placement=placement, seed=seed)
+    N, S, K, spec = opts.workers, opts.tolerance, opts.K, scheme_spec(scheme, "training")
     dtype = X.dtype
     idx = partitions(X, y, K, placement)
     parts = [(X[i], one_hot(y[i], classes, dtype)) for i in idx]
@@ -139,9 +123,7 @@ def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S
         blocks = [[Block(*parts[k], float(B[n, k])) for k in np.flatnonzero(B[n])] for n in range(N)]
         info["gc_kind"] = gc_kind
     elif scheme == "agc":
-        r = check_int("replication", replication, 1, N)
-        if N % r:
-            raise ValueError(f"agc groups workers by r = replication = {r}, which must divide N = {N}")
+        r = opts.replication
         B = frc_matrix(N, r - 1)
         blocks = [[Block(*parts[k]) for k in np.flatnonzero(B[n])] for n in range(N)]
         info["replication"] = r

@@ -19,12 +19,9 @@ import torch
 from torch import nn
 
 from .._util.arrays import to_numpy
-from .._util.validate import check_int, check_nonneg, check_positive
 from ..engine import Task, Workers, make_backend, make_pool
-from ..engine.backends import BACKENDS
 from ..faults import ServiceTimes
-from .injection import injection
-from .options import OPTIMIZERS
+from .options import TrainOptions
 from .schemes import Block, Plan, make_plan
 from .worker import GradientWorker, flat_params, loss_and_grad, param_device, param_dtype, set_params, step_rows
 
@@ -72,13 +69,12 @@ def _data(model: nn.Module, data: Any, what: str) -> tuple[np.ndarray, np.ndarra
 
 
 def _optimizer(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
+    """The torch optimizer of `name`, one of OPTIMIZERS (checked by `TrainOptions`)."""
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr)
     if name == "momentum":
         return torch.optim.SGD(params, lr=lr, momentum=0.9)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+    return torch.optim.Adam(params, lr=lr)
 
 
 def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray) -> float:
@@ -98,7 +94,8 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
           backend: str = "local", *, tolerate: int | None = None, partitions: int | None = None,
           gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", sample_s: float = 0.0,
           delay_s: float = 0.05, step_timeout: float = 60.0, address: str | None = None,
-          ray_options: dict | None = None, progress: Callable[[dict], None] | None = None) -> TrainResult:
+          slow_fraction: float = 0.0, slow_factor: float | None = None, ray_options: dict | None = None,
+          progress: Callable[[dict], None] | None = None) -> TrainResult:
     """Train a copy of `model` (a torch.nn.Module giving class logits) on `data` = (X, y) with cross-entropy,
     data-parallel over `workers` = N engine workers under `scheme` (one of `gencc.training.TRAINING_SCHEMES`).
 
@@ -110,8 +107,10 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     rows, the same rows of every partition); None: full batch. partitions: K for gcc / bacc (default
     ceil(N / (S + 1)): the compute of gradient coding with s = S). sample_s: modelled compute per sample,
     injected as each task's service time (slowed by persistent stragglers like real compute).
-    backend: "local" (engine threads; the default) or "ray" (one actor per worker; `address`, `ray_options` for
-    `gencc.engine.ray.backend.RayBackend`; tests run it in a loopback-only namespace).
+    slow_fraction, slow_factor: persistent stragglers added to `stragglers` (each worker slow about that
+    fraction of the time, slow_factor, by default 10, times slower while slow; seeded by `seed`).
+    backend: "local" (engine threads; the default; also "threads") or "ray" (one actor per worker; `address`,
+    `ray_options` for `gencc.engine.ray.backend.RayBackend`; tests run it in a loopback-only namespace).
 
     history: one dict per step with step, wall_s (training time so far, measurement excluded), step_s,
     train_loss (the master's estimate from what returned), returned (worker ids used), stragglers ({worker:
@@ -119,23 +118,20 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     eval_acc on eval steps (every `eval_every` steps and the last); with `track_grad_error`, grad_rel_err =
     ||g_agg - g_full||^2 / ||g_full||^2 against the full gradient over every partition's rows of that step,
     and loss_full (the exact mean loss over them).
+
+    The options are checked before any work, as `gencc.training.TrainOptions` checks them (build one to check
+    them without torch or data): a bad one raises a `gencc.errors.ConfigError` naming the parameter.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    N = check_int("workers", workers, 1)
-    steps = check_int("steps", steps, 1)
-    seed = check_int("seed", seed, 0)
-    eval_every = check_int("eval_every", eval_every, 1)
-    batch_size = check_int("batch_size", batch_size, 1, optional=True)
-    lr = check_positive("lr", lr)
-    sample_s = check_nonneg("sample_s", sample_s, unit="seconds")
-    step_timeout = check_positive("step_timeout", step_timeout, unit="seconds")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    inj = injection(stragglers, N, check_nonneg("delay_s", delay_s, unit="seconds"))
-    S = inj.expected if tolerate is None else tolerate
+    opts = TrainOptions(scheme=scheme, workers=workers, stragglers=stragglers, steps=steps, batch_size=batch_size,
+                        lr=lr, seed=seed, eval_every=eval_every, track_grad_error=track_grad_error,
+                        optimizer=optimizer, backend=backend, tolerate=tolerate, partitions=partitions,
+                        gc_kind=gc_kind, replication=replication, placement=placement, sample_s=sample_s,
+                        delay_s=delay_s, step_timeout=step_timeout, address=address, slow_fraction=slow_fraction,
+                        slow_factor=slow_factor)
+    N, steps, seed, eval_every, batch_size = opts.workers, opts.steps, opts.seed, opts.eval_every, opts.batch_size
+    backend, inj = opts.backend, opts.injected
     model = copy.deepcopy(model)
     X, y = _data(model, data, "data")
     Xv = yv = None
@@ -147,17 +143,17 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     if out.ndim != 2 or out.shape[1] < classes:
         raise ValueError(f"the model must map a batch to logits (B, C) with C >= {classes} classes; got "
                          f"{tuple(out.shape)}")
-    plan = make_plan(scheme, X, y, classes, N, S, K=partitions, gc_kind=gc_kind, replication=replication,
-                     placement=placement, seed=seed)
+    plan = make_plan(scheme, X, y, classes, N, opts.tolerance, K=opts.partitions, gc_kind=gc_kind,
+                     replication=opts.replication, placement=placement, seed=seed)
     b = None if batch_size is None else max(1, round(batch_size / plan.K))
     fns = [GradientWorker(model, plan.blocks[n], plan.m, b, seed) for n in range(N)]
     compute = fns[0].rows_per_step
     rows_total = plan.K * len(step_rows(plan.m, b, seed, 0))
     full_blocks = [Block(Xp, Tp) for Xp, Tp in plan.parts]
-    opt = _optimizer(optimizer, model.parameters(), lr)
+    opt = _optimizer(optimizer, model.parameters(), opts.lr)
     rng = np.random.default_rng([seed, 19])
     engine = make_pool(N, make_backend(backend, N, address=address, **(ray_options or {})),
-                       ServiceTimes(sample_s * compute), inj.persistent, inj.faults, seed=seed, preempt=True,
+                       ServiceTimes(opts.sample_s * compute), inj.persistent, inj.faults, seed=seed, preempt=True,
                        mark_dead=backend != "ray", name="gencc-train")  # Ray replaces a dead actor
     history: list[dict] = []
     wall = 0.0
@@ -166,7 +162,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
             t0 = time.perf_counter()
             theta = flat_params(model)
             x = np.concatenate([[float(step)], theta])
-            ok, failed, tasks = _gather(engine, fns, x, inj.delays(N, rng), rng, plan.wait_for, step_timeout)
+            ok, failed, tasks = _gather(engine, fns, x, inj.delays(N, rng), rng, plan.wait_for, opts.step_timeout)
             returned = sorted(ok)
             rec: dict[str, Any] = {"step": step, "returned": returned, "compute_per_worker": compute}
             est = None

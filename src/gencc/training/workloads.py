@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .options import TRAIN_WORKLOADS
+from .options import check_workload
 
 
 @dataclass
@@ -34,8 +34,7 @@ class TrainWorkload:
 
 def train_workload(name: str, seed: int = 0, dtype: torch.dtype = torch.float32) -> TrainWorkload:
     """Workload `name` (one of TRAIN_WORKLOADS) with a model initialised from `seed`."""
-    if name not in TRAIN_WORKLOADS:
-        raise ValueError(f"unknown training workload {name!r}; choose one of {', '.join(TRAIN_WORKLOADS)}")
+    check_workload(name)
     from ..workloads import training_data, untrained_module
 
     base = "digits-cnn" if name == "digits-logreg" else name
