@@ -12,7 +12,7 @@ from typing import Any
 __all__ = [
     "BadRequest", "BodyTooLarge", "CalibrationStopped", "Cancelled", "ClientDisconnected", "ClientError",
     "ConfigError", "GenccError", "InjectedFault", "JobFailed", "JobTimeout", "ModelError", "ProtocolError",
-    "WorkerError",
+    "RemoteError", "WorkerError",
 ]
 
 
@@ -34,6 +34,11 @@ class JobTimeout(JobFailed, TimeoutError):
 
 class WorkerError(GenccError):
     """f raised on another process (an actor); the message is already `describe_error` of what it raised."""
+
+
+class RemoteError(GenccError, RuntimeError):
+    """A model replica's answer that cannot be used (an error status, a timeout, an answer that is not the Open
+    Inference Protocol or not the model's tensor): the task fails as a straggler."""
 
 
 class InjectedFault(GenccError, RuntimeError):

@@ -22,7 +22,7 @@ def test_local_and_its_alias_threads_build_a_thread_backend() -> None:
         be = make_backend(kind, 3, {"f": lambda x: x * 2}, dtype=np.float32)
         assert isinstance(be, ThreadBackend) and be.dtype is np.float32
     assert backend_name("threads") == "local" and backend_name("ray") == "ray"
-    with pytest.raises(ValueError, match="unknown backend 'gpu'; choose one of local, ray"):
+    with pytest.raises(ValueError, match="unknown backend 'gpu'; choose one of local, ray, remote"):
         make_backend("gpu", 3)
 
 

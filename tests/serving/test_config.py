@@ -123,3 +123,29 @@ def test_code_options_reach_the_served_code_on_a_model_gencc_does_not_ship():
             np.testing.assert_allclose(got, want, atol=1e-4)
         finally:
             svc.close()
+
+
+def test_make_dispatcher_refuses_as_service_config_does():
+    """`make_dispatcher` without a ServiceConfig asks the same checks: the field and the words are ServiceConfig's."""
+    import re
+
+    from gencc.errors import ConfigError
+
+    for name, W, kwargs, field, words in [
+            ("gcc", 8, {"K": 8}, "workers", "gcc needs more workers than K=8 (got workers=8)"),
+            ("gcc-hedge", 8, {"K": 8}, "workers", "gcc needs more workers than K=8"),
+            ("replication", 1, {}, "workers", "replication sends two copies to distinct workers"),
+            ("parm", 2, {"K": 4, "parm_k": 2}, "workers", "parm with parm_k=2 runs groups on 3 distinct workers"),
+            ("uncoded", 4, {"check": "on"}, "check", "wrong-result checks apply to the eager coded schemes"),
+            ("gcc", 12, {"check": "maybe"}, "check", "unknown check 'maybe'")]:
+        with pytest.raises(ConfigError, match=re.escape(words)) as by_dispatcher:
+            make_dispatcher(name, VirtualWorkers(W, ServiceTimes(0.01)), **kwargs)
+        with pytest.raises(ConfigError, match=re.escape(words)) as by_config:
+            ServiceConfig(scheme=name, workers=W, **kwargs)
+        assert by_dispatcher.value.field == by_config.value.field == field
+        assert str(by_dispatcher.value) == str(by_config.value)
+
+
+def test_from_config_takes_a_checked_configuration():
+    with pytest.raises(TypeError, match="config must be a ServiceConfig"):
+        Service.from_config("digits-cnn", {"scheme": "gcc", "packed_parity": True})

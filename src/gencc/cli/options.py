@@ -139,6 +139,9 @@ def check_backend(value: str) -> str:
         value = backend_name(value)
     except ValueError as e:
         raise refuse("--backend", str(e)) from None
+    if value == "remote":
+        raise refuse("--backend", "the remote backend's workers are model replicas you run: name them with "
+                                  "--upstream URL (gencc serve)")
     if value == "ray" and importlib.util.find_spec("ray") is None:
         raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
     return value

@@ -13,7 +13,7 @@ import typer
 from ..serving.config import BASELINES, CHECKED_SCHEMES, SCHEME_HELP, default_scheme
 from ..serving.parity import MAX_PARITY_K
 from .isolate import rerun_isolated
-from .model import check_model_options, load_served_model
+from .model import check_model_options, load_cli_inputs, load_served_model
 from .options import (
     SlowFactor,
     SlowFraction,
@@ -39,7 +39,8 @@ CONFIG_OPTIONS = {"scheme": "--scheme", "workers": "--workers", "K": "--K", "par
                   "address": "--address", "max_wait_ms": "--max-wait-ms", "max_pending": "--max-pending",
                   "check": "--check-results", "packed_parity": "--packed-parity", "gate": "--gate",
                   "redundancy": "--redundancy", "code_options": "--opt", "service_ms": "--service-ms",
-                  "slow_fraction": "--slow-fraction", "slow_factor": "--slow-factor"}
+                  "slow_fraction": "--slow-fraction", "slow_factor": "--slow-factor", "upstreams": "--upstream",
+                  "start_degraded": "--start-degraded"}
 #: the most inputs `--max-batch` allows in one batch request, and the largest `--max-body` (bytes)
 MAX_BATCH, MAX_BODY = 4096, 2 ** 30
 
@@ -58,8 +59,10 @@ def serve_command(
     parity: Annotated[Path | None, typer.Option(help="--model with parm / sgcc-parity: the parity model from "
                                                      "`gencc parity train` (checked against the model and k)")] = None,
     scheme: Annotated[str | None, typer.Option(help=SCHEME_HELP)] = None,
-    workers: Annotated[int, typer.Option("--workers", "--N", help="model replicas (every scheme gets the same "
-                                                                  "number)", callback=integer(at_least=1))] = 12,
+    workers: Annotated[int | None, typer.Option("--workers", "--N", help="model replicas (every scheme gets the "
+                                                                         "same number; default 12, or the number of "
+                                                                         "--upstream replicas)",
+                                                show_default=False, callback=integer(at_least=1))] = None,
     K: Annotated[int | None, typer.Option("--K", "--parm-k", help="requests per coding group: gcc, bacc, sgcc, "
                                                                   "sgcc-parity (and -hedge) code groups of K (default "
                                                                   "8); parm sends K (2 to 4, default 2) per parity "
@@ -113,6 +116,17 @@ def serve_command(
     isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
                                                "namespace (unshare -n, or -rn as an ordinary user); the port is "
                                                "bound outside it and handed over")] = True,
+    upstream: Annotated[list[str] | None, typer.Option(
+        "--upstream", metavar="URL", show_default=False,
+        help="a model replica you run, as its Open Inference Protocol route http://HOST:PORT/v2/models/NAME "
+             "(or .../NAME/versions/V), repeatable: the workers are these replicas instead of --workload / "
+             "--model")] = None,
+    upstreams: Annotated[Path | None, typer.Option(
+        "--upstreams", metavar="FILE", show_default=False,
+        help="a file of --upstream URLs, one a line (# comments)")] = None,
+    start_degraded: Annotated[bool, typer.Option(
+        help="with --upstream: start even when some replicas do not answer (they are tried again as requests "
+             "come)")] = False,
 ) -> None:
     """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn). With --backend ray
     and no --address, the command re-runs itself inside a loopback-only network namespace (as `gencc run`
@@ -120,6 +134,8 @@ def serve_command(
     from ..serving import ServiceConfig, Slowdown, check_model_name
     from ..serving.config import scheme as scheme_entry
 
+    urls = _upstream_urls(upstream, upstreams, workload, model, input_shape, parity, workers, start_degraded)
+    workers = len(urls) if urls else 12 if workers is None else workers
     scheme = scheme if scheme is not None else default_scheme(parity=parity is not None)
     try:
         scheme_entry(scheme)
@@ -127,8 +143,9 @@ def serve_command(
         raise reported(e, {}, "--scheme") from None
     K, parm_k = _group_size(scheme, K)  # noqa: N806
     _check_not_ignored(scheme, max_wait_ms, slow_fraction, slow_factor)
-    check_model_options(workload, model, input_shape, data, parity)
-    workload = workload or ("digits-cnn" if model is None else None)
+    if not urls:
+        check_model_options(workload, model, input_shape, data, parity)
+    workload = workload or ("digits-cnn" if model is None and not urls else None)
     backend = check_backend(backend)
     _check_serve_options(workload, workers, address)
     opts = code_options(opt or [], (scheme,), "serving").get(scheme, {})
@@ -136,7 +153,8 @@ def serve_command(
         config = ServiceConfig(scheme=scheme, workers=workers, K=K, backend=backend, address=address,
                                max_wait_ms=50.0 if max_wait_ms is None else max_wait_ms, parm_k=parm_k,
                                max_pending=max_pending, check=check_results, packed_parity=packed_parity, gate=gate,
-                               redundancy=redundancy, code_options=opts)
+                               redundancy=redundancy, code_options=opts, upstreams=urls,
+                               start_degraded=start_degraded)
         slowdown = Slowdown(service_ms=service_ms, slow_fraction=slow_fraction,
                             slow_factor=10.0 if slow_factor is None else slow_factor)
     except ValueError as e:
@@ -161,10 +179,16 @@ def serve_command(
     if model is not None:
         target, X, parity_model = load_served_model(model, input_shape, data, parity, scheme, K, workers, parm_k,
                                                      check_results, packed_parity)
-    log.info("starting: loading %s for %s on %d %s workers", workload or model, scheme, workers, backend)
+    if urls:
+        X = None if data is None else load_cli_inputs(data)
+        backend = "remote"
+    log.info("starting: loading %s for %s on %d %s workers", workload or model or "the upstreams' model", scheme,
+             workers, backend)
     try:
         svc = Service.build(target, config=config, slowdown=slowdown, data=X, parity=parity_model)
-    except ValueError:
+    except ValueError as e:
+        if urls:  # the fleet's check: an unreachable or mismatched replica, inputs the scheme cannot code
+            raise reported(e, CONFIG_OPTIONS, "--upstream") from None
         raise  # bad input: the CLI's usage error (exit 2)
     except Exception:
         log.exception("could not start serving %s with %s", workload or model, scheme)
@@ -173,7 +197,7 @@ def serve_command(
         typer.echo("calibrating the gate on the model's training inputs (virtual time)...")
         svc.gate.ready.wait()
     freeze_heap()
-    workload = workload if model is None else svc.model.identity
+    workload = workload if model is None and not urls else svc.model.identity
     url = f"http://{host}:{port}"
     typer.echo(f"serving {workload} with {svc.scheme} on {workers} {backend} workers at {url} (Open Inference "
                f"Protocol: {url}/v2/models/{name})")
@@ -201,6 +225,39 @@ def serve_command(
         log.exception("serving at %s stopped on an error", url)
         raise
     log.info("stopped serving at %s", url)
+
+
+def _upstream_urls(upstream: list[str] | None, upstreams: Path | None, workload: str | None, model: str | None,
+                   input_shape: str | None, parity: Path | None, workers: int | None,
+                   start_degraded: bool) -> tuple[str, ...]:
+    """The replicas of --upstream and --upstreams FILE, each URL parsed; the options that name a local model are
+    refused beside them, and --workers must be their number. Empty without either."""
+    from ..engine.remote import read_upstreams
+    from ..serving.upstreams import upstream_urls
+
+    given = list(upstream or [])
+    if upstreams is not None:
+        try:
+            given += read_upstreams(upstreams)
+        except ValueError as e:
+            raise refuse("--upstreams", str(e)) from None
+    if not given:
+        if start_degraded:
+            raise refuse("--start-degraded", "--start-degraded applies with --upstream")
+        return ()
+    option = "--upstream" if upstream else "--upstreams"
+    for name, value in (("--workload", workload), ("--model", model), ("--input-shape", input_shape),
+                        ("--parity", parity)):
+        if value is not None:
+            raise refuse(name, f"{name} names a model gencc runs; with {option} the replicas hold the model")
+    try:
+        urls = upstream_urls(given)
+    except ValueError as e:
+        raise refuse(option, str(e)) from None
+    if workers is not None and workers != len(urls):
+        raise refuse("--workers", f"the workers are the {len(urls)} upstream replicas: give --workers {len(urls)} or "
+                                  f"leave it out, got {workers}")
+    return urls
 
 
 def _group_size(scheme: str, K: int | None) -> tuple[int, int]:  # noqa: N803

@@ -23,8 +23,9 @@ from ..model import apply_one
 from .batch import Item, call_task, run_items
 from .task import Task, describe_error
 
-#: where a front end's workers run: `local` (the engine's threads in this process) or `ray` (one actor each)
-BACKENDS = ("local", "ray")
+#: where a front end's workers run: `local` (the engine's threads in this process), `ray` (one actor each) or
+#: `remote` (model replicas gencc does not run, one per worker: `gencc.engine.remote`, named by their upstreams)
+BACKENDS = ("local", "ray", "remote")
 #: other words for a backend (`backend_name` reads them): "threads" is the local backend, its worker threads
 BACKEND_ALIASES = {"threads": "local"}
 

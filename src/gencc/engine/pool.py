@@ -19,6 +19,7 @@ from typing import Any
 
 from .backends import Constant, ThreadBackend, backend_name
 from .ray.backend import RayBackend, check_address
+from .remote import Fleet, RemoteBackend, check_upstreams
 from .workers import Workers
 
 #: the most threads of a shared pool, whatever the cores
@@ -34,7 +35,7 @@ def shared_threads(cores: int | None = None) -> int:
 
 def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | None = None, *,
                  factories: dict[str, Callable[[], Callable]] | None = None, dtype: Any = None,
-                 address: str | None = None, **ray_options: Any) -> Any:
+                 address: str | None = None, upstreams: Any = None, **ray_options: Any) -> Any:
     """The one way a backend is built by name (every front end calls it: jobs, serving, training).
 
     kind: "local" (or its alias "threads"), a `ThreadBackend` running `functions` (name -> callable: "f",
@@ -43,9 +44,25 @@ def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | Non
     the actor), or, without `factories`, holding a pickled copy of each of `functions`. address: the Ray cluster
     to join ("auto", HOST:PORT or ray://HOST:PORT; checked before Ray starts: a ValueError names the forms),
     None for a private Ray on 127.0.0.1; ray_options: `RayBackend`'s other keyword arguments (num_cpus,
-    max_concurrency, max_restarts, actor_options, init_kwargs, temp_dir, ready_timeout, on_ready). A ValueError
-    for an unknown kind, or an address or factories given to the local backend."""
+    max_concurrency, max_restarts, actor_options, init_kwargs, temp_dir, ready_timeout, on_ready).
+    "remote": a `gencc.engine.remote.RemoteBackend`, worker w being replica w of `upstreams` (their URLs,
+    checked by `gencc.engine.remote.check_fleet` first, or a checked `Fleet`); `n_workers` must be their number,
+    `functions` and `factories` do not apply (the replicas hold the model); its options (connect_s, read_s,
+    max_in_flight, allow_degraded) come in `ray_options`' place. A ValueError for an unknown kind, or an option
+    given to a backend it does not apply to."""
     kind = backend_name(kind)
+    if kind != "remote" and upstreams is not None:
+        raise ValueError(f"upstreams apply to the remote backend (replicas gencc does not run), not {kind}")
+    if kind == "remote":
+        if upstreams is None:
+            raise ValueError("the remote backend needs upstreams: the URLs of the model replicas, one per worker")
+        for name, value in (("address", address), ("factories", factories)):
+            if value is not None:
+                raise ValueError(f"{name} applies to the ray backend; the remote backend's workers are replicas")
+        count = len(upstreams.upstreams) if isinstance(upstreams, Fleet) else len(check_upstreams(upstreams))
+        if n_workers != count:
+            raise ValueError(f"the remote backend has one worker per upstream: {count} upstreams, {n_workers} workers")
+        return RemoteBackend(upstreams, **ray_options)
     if kind == "local":
         for name, value in (("address", address), ("factories", factories), *ray_options.items()):
             if value is not None:

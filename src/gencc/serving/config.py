@@ -33,7 +33,8 @@ REDUNDANCIES = ("adaptive", "full")
 class Scheme:
     """A serving scheme: its dispatcher ("uncoded", "replication", "hedged" or "coded"); for a coded one the
     registry name of its code, whether its coded slots run a parity model, and "eager" or "hedge" dispatch;
-    `bar`: what the gate frontier (benchmarks/investigations/gate.py) measured of it against the answer bar.
+    `bar`: what the gate frontier (benchmarks/investigations/gate.py) measured of its answers against the two
+    serving targets (see BAR).
     Built from the one scheme table, `gencc.codes.schemes`."""
 
     name: str
@@ -41,7 +42,7 @@ class Scheme:
     code: str | None = None
     parity: bool = False
     mode: str = "eager"
-    bar: str = ""  # whether it meets the answer bar (docs/guides/serving.md), as measured
+    bar: str = ""  # whether it met the serving targets (docs/guides/serving.md), as measured
 
     def __post_init__(self):
         if self.code is not None and self.code not in CODES:
@@ -53,38 +54,39 @@ class Scheme:
         return self.dispatcher == "coded" and self.mode == "eager" and self.code != "parm"
 
 
-#: per scheme, what benchmarks/investigations/gate.py measured against the answer bar (top-1 agreement >= 0.95
-#: of the degraded answers sent, p99.9 - p50 at most 0.3 of uncoded's; W = 12, K = 8, 40 ms, 10% slow x10, load
-#: 0.3; the table: docs/generated/gate_frontier.md; the coded hedges sgcc-hedge and sgcc-parity-hedge: gate_hedge.md)
+#: per scheme, what benchmarks/investigations/gate.py measured against two targets: top-1 agreement >= 0.95 with
+#: the model's own answers of the degraded (decoded) answers sent, and p99.9 - p50 at most 0.3 of uncoded's; W = 12,
+#: K = 8, 40 ms, 10% slow x10, load 0.3; the table: docs/generated/gate_frontier.md; the coded hedges sgcc-hedge
+#: and sgcc-parity-hedge: gate_hedge.md
 BAR = {
-    "uncoded": "exact answers; its tail is the bar's reference",
-    "replication": "exact answers; not measured against the bar",
-    "hedged": "exact answers; not measured against the bar",
-    "parm": "not measured against the bar",
-    "bacc": "cannot meet the bar with its decodes: the gate's calibration finds no threshold at which they agree "
+    "uncoded": "exact answers; the reference for the latency gap",
+    "replication": "exact answers; not measured",
+    "hedged": "exact answers; not measured",
+    "parm": "not measured",
+    "bacc": "its decodes miss the agreement target: the gate's calibration finds no threshold at which they agree "
             "at 0.95, so with the gate on it sends none (every answer is the model's own)",
-    "gcc": "cannot meet the bar with its decodes: the gate's calibration finds no threshold at which they agree "
+    "gcc": "its decodes miss the agreement target: the gate's calibration finds no threshold at which they agree "
            "at 0.95, so with the gate on it sends none (every answer is the model's own)",
-    "sgcc": "meets the bar with the gate, sending the decodes its calibration trusts (on some models none): the "
-            "default without a parity model",
-    "sgcc-parity": "meets the bar with the gate: the default with a parity model",
-    "sgcc-hedge": "cannot meet the bar with its decodes: the gate's calibration finds no threshold at which they "
+    "sgcc": "meets both targets with the gate, sending the decodes its calibration trusts (on some models none): "
+            "the default without a parity model",
+    "sgcc-parity": "meets both targets with the gate: the default with a parity model",
+    "sgcc-hedge": "its decodes miss the agreement target: the gate's calibration finds no threshold at which they "
                   "agree at 0.95, so with the gate on it sends none (every answer is the model's own)",
-    "sgcc-parity-hedge": "meets the bar with the gate (in the simulator)",
+    "sgcc-parity-hedge": "meets both targets with the gate (in the simulator)",
 }
 
 
 def _serving(spec: SchemeSpec) -> Scheme:
     """The serving entry of a scheme of the one table."""
     return Scheme(spec.name, spec.baseline or "coded", spec.code if spec.coded else None, spec.parity,
-                  "hedge" if spec.hedge else "eager", BAR.get(spec.name, "not measured against the bar"))
+                  "hedge" if spec.hedge else "eager", BAR.get(spec.name, "not measured"))
 
 
 #: every scheme by name, from the one scheme table (`gencc.codes.schemes`): the baselines, the coded schemes, then
 #: the coded hedges
 SCHEME_TABLE: dict[str, Scheme] = {name: _serving(SCHEME_SPECS[name]) for name in schemes("serving")}
-#: the scheme a service gets when none is named: the one that meets the answer bar (BAR), with or without a
-#: parity model
+#: the scheme a service gets when none is named: the one that meets both serving targets (BAR), with or without
+#: a parity model
 DEFAULTS = {True: "sgcc-parity", False: "sgcc"}
 
 
@@ -98,8 +100,11 @@ SCHEMES = tuple(SCHEME_TABLE)
 CHECKED_SCHEMES = tuple(n for n, s in SCHEME_TABLE.items() if s.checkable)
 #: the schemes that send each request on its own (no coding group)
 BASELINES = tuple(n for n, s in SCHEME_TABLE.items() if s.dispatcher != "coded")
-#: `gencc serve --scheme`'s help: each scheme with what it measured against the answer bar
-SCHEME_HELP = "; ".join(f"{n} ({s.bar})" for n, s in SCHEME_TABLE.items()) + \
+#: `gencc serve --scheme`'s help: each scheme with what it measured against the two serving targets
+SCHEME_HELP = "the serving scheme. Each was measured, gate on, against two targets: decoded answers that agree " \
+    "with the model's own top-1 at least 95% of the time, and a p99.9 - p50 latency gap at most 0.3 of uncoded " \
+    "serving's (12 workers, K = 8, 40 ms service, 10% of workers slow x10, 30% load): " + \
+    "; ".join(f"{n} ({s.bar})" for n, s in SCHEME_TABLE.items()) + \
     f". Default: {DEFAULTS[False]} ({DEFAULTS[True]} with a parity model)"
 
 
@@ -117,6 +122,32 @@ def about(field: str) -> Iterator[None]:
         raise
     except ValueError as e:
         raise ConfigError(str(e), field) from None
+
+
+def check_result_check(sch: Scheme, check: str) -> None:
+    """A wrong-result check `sch` takes: one of CHECKS, and "on" / "strict" only for the eager coded schemes
+    (CHECKED_SCHEMES); else a `ConfigError` naming "check". `ServiceConfig` and `make_dispatcher` both ask it."""
+    if check not in CHECKS:
+        raise ConfigError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}", "check")
+    if check != "off" and not sch.checkable:
+        raise ConfigError(f"wrong-result checks apply to the eager coded schemes {', '.join(CHECKED_SCHEMES)}, not "
+                          f"{sch.name!r}", "check")
+
+
+def check_workers(sch: Scheme, K: int, workers: int, parm_k: int = 2) -> None:
+    """Enough workers for `sch`: two for replication, parm_k + 1 for parm, and more than K for the other coded
+    schemes (their N = `gencc.serving.parity.coded_workers(K, workers)`, `check_coded_workers`); else a
+    `ConfigError` naming "workers". `ServiceConfig` and `make_dispatcher` both ask it."""
+    from .parity import check_coded_workers
+
+    if sch.dispatcher == "replication" and workers < 2:
+        raise ConfigError(f"replication sends two copies to distinct workers: needs workers >= 2, got {workers}",
+                          "workers")
+    if sch.code == "parm" and workers < parm_k + 1:
+        raise ConfigError(f"parm with parm_k={parm_k} runs groups on {parm_k + 1} distinct workers; got "
+                          f"workers={workers}", "workers")
+    if sch.dispatcher == "coded" and sch.code != "parm":
+        check_coded_workers(sch.name, K, workers)
 
 
 @dataclass(frozen=True)
@@ -146,10 +177,13 @@ class ServiceConfig:
     gate_threshold: float | None = None
     redundancy: str = "adaptive"
     code_options: tuple[tuple[str, Any], ...] = ()
+    upstreams: tuple[str, ...] = ()
+    start_degraded: bool = False
 
     def __post_init__(self):
         with about("scheme"):
             sch = scheme(self.scheme)
+        self._check_upstreams()
         for name, lo in (("workers", 1), ("K", 1), ("parm_k", 1), ("max_pending", 1), ("seed", 0)):
             with about(name):
                 object.__setattr__(self, name, check_int(name, getattr(self, name), lo))
@@ -165,12 +199,7 @@ class ServiceConfig:
         with about("request_timeout"):
             object.__setattr__(self, "request_timeout", check_positive("request_timeout", self.request_timeout,
                                                                        unit="seconds"))
-        with about("check"):
-            if self.check not in CHECKS:
-                raise ValueError(f"unknown check {self.check!r}; choose one of {', '.join(CHECKS)}")
-            if self.check != "off" and not sch.checkable:
-                raise ValueError(f"wrong-result checks apply to the eager coded schemes {', '.join(CHECKED_SCHEMES)}, "
-                                 f"not {self.scheme!r}")
+        check_result_check(sch, self.check)
         with about("gate"):
             if self.gate not in GATES:
                 raise ValueError(f"unknown gate {self.gate!r}; choose one of {', '.join(GATES)}")
@@ -181,22 +210,13 @@ class ServiceConfig:
             with about("gate_threshold"):
                 object.__setattr__(self, "gate_threshold", check_real("gate_threshold", self.gate_threshold, 0.0,
                                                                       finite=False))
-        from .parity import PARITY_SCHEMES, coded_workers, parity_k
+        from .parity import PARITY_SCHEMES, parity_k
 
-        base = self.scheme.removesuffix("-hedge")
         with about("packed_parity"):
             if self.packed_parity and not sch.parity:
                 raise ValueError(f"packed parity applies to the schemes with a parity model "
                                  f"({' and '.join(PARITY_SCHEMES)} and their -hedge forms), not {self.scheme!r}")
-        with about("workers"):
-            if sch.dispatcher == "replication" and self.workers < 2:
-                raise ValueError(f"replication sends two copies to distinct workers: needs workers >= 2, got "
-                                 f"{self.workers}")
-            if sch.code == "parm" and self.workers < self.parm_k + 1:
-                raise ValueError(f"parm with parm_k={self.parm_k} runs groups on {self.parm_k + 1} distinct workers; "
-                                 f"got workers={self.workers}")
-            if sch.dispatcher == "coded" and sch.code != "parm" and coded_workers(self.K, self.workers) <= self.K:
-                raise ValueError(f"{base} needs more workers than K={self.K} (got workers={self.workers}); lower K")
+        check_workers(sch, self.K, self.workers, self.parm_k)
         with about("K"):
             parity_k(self.scheme, self.K, self.workers, self.parm_k)
         with about("code_options"):
@@ -210,6 +230,36 @@ class ServiceConfig:
 
             check_code_options(sch, self.K, self.workers, dict(opts))
         object.__setattr__(self, "code_options", opts)
+
+
+    def _check_upstreams(self) -> None:
+        """upstreams: the replicas' URLs, one worker each (`gencc.serving.upstreams`); they imply backend "remote"
+        (the default "local" is read as it) and workers equal to their number."""
+        if not self.upstreams:
+            if self.backend == "remote":
+                raise ConfigError("backend remote needs upstreams: the URLs of the model replicas, one per worker",
+                                  "upstreams")
+            if self.start_degraded:
+                raise ConfigError("start_degraded applies with upstreams", "start_degraded")
+            object.__setattr__(self, "upstreams", ())
+            return
+        from ..engine.remote import check_upstreams
+
+        ups = self.upstreams
+        urls = tuple(u.url for u in check_upstreams((ups,) if isinstance(ups, str) else tuple(ups)))
+        object.__setattr__(self, "upstreams", urls)
+        if self.backend not in ("local", "remote"):
+            raise ConfigError(f"upstreams are the workers (backend remote); backend {self.backend!r} does not apply",
+                              "backend")
+        object.__setattr__(self, "backend", "remote")
+        if self.workers != len(urls):
+            raise ConfigError(f"over upstreams each worker is one replica: workers must be {len(urls)} (the number of "
+                              f"upstreams) or left out, got {self.workers}", "workers")
+        sch = scheme(self.scheme)
+        if sch.parity or sch.code == "parm":
+            usable = [n for n, s in SCHEME_TABLE.items() if not s.parity and s.code != "parm"]
+            raise ConfigError(f"{self.scheme} runs a trained parity model on its coded slots, which the replicas do "
+                              f"not hold; over upstreams choose {', '.join(usable)}", "scheme")
 
 
 @dataclass(frozen=True)
@@ -254,6 +304,9 @@ def _split(config: ServiceConfig | None, slowdown: Slowdown | None, **options: A
         raise ValueError(f"unknown service option(s) {', '.join(unknown)}; configuration: "
                          f"{', '.join(sorted(_CONFIG))}; slowdown: {', '.join(sorted(_SLOW))}")
     cfg = {k: v for k, v in options.items() if k in _CONFIG}
+    if cfg.get("upstreams") and "workers" not in cfg:  # over upstreams the workers are the replicas
+        ups = cfg["upstreams"] = (cfg["upstreams"],) if isinstance(cfg["upstreams"], str) else tuple(cfg["upstreams"])
+        cfg["workers"] = len(ups)
     slow = {k: v for k, v in options.items() if k in _SLOW}
     if config is not None and cfg:
         raise ValueError(f"pass the configuration once: config= or {', '.join(sorted(cfg))}")

@@ -21,6 +21,7 @@ import numpy as np
 from ..codes import SystematicGCC
 from ..codes.ordering import order_inputs
 from ..codes.schemes import SCHEME_SPECS, schemes
+from ..errors import ConfigError
 from ..model import Model, as_model, load_inputs
 from ..rkhs.kernels import Matern32
 
@@ -40,6 +41,16 @@ def coded_workers(K: int, W: int) -> int:
     return min(W, K + math.ceil(K / 2))
 
 
+def check_coded_workers(scheme: str, K: int, W: int) -> int:
+    """N = `coded_workers(K, W)` of the GCC / BACC / SGCC schemes (`scheme`, a -hedge form too), which must exceed
+    K; else a `ConfigError` naming "workers" (`gencc.serving.config.check_workers` holds every scheme's rule)."""
+    N = coded_workers(K, W)
+    if N <= K:
+        raise ConfigError(f"{scheme.removesuffix('-hedge')} needs more workers than K={K} (got workers={W}); lower K",
+                          "workers")
+    return N
+
+
 def parity_k(scheme: str, K: int, W: int, parm_k: int = 2) -> int | None:
     """Inputs per parity query of the parity model `scheme` runs (None: it runs none). ParM: parm_k;
     sgcc-parity: its largest group of members, ceil(K / (N - K)) (the parity model is trained for that)."""
@@ -48,9 +59,7 @@ def parity_k(scheme: str, K: int, W: int, parm_k: int = 2) -> int | None:
         return None
     if base == "parm":
         return int(parm_k)
-    N = coded_workers(K, W)
-    if N <= K:
-        raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
+    N = check_coded_workers(scheme, K, W)
     k = math.ceil(K / (N - K))
     if k > MAX_PARITY_K:
         raise ValueError(f"{base} on {W} workers with K={K} has groups of {k} members per coded worker; parity "

@@ -32,10 +32,10 @@ from ._policy.gate import Gate, service_gate
 from ._policy.loop_env import LoopEnv
 from ._policy.redundancy import DEFAULT_REDUNDANCY, Redundancy
 from .codes import scheme_code
-from .config import CHECKED_SCHEMES, CHECKS, ServiceConfig, Slowdown, _split
+from .config import ServiceConfig, Slowdown, _split, check_result_check, check_workers
 from .config import scheme as scheme_entry
 from .dispatch import Dispatcher, Env, Request
-from .parity import PARITY_SCHEMES, calibrate_sgcc, coded_workers, parity_k, service_model
+from .parity import calibrate_sgcc, coded_workers, parity_k, service_model
 
 __all__ = ["Service", "freeze_heap", "make_dispatcher"]
 
@@ -60,30 +60,26 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
     gate (coded schemes, checked or not): `gencc.serving.Gate`, which holds back decodes unlikely to be right.
     redundancy (eager coded schemes without a check): `gencc.serving.Redundancy`, which sends a group's coded
     tasks only where the queues leave room (None: every coded task, whatever the load).
-    code_options (gcc, bacc, sgcc and their -hedge forms): keyword arguments of the code (`serving.codes`)."""
-    if check not in CHECKS:
-        raise ValueError(f"unknown check {check!r}; choose one of {', '.join(CHECKS)}")
+    code_options (gcc, bacc, sgcc and their -hedge forms): keyword arguments of the code (`serving.codes`).
+    The check and the workers are refused as `ServiceConfig` refuses them (`config.check_result_check`,
+    `config.check_workers`: a `gencc.errors.ConfigError` naming "check" or "workers")."""
     sch = scheme_entry(scheme)
-    if check != "off" and not sch.checkable:
-        raise ValueError(f"wrong-result checks apply to the eager coded schemes {', '.join(CHECKED_SCHEMES)}, "
-                         f"not {scheme!r}")
+    check_result_check(sch, check)
     if check != "off" and check_data is None:
         raise ValueError("a wrong-result check needs check_data=(f, training inputs) to calibrate on")
     W = env.n_workers
+    check_workers(sch, K, W, parm_k)
     if sch.dispatcher == "uncoded":
         return UncodedDispatcher(env, **kw)
     if sch.dispatcher == "replication":
         return ReplicatedDispatcher(env, **kw)
     if sch.dispatcher == "hedged":
         return HedgedDispatcher(env, **kw)
-    base = scheme.removesuffix("-hedge")
     order_inputs(np.arange(3.0)[:, None])  # its first call imports scipy.spatial: now, not on a group's first hedge
     if sch.code == "parm":
         code = scheme_code(sch, K, parm_k + 1, parm_k=parm_k, parity=parity)
     else:
-        N = coded_workers(K, W)  # redundancy 1.5 (ParM k = 2's) at any W
-        if N <= K:
-            raise ValueError(f"{base} needs more workers than K={K} (got workers={W}); lower --K")
+        N = coded_workers(K, W)  # redundancy 1.5 (ParM k = 2's) at any W; more than K (check_workers)
         code = scheme_code(sch, K, N, parity=parity, calibration=calibration, options=code_options)
         if sch.parity:  # sgcc-parity
             kw.setdefault("cover", True)  # answer parity recoveries (see CodedDispatcher)
@@ -138,7 +134,9 @@ class Service:
               data: Any = None, parity: Any = None, **options: Any) -> Service:
         """A service for a named workload (gencc.workloads) or your own model (anything `gencc.as_model` takes,
         with `data`, training inputs for calibration and checks, and `parity`, a file from `gencc parity
-        train`, for the parity schemes): configuration in `config` (a `ServiceConfig`; or
+        train`, for the parity schemes), or, with `upstreams=[URL, ...]` and workload None, for model replicas
+        you run (one worker each, reached over the Open Inference Protocol: `gencc.serving.upstreams`; workers
+        default to their number): configuration in `config` (a `ServiceConfig`; or
         its fields as keywords, `scheme`, `workers` and `K` also by position), injection apart: `slowdown` (a
         `Slowdown`, or its fields as keywords: service_ms, slow_fraction, slow_factor, mean_slow_s), `faults`
         (raise / NaN / hang / crash), `wrong` (wrong results). `check` see `make_dispatcher` (calibrated on the
@@ -152,14 +150,22 @@ class Service:
                     faults: Faults | None = None, wrong: WrongResults | None = None,
                     on_answer: Callable[[Request], None] | None = None, data: Any = None,
                     parity: Any = None) -> Service:
-        """`build` with the configuration and injection objects given as they are."""
+        """`build` with the configuration and injection objects given as they are (`config` checked its options
+        when it was built)."""
+        if not isinstance(config, ServiceConfig):
+            raise TypeError(f"config must be a ServiceConfig, got {type(config).__name__}")
         c, slowdown = config, slowdown or Slowdown()
-        pk = parity_k(c.scheme, c.K, c.workers, c.parm_k)
-        if c.packed_parity and pk is None:
-            raise ValueError(f"packed parity applies to the schemes with a parity model ({', '.join(PARITY_SCHEMES)} "
-                             f"and their -hedge forms), not {c.scheme!r}")
-        served = service_model(workload, pk, bool(c.packed_parity), data=data, parity=parity, scheme=c.scheme)
-        model, X, parity, w = served
+        pk = parity_k(c.scheme, c.K, c.workers, c.parm_k)  # the parity model's k (None: the scheme runs none)
+        fleet = None
+        if c.upstreams:  # the workers are model replicas gencc does not run: their metadata describes the model
+            from .upstreams import upstream_model
+
+            fleet, model, X = upstream_model(c.upstreams, c.scheme, workload=workload, data=data, parity=parity,
+                                             start_degraded=c.start_degraded)
+            w = None
+        else:
+            served = service_model(workload, pk, bool(c.packed_parity), data=data, parity=parity, scheme=c.scheme)
+            model, X, parity, w = served
         if c.check != "off" and X is None:
             raise ValueError("a wrong-result check calibrates on training inputs: pass data= (--data FILE.npy)")
         # a built-in workload's workers run its own call (unchecked); your model runs as the checked Model
@@ -174,10 +180,11 @@ class Service:
         factories = None
         if c.backend == "ray":  # each actor builds its models from picklable factories
             factories = {"f": factory} | ({"parity": parity.factory} if parity is not None else {})
-        be = make_backend(c.backend, c.workers, fns, factories=factories, dtype=np.float32, address=c.address)
-        on_loop = c.backend == "local"  # the dispatcher may run on the front door's loop: see LoopEnv
+        be = make_backend(c.backend, c.workers, fns, factories=factories, dtype=np.float32, address=c.address,
+                          upstreams=fleet)
+        on_loop = c.backend in ("local", "remote")  # the dispatcher may run on the front door's loop: see LoopEnv
         pool = make_pool(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
-                         seed=c.seed, wrong=wrong, mark_dead=c.backend == "local",  # Ray replaces dead actors
+                         seed=c.seed, wrong=wrong, mark_dead=c.backend != "ray",  # Ray replaces dead actors
                          inline=on_loop)
 
         def make(gate: Gate | None, check: str = c.check) -> Callable[[Env], Dispatcher]:
