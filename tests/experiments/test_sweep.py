@@ -98,3 +98,27 @@ def test_seeds_and_specs() -> None:
     # invalid combinations are left out of the grid
     pts = SweepSpec(workloads=("toy-xsinx",), K=(5,), N=(4, 5, 8), stragglers=("worst:5",)).points()
     assert sorted({pt.N for pt in pts}) == [8]
+
+
+@pytest.mark.parametrize("change,field,match", [
+    ({"workloads": ()}, "workloads", "no workloads given"),
+    ({"schemes": ("mds",)}, "schemes", "unknown scheme 'mds'"),
+    ({"workloads": ("nope",)}, "workloads", "unknown workload 'nope'"),
+    ({"trials": 0}, "trials", "trials must be a positive integer"),
+    ({"K": (0,)}, "K", "K .inputs per code. must be a positive integer"),
+    ({"ratios": (float("nan"),)}, "ratios", "ratios must be finite numbers > 0"),
+    ({"N": (200_000,)}, "N", "N must be at most 100000 workers"),
+    ({"stragglers": ("worst:x",)}, "stragglers", "bad straggler spec"),
+    ({"N": (3,)}, "N", "the grid is empty: N=3 < K=4"),
+    ({"opts": {"gcc": {"nosuch": 1}}}, "opts", "nosuch"),
+])
+def test_the_grid_check_names_the_field_to_fix(change, field, match) -> None:
+    """SweepSpec.check refuses a bad grid before any simulation, with a ConfigError naming the field."""
+    from gencc.errors import ConfigError
+
+    spec = SweepSpec(**{"workloads": ("toy-xsinx",), "schemes": ("gcc",), "K": (4,), "N": (8,), **change})
+    with pytest.raises(ConfigError, match=match) as err:
+        spec.check()
+    assert err.value.field == field
+    good = SweepSpec(workloads=("toy-xsinx",), schemes=("gcc", "bacc"), K=(4,), N=(8,))
+    assert [pt.key for pt in good.check()] == [pt.key for pt in good.points()]

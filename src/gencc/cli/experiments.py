@@ -5,14 +5,13 @@ Registered in gencc/cli.py. Heavy imports (matplotlib, rich, the workloads) happ
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ..codes.schemes import schemes as front_schemes
-from .options import code_options, integer, out_dir, out_file, refuse
+from .options import code_options, integer, out_dir, out_file, refuse, reported
 
 
 def _list(text: str, kind: type, option: str) -> tuple:
@@ -58,8 +57,9 @@ def sweep(
                                                           "exist)", callback=out_file)] = Path("sweep.csv"),
     procs: Annotated[int, typer.Option("--procs", "-j", help="processes (results do not depend on it)",
                                        callback=integer(at_least=1))] = 1,
-    opt: Annotated[list[str] | None, typer.Option("--opt", help="code option scheme.key=value, repeatable "
-                                                                "(e.g. gcc.lam_dec=0)")] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", metavar="CODE.KEY=VALUE",
+                                                  help="an option of a scheme's code, e.g. gcc.lam_dec=0; "
+                                                       "repeatable")] = None,
     adversaries: Annotated[str, typer.Option(help="comma-separated adversary models, model:A or model:N^a (A = "
                                                   "round(N^a)) with an optional :scale in sd, e.g. signflip:2,"
                                                   "offset:N^0.5:2; models: random, signflip, noise, offset, bump, "
@@ -98,8 +98,6 @@ def sweep(
                f"{res.rows_written} rows written")
 
 
-#: the most workers one code of a sweep may have
-MAX_WORKERS = 100_000
 #: the option of `gencc sweep` each grid field comes from
 _SWEEP_OPTIONS = {"workloads": "--workload", "schemes": "--scheme", "K": "--K", "N": "--workers", "ratios": "--ratios",
                   "stragglers": "--stragglers", "seeds": "--seeds", "adversaries": "--adversaries", "opts": "--opt",
@@ -107,60 +105,12 @@ _SWEEP_OPTIONS = {"workloads": "--workload", "schemes": "--scheme", "K": "--K", 
 
 
 def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
-    """Every check of a sweep grid that runs no simulation, so a bad grid is refused before any work: known
-    workloads, K >= 1, finite ratios > 0, straggler and adversary specs that parse at every N, a grid that is
-    not empty, and each grid point's code built (ParM without its parity model). `options` names the option
-    each field came from (default: `gencc sweep`'s); the usage error names it."""
-    from ..codes.registry import make_code
-    from ..experiments.sweep import parse_straggler
-    from ..experiments.toy_workloads import TOYS
-
-    opt = {**_SWEEP_OPTIONS, **(options or {})}
-    for name in ("workloads", "schemes", "stragglers", "seeds"):
-        if not getattr(spec, name):
-            raise refuse(opt[name], f"no {name} given (an empty list)")
-    if not spec.K and not spec.K_frac:
-        raise refuse(opt["K"], "no K given (an empty list), and no loads K/N (K_frac) either")
+    """The library's check of a sweep grid (`SweepSpec.check`: it runs no simulation), its error reported as the
+    usage error of the option the field came from (`options`; default: `gencc sweep`'s)."""
     try:
-        from ..workloads import WORKLOADS as TRAINED
-    except ImportError:  # pragma: no cover - depends on the install
-        TRAINED = {}  # noqa: N806
-    _check_schemes(spec.schemes, opt["schemes"])
-    known = (*TOYS, *TRAINED)
-    for w in spec.workloads:
-        if w not in known:
-            raise refuse(opt["workloads"], f"unknown workload {w!r}; choose one of {', '.join(known)}")
-    if spec.trials < 1:
-        raise refuse(opt["trials"], f"trials must be a positive integer, got {spec.trials}")
-    for k in spec.K:
-        if k < 1:
-            raise refuse(opt["K"], f"K (inputs per code) must be a positive integer, got {k}")
-    for r in spec.ratios:
-        if not (math.isfinite(r) and r > 0):
-            raise refuse(opt["ratios"], f"ratios must be finite numbers > 0 (N = round(ratio K)), got {r:g}")
-    Ns = sorted({int(n) for n in spec.N} | {int(round(r * k)) for r in spec.ratios for k in spec.K})
-    if Ns and Ns[-1] > MAX_WORKERS:
-        where = opt["N"] if Ns[-1] in {int(n) for n in spec.N} else opt["ratios"]
-        raise refuse(where, f"N must be at most {MAX_WORKERS} workers (the presets go to 640), got N={Ns[-1]}")
-    for st in spec.stragglers:
-        for n in (n for n in Ns if n >= 1):
-            try:
-                parse_straggler(st, n)
-            except (ValueError, OverflowError) as e:
-                raise refuse(opt["stragglers"], str(e) if isinstance(e, ValueError) else
-                             f"bad straggler spec {st!r} ({e}); give S or a percentage as a finite number") from None
-    try:
-        points, dropped = spec.plan()
-    except (ValueError, OverflowError) as e:
-        raise refuse(opt["adversaries"] if spec.adversaries else opt["stragglers"], str(e)) from None
-    if not points:
-        raise refuse(opt["N"], "the grid is empty: " + "; ".join(dropped))
-    for scheme, k, n, opts in dict.fromkeys((pt.scheme, pt.K, pt.N, pt.opts) for pt in points):
-        try:
-            make_code(scheme, k, n, **dict(opts))
-        except ValueError as e:
-            where = opt["opts"] if opts or "needs option" in str(e) else opt["schemes"]
-            raise refuse(where, str(e)) from None
+        spec.check()
+    except ValueError as e:
+        raise reported(e, {**_SWEEP_OPTIONS, **(options or {})}, _SWEEP_OPTIONS["schemes"]) from None
 
 
 def plot(
@@ -168,7 +118,8 @@ def plot(
     out: Annotated[Path, typer.Option("--out", "-o", help="writes figures/, data/, tables/ under it (its parent "
                                                           "folder must exist)", callback=out_dir)] = Path("."),
     prefix: Annotated[str, typer.Option(help="file name prefix of everything written")] = "sweep",
-    kind: Annotated[list[str] | None, typer.Option(help="rate, vs-S, redundancy, configs, adversarial or fraction, "
+    kind: Annotated[list[str] | None, typer.Option(metavar="KIND",
+                                                   help="rate, vs-S, redundancy, configs, adversarial or fraction, "
                                                         "repeatable (default: all the data supports)")] = None,
 ) -> None:
     """Figures (PNG) and the CSV data behind them: rel_mse against N with fitted slopes and theory lines,
@@ -217,8 +168,9 @@ def reproduce(
     = Path("."),
     procs: Annotated[int, typer.Option("--procs", "-j", help="processes (results do not depend on it)",
                                        callback=integer(at_least=1))] = 1,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="override a grid field, key=value, e.g. "
-                                                                 "seeds=0:2 or workloads=xsinx (repeatable)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="KEY=VALUE",
+                                                   help="override a grid field, e.g. seeds=0:2 or workloads=xsinx "
+                                                        "(repeatable)")] = None,
     check: Annotated[bool, typer.Option("--check", help="rebuild the preset (all: the cheap ones) from scratch in "
                                                         "a temporary folder and compare with --out; exit 1 if "
                                                         "they differ")] = False,

@@ -106,6 +106,10 @@ class GridPoint:
         return sweep_code(self.scheme, self.K, self.N, self.workload, **dict(self.opts))
 
 
+#: the most workers one code of a sweep may have
+MAX_WORKERS = 100_000
+
+
 @dataclass
 class SweepSpec:
     """The grid. N comes from `N` (absolute) and/or `ratios` (N = ratio K, rounded); `opts` maps a scheme to
@@ -140,6 +144,71 @@ class SweepSpec:
     def points(self) -> list[GridPoint]:
         """Every valid grid point, in a fixed order (see `plan` for what is left out)."""
         return self.plan()[0]
+
+    def check(self) -> list[GridPoint]:
+        """Every check of the grid that runs no simulation, so a bad grid is refused before any work: no empty
+        field, schemes the sweeps simulate, known workloads, K >= 1, finite ratios > 0, at most MAX_WORKERS
+        workers, straggler and adversary specs that parse at every N, a grid that is not empty, and each grid
+        point's code built (ParM without its parity model). Returns the grid points; a `ConfigError` naming
+        the field to fix otherwise."""
+        import math
+
+        from ..codes.registry import make_code
+        from ..errors import ConfigError
+        from .schemes import check_scheme
+        from .toy_workloads import TOYS
+
+        for name in ("workloads", "schemes", "stragglers", "seeds"):
+            if not getattr(self, name):
+                raise ConfigError(f"no {name} given (an empty list)", name)
+        if not self.K and not self.K_frac:
+            raise ConfigError("no K given (an empty list), and no loads K/N (K_frac) either", "K")
+        for scheme in self.schemes:
+            try:
+                check_scheme(scheme)
+            except ValueError as e:
+                raise ConfigError(str(e), "schemes") from None
+        try:
+            from ..workloads import WORKLOADS as TRAINED
+        except ImportError:  # pragma: no cover - depends on the install
+            TRAINED = {}  # noqa: N806
+        known = (*TOYS, *TRAINED)
+        for w in self.workloads:
+            if w not in known:
+                raise ConfigError(f"unknown workload {w!r}; choose one of {', '.join(known)}", "workloads")
+        if self.trials < 1:
+            raise ConfigError(f"trials must be a positive integer, got {self.trials}", "trials")
+        for k in self.K:
+            if k < 1:
+                raise ConfigError(f"K (inputs per code) must be a positive integer, got {k}", "K")
+        for r in self.ratios:
+            if not (math.isfinite(r) and r > 0):
+                raise ConfigError(f"ratios must be finite numbers > 0 (N = round(ratio K)), got {r:g}", "ratios")
+        Ns = sorted({int(n) for n in self.N} | {int(round(r * k)) for r in self.ratios for k in self.K})
+        if Ns and Ns[-1] > MAX_WORKERS:
+            where = "N" if Ns[-1] in {int(n) for n in self.N} else "ratios"
+            raise ConfigError(f"N must be at most {MAX_WORKERS} workers (the presets go to 640), got N={Ns[-1]}",
+                              where)
+        for st in self.stragglers:
+            for n in (n for n in Ns if n >= 1):
+                try:
+                    parse_straggler(st, n)
+                except (ValueError, OverflowError) as e:
+                    raise ConfigError(str(e) if isinstance(e, ValueError) else
+                                      f"bad straggler spec {st!r} ({e}); give S or a percentage as a finite number",
+                                      "stragglers") from None
+        try:
+            points, dropped = self.plan()
+        except (ValueError, OverflowError) as e:
+            raise ConfigError(str(e), "adversaries" if self.adversaries else "stragglers") from None
+        if not points:
+            raise ConfigError("the grid is empty: " + "; ".join(dropped), "N")
+        for scheme, k, n, opts in dict.fromkeys((pt.scheme, pt.K, pt.N, pt.opts) for pt in points):
+            try:
+                make_code(scheme, k, n, **dict(opts))
+            except ValueError as e:
+                raise ConfigError(str(e), "opts" if opts or "needs option" in str(e) else "schemes") from None
+        return points
 
     def plan(self) -> tuple[list[GridPoint], list[str]]:
         """The valid grid points in a fixed order, and what was left out and why: one line per reason, with
