@@ -220,7 +220,7 @@ def test_config_gate_options_and_scheme_help():
         Gate(-0.5)
 
 
-def test_serve_cli_refuses_a_bad_gate_and_its_help_says_which_schemes_meet_the_bar():
+def test_serve_cli_refuses_a_bad_gate_and_its_help_says_which_schemes_meet_the_serving_targets():
     from typer.testing import CliRunner
 
     from gencc.cli import app
@@ -230,4 +230,4 @@ def test_serve_cli_refuses_a_bad_gate_and_its_help_says_which_schemes_meet_the_b
     assert r.exit_code == 2 and "--gate" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, ["serve", "--help"], terminal_width=200)
     text = " ".join(re.sub("[\u2500-\u257f]", " ", r.output).split())  # rich's box drawing out
-    assert r.exit_code == 0 and "gcc (cannot meet the bar" in text and "Default: sgcc" in text
+    assert r.exit_code == 0 and "gcc (its decodes miss the agreement target" in text and "Default: sgcc" in text

@@ -5,6 +5,7 @@ and their checks are `gencc.cli.options`, the namespace re-run `gencc.cli.isolat
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import sys
 from collections.abc import Callable
@@ -35,23 +36,53 @@ def usage_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+#: what --help shows for the value of an option that would otherwise show its Python type (`<list[str]>`)
+METAVARS = {"--opt": "CODE.KEY=VALUE"}
+
+
 def _untyped_flags(params: list[Any]) -> list[Any]:
-    """`params` with no type label on the on/off flags (Typer's rich help writes `<bool>` beside each)."""
+    """`params` with no type label on the on/off flags (Typer's rich help writes `<bool>` beside each), and the
+    value of the options in METAVARS shown by its form instead of its Python type."""
     for p in params:
         if getattr(p, "is_flag", False) and p.metavar is None:
             p.metavar = ""
+        elif p.metavar is None and METAVARS.keys() & set(getattr(p, "opts", ())):
+            p.metavar = next(METAVARS[o] for o in p.opts if o in METAVARS)
     return params
 
 
+def unwrapped(help_text: str | None) -> str | None:
+    """`help_text` (a command's docstring) with the line breaks inside each paragraph turned into spaces, so that
+    --help rewraps every sentence at the terminal's width. Typer's rich help keeps a docstring's single line
+    breaks in a command's summary in its group's list of commands and in every paragraph after the first, which
+    cut sentences in the middle of a line. Paragraphs stay apart (a blank line); one that starts with click's
+    \\b marker keeps its lines; anything after a \\f line (click's end of help) is kept as it is."""
+    if not help_text:
+        return help_text
+    text, cut, rest = inspect.cleandoc(help_text).partition("\f")
+    paragraphs = [p if p.lstrip("\n").startswith("\b") else " ".join(line.strip() for line in p.splitlines())
+                  for p in text.split("\n\n")]
+    return "\n\n".join(paragraphs).rstrip() + (("\n" + cut + rest) if cut else "")
+
+
 class _Command(TyperCommand):
-    """A gencc subcommand: its flags shown without a type label in --help."""
+    """A gencc subcommand: its help rewrapped at the terminal's width and its flags shown without a type label."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = unwrapped(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _untyped_flags(super().get_params(ctx))
 
 
 class _Group(TyperGroup):
-    """A gencc command group: its flags shown without a type label in --help."""
+    """A gencc command group: its help rewrapped at the terminal's width and its flags shown without a type
+    label."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = unwrapped(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _untyped_flags(super().get_params(ctx))
@@ -154,7 +185,14 @@ for _name, _command in (("demo", demo_command), ("sweep", sweep), ("plot", plot)
                         ("train", train_command)):
     _add(app, _name, _command)
 
-parity_app = typer.Typer(help="ParM parity models for your own model.", no_args_is_help=True, cls=_Group)
+parity_app = typer.Typer(
+    help="Train a parity model for your own model, so that one parity worker covers any one of k requests that "
+         "straggles.\n\n"
+         "A parity model F_P is a network trained so that F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k), where f is "
+         "your model and x_1 ... x_k are k requests' inputs. A parity worker runs F_P on the sum of the k inputs; "
+         "when one of the k requests straggles, its answer is F_P's output minus the other k - 1 answers. This is "
+         "ParM (parity models, SOSP 2019); serve the result with `gencc serve --parity`.",
+    no_args_is_help=True, cls=_Group)
 _add(parity_app, "train", parity_train_command)
 app.add_typer(parity_app, name="parity")
 

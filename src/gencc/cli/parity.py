@@ -1,4 +1,6 @@
-"""`gencc parity train`: ParM's parity model for your own model (`gencc.workloads.parity_training`)."""
+"""`gencc parity train`: a parity model (ParM) for your own model (`gencc.workloads.parity_training`): a network
+F_P trained so that F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k), which lets one parity worker cover any one of k
+requests whose worker straggles."""
 
 from __future__ import annotations
 
@@ -18,23 +20,32 @@ def parity_train_command(
     data: Annotated[Path, typer.Option(help="training inputs: a .npy or .npz file, shape (n, *input shape)")],
     out: Annotated[Path, typer.Option(help="parity weights to write (.pt); the metadata goes beside it (.json), a "
                                            "checkpoint (.ckpt) while training", callback=out_file)],
-    k: Annotated[int, typer.Option("--K", "--k", help="inputs per parity query (2 to 4)",
+    k: Annotated[int, typer.Option("--K", "--k", help="k, the requests one parity worker covers: inputs summed "
+                                                      "per parity query (2 to 4)",
                                    callback=integer(at_least=2, at_most=4))] = 2,
     packed: Annotated[bool, typer.Option("--packed-parity", help="the parity model takes the K inputs stacked (its "
                                                                  "first Conv / Linear layer gets K times the input "
                                                                  "channels)")] = False,
     input_shape: Annotated[str | None, typer.Option(help="the shape of one input, e.g. 1,8,8 (default: read from "
                                                          "--data)")] = None,
-    epochs: Annotated[int, typer.Option(help="epochs of --per-epoch random k-tuples each (the built-in workloads' "
-                                             "setting)", callback=integer(at_least=1))] = 40,
-    per_epoch: Annotated[int, typer.Option(help="random k-tuples per epoch", callback=integer(at_least=1))] = 8192,
-    seed: Annotated[int, typer.Option(help="seeds the k-tuples and the held-out split", callback=check_seed)] = 0,
+    epochs: Annotated[int, typer.Option(help="training epochs, each of --per-epoch random groups of k training "
+                                             "inputs (the built-in workloads' setting)",
+                                        callback=integer(at_least=1))] = 40,
+    per_epoch: Annotated[int, typer.Option(help="random groups of k training inputs per epoch",
+                                           callback=integer(at_least=1))] = 8192,
+    seed: Annotated[int, typer.Option(help="seeds the random groups and the held-out split",
+                                      callback=check_seed)] = 0,
     fresh: Annotated[bool, typer.Option(help="ignore a checkpoint from an interrupted run")] = False,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
-    """Train ParM's parity model for your model: its own architecture, from its weights, so that
-    F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k) on random k-tuples of the training inputs. Resumable: rerun the
-    same command after an interruption. Serve it with `gencc serve --model SPEC --parity OUT --scheme sgcc-parity`."""
+    """Train a parity model F_P for your model f: a network of f's own architecture, started from f's weights and
+    trained on random groups of k training inputs so that F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k). Resumable:
+    rerun the same command after an interruption. Serve it with `gencc serve --model SPEC --parity OUT --scheme
+    sgcc-parity`.
+
+    Served beside f, one parity worker then covers any one of k requests whose worker straggles: that request's
+    answer is F_P's output on the sum of the k inputs minus the k - 1 answers that came back (ParM:
+    parity models, SOSP 2019). With --packed-parity, F_P takes the k inputs stacked instead of summed."""
     if out.suffix in (".json", ".ckpt"):
         raise refuse("--out", f"--out is the weights file (e.g. parity.pt); {out.suffix} is the metadata's or the "
                               "checkpoint's suffix")

@@ -39,15 +39,15 @@ from .systematic import UNCERTAINTY_CACHE_SIZE, _error_sd, decoder_error_var, re
 
 #: with kernel="auto", fits through more points than this use the O(n) cubic spline (both kernels decode equally
 #: well above it: tests/codes/test_gcc.py). Not lowered to remove the cold decode's cliff: measured at 256, the
-#: worst-case errors of rate-worst's digits CNN at N = 320..640 rose by 12-35% (the Matern fit decodes them better;
-#: issue 34); the Matern fit's exact state-space band path (`gencc.rkhs.matern_ssm`, from
+#: worst-case errors of rate-worst's digits CNN at N = 320..640 rose by 12-35% (the Matern fit decodes them
+#: better); the Matern fit's exact state-space band path (`gencc.rkhs.matern_ssm`, from
 #: `smoothing.MATERN_BANDED_THRESHOLD` points) removed the cliff instead
 AUTO_DENSE_MAX = 512
 #: kernel="auto": the Matern 3/2 length scale (on [-1, 1]) wherever the rule below does not lengthen it
 AUTO_LENGTH_SCALE = 0.3
 #: kernel="auto" at few inputs on dense workers (N >= AUTO_SPARSE_RATIO K): length scale AUTO_SPACING / K when
 #: that is longer, about one spacing of the Chebyshev data points at the centre (pi / K), so u_enc does not sag
-#: towards its trend between data points further apart than the length scale (issue 33; docs/design.md section 3)
+#: towards its trend between data points further apart than the length scale (docs/design.md section 3)
 AUTO_SPACING = 2.4
 AUTO_SPARSE_RATIO = 4
 #: decoder="auto" uses the low-redundancy decoder ("select") for K < N <= 1.5 K up to this many workers

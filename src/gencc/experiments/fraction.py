@@ -1,4 +1,4 @@
-"""Sweeps at a fixed straggler fraction and load: S = rho N and K = N / r as N grows (issue 33).
+"""Sweeps at a fixed straggler fraction and load: S = rho N and K = N / r as N grows.
 
 The rate presets hold S fixed while N grows, so they never reach a regime where a fifth of the workers is missing;
 a user sweeping S meets it at once. Rows whose straggler spec is a percentage (`worst:10%`, `random:20%`) at a
@@ -21,7 +21,7 @@ from .markdown import table
 KIND = "fraction"
 #: rho's line style in the figure, in the order of the rhos present
 STYLES = ("o-", "s--", "^:", "d-.")
-#: the agreement slack of issue 33's bar: GCC's worst-case agreement at least BACC's minus this
+#: the agreement check's slack: GCC's worst-case agreement should be at least BACC's minus this
 AGREEMENT_SLACK = 0.02
 #: the patterns whose rel_mse the figure and the rel_mse table show (worst-agreement's set is chosen for its
 #: agreement: its rel_mse is not a worst case)
@@ -85,7 +85,8 @@ def points(rows: list[dict]) -> list[dict]:
 
 def compare(pts: list[dict], a: str = "gcc", b: str = "bacc") -> list[dict]:
     """Per (workload, K / N, straggler, N): mean rel_mse and agreement of schemes `a` and `b`, their rel_mse ratio,
-    and issue 33's two checks (rel_mse at or below b's; agreement at least b's minus AGREEMENT_SLACK)."""
+    and the two checks of `a` against `b` (rel_mse at or below b's; agreement at least b's minus
+    AGREEMENT_SLACK)."""
     out = []
     for (w, kn, st, N), ps in A.group(pts, ("workload", "K_over_N", "straggler", "N")).items():
         by = {p["scheme"]: p for p in ps}

@@ -49,9 +49,9 @@ PARITY_TRAIN: dict[str, Any] = {"epochs": 40, "per_epoch": 8192, "batch": 64, "l
 # entry (default the workload's); "scale", "sum" or "mean" as in `build_parity`; "chain_set", draw the k-tuples
 # as coded workers see them (`chain_groups`: consecutive groups of chain-ordered sets of that many inputs)
 # instead of uniformly. A workload without an entry keeps PARITY_TRAIN exactly, so its parity recipe hashes
-# (and cached models) are unchanged. mnist1d (issue 10, the removed parity_recipes.py probe, see
-# docs/generated/findings.md): chain groups of sets of 8 and 60 epochs; a wider model, mean scaling, training
-# from scratch and other learning rates did no better.
+# (and cached models) are unchanged. mnist1d (measured at low redundancy by a probe script since removed,
+# parity_recipes.py; see docs/generated/findings.md): chain groups of sets of 8 and 60 epochs; a wider model, mean
+# scaling, training from scratch and other learning rates did no better.
 PARITY_OVERRIDES: dict[str, dict[str, Any]] = {
     "mnist1d-cnn": {"chain_set": 8, "epochs": 60},
 }

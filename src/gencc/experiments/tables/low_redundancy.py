@@ -1,6 +1,6 @@
-"""The low-redundancy table (issue 10): every scheme at N/K = 1.5 and 1.25 on trained classifiers, S = 1..3
-uniformly random stragglers and the worst adjacent pair of workers. GCC's default there is its select decoder
-(`decoder="select"`); the interpolating decoder it had before is the row the issue's goals refer to.
+"""The low-redundancy table: every scheme at N/K = 1.5 and 1.25 on trained classifiers, S = 1..3 uniformly
+random stragglers and the worst adjacent pair of workers. GCC's default there is its select decoder
+(`decoder="select"`); the interpolating decoder it had before keeps a row of its own, for comparison.
 
 Random stragglers are scored by their exact expectation: for each input set every one of the C(N, S) straggler
 sets is decoded (D_F is cached per set, so this costs little), and the per-set mean is averaged over input sets
@@ -28,7 +28,7 @@ from gencc.model import apply_batch
 from .options import Option, parse_overrides
 from .output import table_section, write_table
 
-#: (K, N) pairs of the issue: N/K = 1.5 and 1.25
+#: the (K, N) pairs measured: N/K = 1.5 and 1.25
 SETTINGS = ((10, 15), (8, 10))
 WORKLOADS = ("digits-cnn", "mnist1d-cnn")
 #: input sets from the training inputs used to calibrate rho (never the scored test inputs)

@@ -178,7 +178,7 @@ class Gate:
         """Up to `copies` plain copies of a held request in all, each on an idle worker outside `busy`, preferring
         one that was not slow on its last task: at the p99.9 a copy that lands on a slow worker counts, and two
         rarely both do. No idle worker at all (near saturation): one copy at once on the least-loaded such worker
-        (a hedge's copy; waiting for an idle worker left held requests behind their slow workers, issue 35), and
+        (a hedge's copy; waiting for an idle worker left held requests behind their slow workers), and
         the rest wait for a worker to free (`observe`)."""
         have = sum(t.kind == "copy" for t in r.tasks)
         if have >= self.copies or r.status:

@@ -32,9 +32,10 @@ from statistics import NormalDist
 import numpy as np
 
 #: top-1 agreement the calibration asks of the decodes a gate lets through, as the lower end of a confidence
-#: interval (it sees a few hundred degraded requests): the bar, 0.95, plus 0.01, because a model may be more
-#: confident on its training inputs than on served ones (digits-cnn, sgcc: 0.97 on training inputs at a threshold
-#: that measured 0.92 to 0.95 on test inputs; a torch MLP on digits the other way round)
+#: interval (it sees a few hundred degraded requests): 0.95, the agreement served answers are measured against
+#: (docs/guides/serving.md), plus 0.01, because a model may be more confident on its training inputs than on
+#: served ones (digits-cnn, sgcc: 0.97 on training inputs at a threshold that measured 0.92 to 0.95 on test
+#: inputs; a torch MLP on digits the other way round)
 DEFAULT_TARGET = 0.96
 #: z of that interval (Wilson score interval; 1.645: one-sided 95%)
 CONFIDENCE_Z = 1.645

@@ -3,7 +3,7 @@
 Coding adds (N - K) / K tasks per request, and they queue in front of requests. At low load idle workers run
 them at once and a straggling member is decoded; near saturation every worker already has a queue, a coded task
 waits behind it (and delays the requests queued after it), and the extra work pushes the workers past capacity:
-measured, eager GCC's p99.9 then fell behind hedged requests' and even uncoded serving's (issue 35).
+measured, eager GCC's p99.9 then fell behind hedged requests' and even uncoded serving's.
 
 `Redundancy` watches the workers' queues at the moment a coded task would leave: a coded task of a forming group
 goes only to a worker holding at most `max_queue` tasks (queued or running). So a lightly loaded service codes
