@@ -206,6 +206,24 @@ def test_readme_is_a_front_door() -> None:
         assert command in text, command
 
 
+def test_the_landing_page_starts_a_user_before_the_math() -> None:
+    """docs/index.md: the install line (the README's) and `gencc demo` come before the first formula; the three
+    uses link to their guides; its picture is drawn by the script it names; no issue numbers."""
+    text = (DOCS_DIR / "index.md").read_text()
+    install = 'pip install -e ".[torch,cli]" && gencc demo'
+    assert install in text and install in (ROOT / "README.md").read_text()
+    first_formula = min(text.index(f) for f in ("u_enc", "alpha_k", "beta_n", "D_F"))
+    assert text.index(install) < first_formula and text.index("```bash\ngencc demo\n```") < first_formula
+    assert text.index("## The math") < first_formula
+    links = set(_links(DOCS_DIR / "index.md"))
+    assert {"guides/runtime.md", "guides/your_model.md", "guides/upstreams.md", "guides/training.md",
+            "figures/overview.png"} <= links
+    for use in ("gencc.run", "gencc run", "gencc serve --model", "gencc serve --upstream", "gencc train"):
+        assert text.index(use) < first_formula, use
+    assert "`python docs/figures/overview.py`" in text and (DOCS_DIR / "figures" / "overview.py").is_file()
+    assert not re.search(r"#\d|\bbar\b", _strip_code(text))
+
+
 def test_docs_site_pages_are_in_the_nav() -> None:
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = [_rel(p).removeprefix("docs/") for p in DOCS_DIR.rglob("*.md") if p not in GENERATED[1:]]

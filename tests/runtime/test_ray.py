@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -316,3 +317,42 @@ def test_start_reports_progress_and_close_removes_own_temp_dir(ex, X):
     assert seen[0] == (0, 3) and seen[-1] == (3, 3)
     assert [a for a, _ in seen] == sorted(a for a, _ in seen)
 
+
+
+QUIET_JOB = """
+import os, sys
+import ray  # imported before gencc starts Ray, as a user's program may
+import numpy as np
+import gencc
+from gencc.runtime import RayExecutor, run
+
+def f(x):
+    if x.ravel()[0] > 0.5:  # some coded inputs: the actor's process dies, and Ray's raylet reports it
+        os._exit(1)
+    return np.sin(x)
+
+with RayExecutor(num_actors=12, num_cpus=1) as ex:  # more actors than CPUs: Ray's raylet warns of that too
+    r = run(f, np.random.default_rng(0).normal(size=(4, 3)), gencc.GCC(K=4, N=12), ex)
+    print("node", ray._private.worker._global_node.node_ip_address, "stragglers", len(r.stragglers))
+"""
+
+
+def test_a_private_ray_keeps_its_address_probe_and_colour_codes_out_of_the_output(tmp_path):
+    """A job on a private Ray prints nothing of Ray's search for a routable address (its probe of 8.8.8.8, which
+    fails inside the namespace) and no colour codes, even when Ray was imported before gencc started it and the
+    environment does not set Ray's settings (`init_ray` sets them). RAY_DEDUP_LOGS (read when Ray is imported)
+    comes from the namespace's environment, as in every Ray run gencc starts."""
+    from gencc.engine.ray.namespace import in_loopback_namespace
+
+    assert in_loopback_namespace()
+    script = tmp_path / "job.py"
+    script.write_text(QUIET_JOB)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_COLOR_PREFIX")}
+    env["RAY_DEDUP_LOGS"] = "0"
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "node 127.0.0.1 stragglers" in p.stdout, out
+    assert "8.8.8.8" not in out and "external connectivity" not in out, out
+    assert "\x1b" not in out, out
+    assert "Started a local Ray instance" not in out, out

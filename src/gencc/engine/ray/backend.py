@@ -3,8 +3,9 @@
 the one factory every front end uses (jobs, serving, training); it checks the address before Ray starts.
 
 Ray is imported only in this package (`gencc.engine.ray`), inside functions, so `import gencc` never imports it.
-Without `address`, Ray starts privately on 127.0.0.1 (no dashboard, usage stats off unless set, its temp dir
-inside a private 0700 folder removed at close or exit); run it inside the loopback-only network namespace of
+Without `address`, Ray starts privately on 127.0.0.1 (no dashboard, usage stats off unless set, quiet: no
+probe of 8.8.8.8 for a routable address, no colour codes, see `init_ray`; its temp dir inside a private 0700
+folder removed at close or exit); run it inside the loopback-only network namespace of
 `gencc.engine.ray.namespace` (tests, `gencc run`, `gencc serve`, `gencc train`). With `address` it joins an
 existing cluster ("auto", HOST:PORT or ray://HOST:PORT). A Ray already initialised in this process is used as it
 is.
@@ -38,7 +39,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ from ..._util.lru import LRU
 from ...faults import Cancelled, InjectedFault, run_injected
 from ..backends import FunctionTable
 from ..task import Task, WorkerError, describe_error
+from .namespace import RAY_QUIET_ENV
 
 log = logging.getLogger("gencc.engine")
 _ACTOR_CLS: Any = None
@@ -89,7 +92,17 @@ def import_ray() -> Any:
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None, temp_dir: str | None = None,
              init_kwargs: dict | None = None) -> tuple[Any, bool, str | None]:
-    """(the ray module, whether this call initialised it, the temp dir it created or None)."""
+    """(the ray module, whether this call initialised it, the temp dir it created or None).
+
+    A private Ray (no `address`) is quiet: `RAY_QUIET_ENV` is set where the environment does not set it (before
+    Ray is imported, when it is not yet; its processes inherit it), so Ray keeps the node address 127.0.0.1
+    without probing 8.8.8.8 for a routable one and prints no colour codes; its "ray" logger on the driver logs
+    warnings and up (`logging_level`), so its "Started a local Ray instance" line goes too. `init_kwargs`
+    (passed to `ray.init`) override these defaults."""
+    if address is None and not _ray_initialized():
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        for key, value in RAY_QUIET_ENV.items():
+            os.environ.setdefault(key, value)
     ray = import_ray()
     if ray.is_initialized():
         return ray, False, None
@@ -98,17 +111,45 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, temp_di
     if address is not None:
         ray.init(address=address, **kw)
     else:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         tmp = temp_dir
         if tmp is None:
             tmp, own_tmp = private_temp_dir()
         kw.setdefault("num_cpus", num_cpus)
+        kw.setdefault("logging_level", logging.WARNING)
         try:
-            ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
+            with _loopback_node_address(ray):
+                ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
         except BaseException:
             remove_temp_dir(own_tmp)
             raise
     return ray, True, own_tmp
+
+
+def _ray_initialized() -> bool:
+    """Whether Ray is imported and initialised in this process (without importing it)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+@contextmanager
+def _loopback_node_address(ray: Any) -> Iterator[None]:
+    """Within the block, Ray takes the node address 127.0.0.1 as given. `ray.init` replaces a loopback
+    `_node_ip_address` by the address Ray's `get_node_ip_address` finds (a UDP connect towards 8.8.8.8:53) unless
+    Ray's cluster mode is off (`ray_constants.ENABLE_RAY_CLUSTER`, read from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER
+    when Ray is imported): a Ray imported before that variable was set has it on, so it is turned off here while
+    Ray starts (it is read nowhere else but by `ray start`). Nothing where this Ray has no such constant."""
+    consts = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0" or getattr(consts, "ENABLE_RAY_CLUSTER",
+                                                                           None) is not True:
+        yield
+        return
+    consts.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        consts.ENABLE_RAY_CLUSTER = True
 
 
 def private_temp_dir() -> tuple[str, str]:

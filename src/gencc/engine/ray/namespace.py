@@ -26,6 +26,15 @@ from typing import Any
 #: environment set explicitly for every Ray run gencc starts
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
+#: Ray's settings that keep its noise out of a private Ray's output, set where the environment does not set them
+#: (Ray reads the first and last when it is imported, so they are set before a Ray run's process starts).
+#: RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: Ray takes the node address 127.0.0.1 as it is instead of replacing it by
+#: "a remotely reachable IP", which it finds by a UDP connect towards 8.8.8.8:53 (the "Failed to determine local
+#: IP via external connectivity" warning inside the namespace); RAY_COLOR_PREFIX=0: no colour codes around the
+#: "(raylet)" prefix of the messages Ray prints on the driver; RAY_DEDUP_LOGS=0: no green "[repeated Nx across
+#: cluster]" note (a repeated message is printed again instead).
+RAY_QUIET_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_COLOR_PREFIX": "0", "RAY_DEDUP_LOGS": "0"}
+
 #: set inside the namespace so a re-executed process knows where it is
 NETNS_FLAG = "GENCC_LOOPBACK_NETNS"
 
@@ -83,10 +92,12 @@ def loopback_command(argv: Sequence[str]) -> list[str]:
 
 
 def ray_env(base: dict | None = None) -> dict[str, str]:
-    """An environment for a Ray run: auth mode and usage stats set explicitly, a private TMPDIR (inside the
-    environment's own TMPDIR, if set), the flag."""
+    """An environment for a Ray run: auth mode and usage stats set explicitly, `RAY_QUIET_ENV` where not set, a
+    private TMPDIR (inside the environment's own TMPDIR, if set), the flag."""
     env = dict(os.environ if base is None else base)
     env.update(RAY_ENV)
+    for key, value in RAY_QUIET_ENV.items():
+        env.setdefault(key, value)
     env["TMPDIR"] = tempfile.mkdtemp(prefix="gencc-ray-", dir=env.get("TMPDIR") or None)
     env[NETNS_FLAG] = "1"
     return env
