@@ -1,7 +1,8 @@
 """A small Open Inference Protocol server for the tests: a real HTTP server on a free 127.0.0.1 port, in a thread,
 serving a model the test gives (a numpy batch callable), whose faults the test switches on: `mode` "ok", "nan"
 (answers NaN), "shape" (answers a wrong shape), "500" (answers 500), "garbage" (a body that is not JSON), "reset"
-(closes the connection without answering). `kill()` stops it: its port then refuses connections."""
+(closes the connection without answering). `kill()` stops it as a killed process stops: its open connections
+are closed (a request in flight gets no answer) and its port then refuses connections."""
 
 from __future__ import annotations
 
@@ -33,13 +34,29 @@ class Replica:
         self.input_name, self.output_name = input_name, output_name
         self.calls = 0
         self.batches: list[int] = []
+        self.conns: set[socket.socket] = set()  # the open connections (kill closes them)
+        self.lock = threading.Lock()
         replica = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms wait for an ACK
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with replica.lock:
+                    replica.conns.add(self.connection)
+
+            def finish(self) -> None:
+                with replica.lock:
+                    replica.conns.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:  # the connection was closed under it (kill)
+                    pass
 
             def _send(self, status: int, body: Any, raw: bytes | None = None) -> None:
                 data = raw if raw is not None else json.dumps(body).encode()
@@ -92,6 +109,7 @@ class Replica:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.server.handle_error = lambda *a: None  # type: ignore[method-assign]  # a connection closed by kill
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v2/models/{name}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -103,10 +121,18 @@ class Replica:
                 "outputs": [{"name": self.output_name, "datatype": "FP32", "shape": [-1, *self.out_shape]}]}
 
     def kill(self) -> None:
-        """Stop serving and close the listening socket (new connections are refused)."""
+        """Stop serving, close the listening socket (new connections are refused) and every open connection (a
+        request in flight, or the next one on a kept-alive connection, gets no answer)."""
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+        with self.lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def dead_url(name: str = "lin") -> str:

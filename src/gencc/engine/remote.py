@@ -425,8 +425,8 @@ def check_fleet(urls: Iterable[str], *, allow_degraded: bool = False, connect_s:
         sigs.append(signature(meta, config, f"upstream {up.url}"))
     if down and not allow_degraded:
         raise ConfigError(f"upstream {down[0]} is unreachable or not ready" + (
-            f" ({len(down) - 1} more down)" if len(down) > 1 else "") + "; start it, drop it from the list, or allow "
-            "a degraded start (start_degraded, --start-degraded)", _FIELD)
+            f" ({len(down) - 1} more down)" if len(down) > 1 else "") + "; start it or drop it from the list (a "
+            "service can also start degraded: start_degraded, gencc serve --start-degraded)", _FIELD)
     found = [(up, s) for up, s in zip(ups, sigs, strict=True) if s is not None]
     if not found:
         raise ConfigError(f"no upstream answered: {'; '.join(down)}", _FIELD)

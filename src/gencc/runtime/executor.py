@@ -1,10 +1,11 @@
 """The executor protocol of jobs: tasks go out, completions come back, in finishing order.
 
 An executor runs a job's tasks (one coded input per logical worker, `gencc.engine.Task`) on the engine's
-long-lived workers and reports completions; it knows nothing of codes. `LocalExecutor` (threads or processes)
-and `RayExecutor` (one actor per worker) are the two, both `EngineExecutor`s: worker n of a job runs on the
-engine's worker n, whose FIFO queue holds the tasks of every job in flight. A task a job no longer needs is
-cancelled: dropped if it has not started, stopped at its injected delay if it has (its thread is replaced).
+long-lived workers and reports completions; it knows nothing of codes. `LocalExecutor` (threads or processes),
+`RayExecutor` (one actor per worker) and `RemoteExecutor` (model replicas over the Open Inference Protocol) all
+run their tasks as an `EngineBatch`: worker n of a job runs on the engine's worker n, whose FIFO queue holds the
+tasks of every job in flight. A task a job no longer needs is cancelled: dropped if it has not started, stopped at
+its injected delay if it has (its thread is replaced).
 """
 
 from __future__ import annotations
@@ -382,11 +383,19 @@ class EngineBatch(Batch):
 
 
 class Executor(ABC):
-    """Runs tasks on logical workers. Subclasses: LocalExecutor (threads or processes), RayExecutor."""
+    """Runs tasks on logical workers. Subclasses: LocalExecutor (threads or processes), RayExecutor, RemoteExecutor
+    (model replicas gencc does not run)."""
 
     @abstractmethod
     def submit(self, f: Callable | None, tasks: Sequence[Task]) -> Batch:
         """Start a job's tasks; `f` may be None when the executor was built from a factory."""
+
+    def check_job(self, f: Callable | None, X: np.ndarray, *, mixed: bool, uniform: bool) -> None:
+        """Refuse, before any work, a job this executor cannot run (a ValueError, or a `gencc.errors.ConfigError`
+        naming what to change): `X` the job's inputs as numpy (K, *in_shape), `mixed` whether its tasks carry
+        real-valued mixes of them (a coded job) rather than copies, `uniform` whether every task runs f (False:
+        some run a function of their own, a parity model). Default: every job runs."""
+        return None
 
     def prepare(self, f: Callable | None, num_workers: int) -> None:
         """Get ready to run f on `num_workers` logical workers (start processes or actors), before a job's clock

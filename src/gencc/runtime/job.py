@@ -128,6 +128,15 @@ def check_stop(code: Code | Baseline, wait_for: Any = None, deadline: Any = None
         raise ConfigError(str(e), "wait_for") from None
 
 
+def _remote(executor: Executor | None, upstreams: Any) -> Executor:
+    """The `RemoteExecutor` over `upstreams` (the fleet checked now) for a call given upstreams, not an executor."""
+    if executor is not None:
+        raise ValueError("pass upstreams or an executor, not both (a RemoteExecutor is built from upstreams)")
+    from .remote import RemoteExecutor
+
+    return RemoteExecutor(upstreams)
+
+
 def _own_function(code: Code, f: Callable | None, n: int) -> Callable | None:
     """Worker n's own function when the code gives it one other than the job's f (else None)."""
     if code.uniform_workers:
@@ -150,6 +159,7 @@ def run(
     timeout: float = DEFAULT_TIMEOUT,
     adversaries: int = 0,
     robust_threshold: Any = None,
+    upstreams: Any = None,
 ) -> RunResult:
     """Run one coded job: order and encode the K inputs, dispatch N tasks, collect, decode.
 
@@ -170,7 +180,16 @@ def run(
     flagged worker in `stragglers` with the reason "inconsistent result"; its result is never used.
     `robust_threshold`: that decode's threshold, a number or a `gencc.codes.robust.Calibration` from honest runs
     of this code and model (`robust.calibrate`: a stated false-alarm rate); None is the default threshold.
+
+    `upstreams` (instead of `executor`): the URLs of model replicas you run, `http://HOST:PORT/v2/models/NAME`
+    (Open Inference Protocol servers); the job runs on a `RemoteExecutor` over them, built for this call (the
+    fleet checked first) and closed after it; f is None (the replicas hold the model). For many jobs, build one
+    `RemoteExecutor(upstreams)` and pass it as `executor` (or use `stream(..., upstreams=...)`).
     """
+    if upstreams is not None:
+        with _remote(executor, upstreams) as ex:
+            return run(f, X, code, ex, wait_for, deadline, latency, order, seed=seed, timeout=timeout,
+                       adversaries=adversaries, robust_threshold=robust_threshold)
     t_start = time.perf_counter()
     f = resolve(f)  # a torch module, an import path or a model file: as_model's Model (torch in, torch out)
     kind = _KINDS.get(type(code)) or _kind(code)
@@ -178,13 +197,15 @@ def run(
         raise ValueError(f"f must be callable, got {type(f).__name__}")
     if executor is None:
         if f is None:
-            raise ValueError("f is None: pass the function, or an executor built from a factory")
+            raise ValueError("f is None: pass the function, an executor built from a factory, or upstreams=")
         executor = default_executor()
     elif type(executor) not in _EXECUTORS:
         if not isinstance(executor, Executor):
             raise ValueError(f"executor must be a gencc Executor (LocalExecutor, RayExecutor), got {executor!r}")
         _EXECUTORS.add(type(executor))
     Xn = check_inputs(X, code.K)
+    if type(executor).check_job is not Executor.check_job:  # an executor that refuses some jobs (the replicas')
+        executor.check_job(f, Xn, mixed=kind is _CODE, uniform=kind is not _CODE or code.uniform_workers)
     if deadline is not None:
         deadline = check_deadline(deadline)
     if timeout is not DEFAULT_TIMEOUT:
@@ -248,6 +269,7 @@ def stream(
     *,
     max_in_flight: int = 4,
     seed: int | None = None,
+    upstreams: Any = None,
     **kwargs: Any,
 ) -> Iterator[RunResult]:
     """Run one job per batch of K inputs with up to `max_in_flight` jobs in flight; yield results in order.
@@ -258,7 +280,13 @@ def stream(
     pays when f releases the GIL for most of its time (a torch model: the worker also batches the jobs' tasks
     into one call); around a cheap Python f the threads only contend for the GIL, and `max_in_flight=1`, which
     runs each job in the caller's thread, costs least (`python benchmarks/run.py runtime` measures both).
+    `upstreams` (instead of `executor`): the jobs run on one `RemoteExecutor` over those model replicas, closed
+    when the stream ends (see `run`).
     """
+    if upstreams is not None:
+        with _remote(executor, upstreams) as ex:
+            yield from stream(f, batches, code, ex, max_in_flight=max_in_flight, seed=seed, **kwargs)
+        return
     f = resolve(f)  # once for every job
     max_in_flight = check_int("max_in_flight", max_in_flight, 1)
     seed = check_int("seed", seed, 0, optional=True)
