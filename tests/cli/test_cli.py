@@ -71,9 +71,9 @@ LOADTEST = ["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1", "--duratio
 BAD = [
     ([*SWEEP, "--workers", "8", "--opt", "gcc.nokey=1"], "gcc has no option 'nokey'; its options: kernel"),
     ([*SWEEP, "--workers", "8", "--opt", "bacc.alpha=x", "--scheme", "gcc"],
-     "'--opt': options for bacc, which is not --scheme gcc"),
+     "'--opt': --opt bacc.* sets options of bacc, but --scheme is gcc; pass --scheme bacc"),
     ([*SWEEP, "--workers", "8", "--opt", "nokeyvalue"], "'--opt': code options look like scheme.key=value"),
-    ([*SWEEP, "--workers", "8", "--opt", "gcc.kernel=spline"], "kernel must be one of auto, cubic"),
+    ([*SWEEP, "--workers", "8", "--opt", "gcc.kernel=spline"], "'--opt': gcc.kernel takes one of auto, cubic"),
     ([*SWEEP, "--workers", "8", "--opt", "gcc.beta=halton"], "chebyshev2-nested"),
     ([*SWEEP, "--workers", "abc"], "'--workers': expected an integer or a lo:hi range, got 'abc'"),
     ([*SWEEP, "--ratios", "abc"], "'--ratios': expected a number, got 'abc'"),
@@ -84,7 +84,7 @@ BAD = [
     ([*SWEEP, "--workers", "200000"], "'--workers': N must be at most 100000 workers"),
     (["run", "--workers", "5000"], "'--workers': must be an integer <= 1024"),
     (["serve", "--workers", "5000"], "'--workers': must be an integer <= 1024"),
-    (["run", "--N", "5000"], "'--workers': must be an integer <= 1024"),
+    (["run", "--workers", "5000"], "'--workers': must be an integer <= 1024"),
     ([*SWEEP, "--workers", "8", "--K", "x"], "'--K': expected an integer"),
     (["sweep", "-w", "toy-xsinx", "--K", "0", "--workers", "8", "--no-progress"],
      "'--K': K (inputs per code) must be a positive integer, got 0"),
@@ -159,17 +159,30 @@ BAD = [
     (["run", "--scheme", "uncoded", "--K", "8", "--workers", "5"], "'--workers': need at least as many workers as "
                                                                    "inputs: N=5 < K=8"),
     (["run", "--seed", "-1"], "'--seed': must be an integer >= 0 (a seed), got -1"),
-    (["run", "--slow-fraction", "1"], "'--slow-fraction': must be a finite number >= 0 and < 1, got 1"),
-    (["run", "--slow-fraction", "nan"], "'--slow-fraction': must be a finite number >= 0, got nan"),
+    (["run", "--slow-task-fraction", "1"], "'--slow-task-fraction': must be a finite number >= 0 and < 1, got 1"),
+    (["run", "--slow-task-fraction", "nan"], "'--slow-task-fraction': must be a finite number >= 0, got nan"),
+    (["run", "--slow-task-fraction", "0.1"], "'--slow-task-fraction': a slow task is --slow-factor times slower "
+                                              "than --service-ms: give --service-ms MS > 0 with it"),
+    (["run", "--service-ms", "5", "--slow-factor", "3"], "'--slow-factor': --slow-factor applies with "
+                                                         "--slow-task-fraction > 0"),
+    (["run", "--scheme", "hedged"], "'--hedge-delay': --scheme hedged sends a second copy after --hedge-delay"),
+    (["run", "--model", "m:f", "--workload", "xsinx"], "'--workload': give --workload (a gencc workload) or "
+                                                       "--model (your own model), not both"),
+    (["run", "--workload", "nope"], "'--workload': unknown workload"),
+    (["run", "--workload", "xsinx", "--scheme", "parm"], "'--scheme': --scheme parm runs a trained parity model"),
     (["run", "--slow-factor", "0.5"], "'--slow-factor': must be a finite number >= 1, got 0.5"),
     (["run", "--service-ms", "-1"], "'--service-ms': must be a finite number >= 0, got -1"),
     (["run", "--jobs", "0"], "'--jobs': must be an integer >= 1, got 0"),
     (["run", "--in-flight", "0"], "'--in-flight': must be an integer >= 1, got 0"),
     (["run", "--jobs", "x"], "'--jobs'"),
     (["run", "--opt", "lam_dec=1"], "'--opt': code options look like scheme.key=value, got 'lam_dec=1'"),
-    (["run", "--opt", "bacc.gaps=fit"], "'--opt': options for bacc, which is not --scheme gcc"),
+    (["run", "--opt", "bacc.gaps=fit"], "'--opt': --opt bacc.* sets options of bacc, but --scheme is gcc (the "
+                                        "default); pass --scheme bacc"),
     (["run", "--opt", "gcc.nope=1"], "'--opt': gcc has no option 'nope'"),
-    (["run", "--opt", "gcc.lam_dec=-1"], "'--opt': gcc option lam_dec must be a finite non-negative number"),
+    (["run", "--opt", "gcc.lam_dec=-1"], "'--opt': gcc.lam_dec takes a number >= 0, gcv or loo; got '-1'"),
+    (["run", "--opt", "gcc.lam_dec=abc"], "'--opt': gcc.lam_dec takes a number >= 0, gcv or loo; got 'abc'"),
+    (["run", "--opt", "gcc.length_scale=0"], "'--opt': gcc.length_scale takes a number > 0 or auto; got '0'"),
+    (["run", "--scheme", "sgcc", "--opt", "sgcc.rho=x"], "'--opt': sgcc.rho takes a number >= 0; got 'x'"),
     (["run", "--scheme", "hedged", "--opt", "gcc.lam_dec=1"], "'--opt': code options apply to the coded schemes"),
     (["run", "--scheme", "parm", "--opt", "parm.k=3"], "'--opt': code options apply to the coded schemes without a "
                                                      "parity model (bacc, gcc, sgcc); parm's code"),
@@ -204,10 +217,24 @@ BAD = [
     (["serve", "--scheme", "uncoded", "--check-results", "on"], "'--check-results': wrong-result checks apply to"),
     (["serve", "--scheme", "gcc-hedge", "--packed-parity"], "'--packed-parity': packed parity applies "
                                                                "to the schemes with a parity model (parm and sgcc"),
-    (["serve", "--opt", "gcc.lam_dec=0.1"], "'--opt': options for gcc, which is not --scheme sgcc"),
+    (["serve", "--opt", "gcc.lam_dec=0.1"], "'--opt': --opt gcc.* sets options of gcc, but --scheme is sgcc (the "
+                                            "default); pass --scheme gcc"),
+    (["serve", "--opt", "gcc.nosuch=1"], "'--opt': --opt gcc.* sets options of gcc, but --scheme is sgcc (the "
+                                         "default); pass --scheme gcc"),
+    (["serve", "--scheme", "sgcc", "--opt", "gcc.x=1"], "'--opt': --opt gcc.* sets options of gcc, but --scheme is "
+                                                        "sgcc; pass --scheme gcc"),
+    (["serve", "--scheme", "gcc", "--opt", "gcc.nosuch=1"], "'--opt': gcc has no option 'nosuch'; its options: "
+                                                            "kernel, length_scale, lam_enc, lam_dec, alpha, beta, "
+                                                            "decoder, gaps"),
+    (["serve", "--opt", "foo.x=1"], "'--opt': --opt foo.* names no code or scheme; --scheme is sgcc (the default): "
+                                    "write sgcc.KEY=VALUE"),
     (["serve", "--scheme", "gcc-hedge", "--opt", "gcc.nope=1"], "'--opt': gcc has no option 'nope'"),
-    (["serve", "--scheme", "gcc-hedge", "--opt", "bacc.x=1"], "'--opt': options for bacc, which is not --scheme "
-                                                               "gcc-hedge or its code gcc"),
+    (["serve", "--scheme", "gcc-hedge", "--opt", "bacc.x=1"], "'--opt': --opt bacc.* sets options of bacc, but "
+                                                               "--scheme is gcc-hedge, whose code is gcc; pass "
+                                                               "--scheme bacc"),
+    (["serve", "--scheme", "gcc-hedge", "--opt", "lcc.x=1"], "'--opt': --opt lcc.* sets options of lcc, which "
+                                                              "--scheme gcc-hedge does not run; write "
+                                                              "gcc-hedge.KEY=VALUE or gcc.KEY=VALUE"),
     (["serve", "--scheme", "hedged", "--opt", "hedged.x=1"], "'--opt': code options apply to the coded "
                                                              "schemes without a parity model (bacc, gcc, sgcc, "
                                                              "gcc-hedge, sgcc-hedge); hedged is a baseline"),
@@ -238,10 +265,12 @@ BAD = [
 
 
 def _check_usage_error(code: int, output: str, fragment: str) -> None:
+    """Exit code 2 and at most three lines: the usage, the help hint and the message (with `fragment`) on one."""
     flat = " ".join(ln.strip(" │╭╮╰╯─") for ln in output.splitlines())
     assert code == 2, output
     assert "Traceback" not in output, output
-    assert len(output.strip().splitlines()) <= 15, output
+    assert len(output.strip().splitlines()) <= 3, output
+    assert output.strip().splitlines()[-1].startswith("Error: "), output
     assert " ".join(fragment.split()) in " ".join(flat.split()), output
 
 
@@ -380,3 +409,59 @@ def test_output_paths_are_checked_without_creating_anything(tmp_path: Path, monk
         with pytest.raises(typer.BadParameter, match="no permission to write"):
             check("--out", tmp_path / "a" / "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "f"] and not any((tmp_path / "a").iterdir())
+
+
+def test_a_code_option_out_of_its_values_names_them_in_command_line_words(no_slow_work: list[str]) -> None:
+    """`--opt gcc.lam_dec=abc`: the values gcc.lam_dec takes, as a command line writes them (no Python advice)."""
+    res = runner.invoke(app, ["run", "--opt", "gcc.lam_dec=abc"], terminal_width=100)
+    _check_usage_error(res.exit_code, res.output, "Error: Invalid value for '--opt': gcc.lam_dec takes a number >= 0, "
+                                                  "gcv or loo; got 'abc'")
+    assert "float(text)" not in res.output and "convert" not in res.output
+    assert no_slow_work == []
+
+
+def test_an_option_of_another_code_says_the_scheme_is_the_default_and_how_to_choose(no_slow_work: list[str]) -> None:
+    """`gencc serve --opt gcc.nosuch=1` without --scheme: --scheme is sgcc, the default; pass --scheme gcc. With
+    --scheme gcc the unknown key is refused with the code's keys."""
+    res = runner.invoke(app, ["serve", "--opt", "gcc.nosuch=1"], terminal_width=100)
+    _check_usage_error(res.exit_code, res.output, "'--opt': --opt gcc.* sets options of gcc, but --scheme is sgcc "
+                                                  "(the default); pass --scheme gcc")
+    res = runner.invoke(app, ["serve", "--scheme", "gcc", "--opt", "gcc.nosuch=1"], terminal_width=100)
+    _check_usage_error(res.exit_code, res.output, "'--opt': gcc has no option 'nosuch'; its options: kernel, "
+                                                  "length_scale, lam_enc, lam_dec, alpha, beta, decoder, gaps")
+    assert no_slow_work == []
+
+
+def test_a_model_file_name_is_answered_with_its_module_form(no_slow_work: list[str], tmp_path: Path) -> None:
+    """--model winemlp.py:make names a file: the module form winemlp:make and the folder it is imported from, in
+    one line (no dump of sys.path); a module that is nowhere names the folder searched."""
+    (tmp_path / "winemlp.py").write_text("def make():\n    return lambda x: x\n")
+    res = runner.invoke(app, ["serve", "--model", "winemlp.py:make", "--input-shape", "13"], terminal_width=100)
+    _check_usage_error(res.exit_code, res.output, "'--model': model spec 'winemlp.py:make': an import path names a "
+                                                  "module, not a file: write 'winemlp:make' (imported from the "
+                                                  f"current folder, {tmp_path}, which holds winemlp.py)")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "other.py").write_text("def make():\n    return lambda x: x\n")
+    res = runner.invoke(app, ["run", "--model", "sub/other.py:make", "--input-shape", "13"], terminal_width=100)
+    _check_usage_error(res.exit_code, res.output, "'--model': model spec 'sub/other.py:make': an import path names a "
+                                                  f"module, not a file: write 'other:make' and run from {tmp_path}/sub "
+                                                  "(the folder holding other.py), or add that folder to PYTHONPATH")
+    res = runner.invoke(app, ["serve", "--model", "nosuch_cli_model:make", "--input-shape", "13"], terminal_width=100)
+    _check_usage_error(res.exit_code, res.output, "'--model': model spec 'nosuch_cli_model:make': no module "
+                                                  f"'nosuch_cli_model' in the current folder, {tmp_path}, or on "
+                                                  "PYTHONPATH; run from the folder holding nosuch_cli_model.py")
+    assert "sys.path" not in res.output
+    assert no_slow_work == []
+
+
+def test_a_model_whose_factory_raises_is_three_lines_with_the_error_and_where(tmp_path: Path) -> None:
+    """docs/guides/your_model.md's promise, from the installed entry point: the usage, the help hint and one line
+    with the error's type, its message and where in the user's file it was raised; exit 2."""
+    (tmp_path / "raising_factory_model.py").write_text(
+        "def make():\n    raise RuntimeError('weights file missing: wine.pt')\n")
+    p = _gencc(["serve", "--model", "raising_factory_model:make", "--input-shape", "13"])
+    out = p.stdout + p.stderr
+    _check_usage_error(p.returncode, out, "Error: Invalid value for '--model': model 'raising_factory_model:make': "
+                                          "the factory raised RuntimeError: weights file missing: wine.pt (at "
+                                          "raising_factory_model.py:2 in make)")
+    assert out.strip().splitlines()[:2] == ["Usage: gencc serve [OPTIONS]", "Try 'gencc serve --help' for help."]

@@ -110,3 +110,79 @@ def test_unwrapped_keeps_paragraphs_and_marked_blocks() -> None:
     assert unwrapped("One sentence\n    cut here.\n\n    Two\n    lines.") == "One sentence cut here.\n\nTwo lines."
     assert unwrapped("A.\n\n\b\nkeep\nlines") == "A.\n\n\b\nkeep\nlines"
     assert unwrapped(None) is None and unwrapped("") == ""
+
+
+#: the commands whose options a user reads most: every option's help fits two lines (and its default) at 100 columns
+LONG_HELPS = (["run"], ["serve"], ["train"], ["sweep"], ["loadtest"], ["parity", "train"])
+#: what Typer writes after an option's help, on the help's last line or a line of its own
+TRAILER = re.compile(r"\[(default|env var|required)\b")
+
+
+def _option_rows(out: str, metavars: dict[str, str]) -> dict[str, list[str]]:
+    """Each option of the help's panels: {its first name: the text of its rows, its names and metavar (`metavars`,
+    by first name) cut off}. A row starts where the option column (after the box's left edge and a space, or
+    Typer's `*` of a required option) holds an option's name; the lines below it continue it (a continued help
+    line is indented far more)."""
+    rows: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in out.splitlines():
+        if not line.startswith("\u2502") or not line.rstrip().endswith("\u2502"):
+            current = None
+            continue
+        inner = line.rstrip()[1:-1]
+        m = re.match(r" \*?\s{0,3}(--?[\w-]+)(?:,--?[\w-]+)*(?:\s+--[\w-]+)?\s*", inner)
+        if m:
+            rest = inner[m.end():]
+            metavar = metavars.get(m.group(1)) or ""
+            if metavar and rest.startswith(metavar + " "):
+                rest = rest[len(metavar):]
+            current = rows.setdefault(m.group(1), [])
+            current.append(rest.strip())
+        elif current is not None:
+            current.append(inner.strip())
+    return rows
+
+
+def _metavars(argv: list[str]) -> dict[str, str]:
+    """{first name: the metavar --help shows} of the options of `gencc ARGV`."""
+    cmd = typer.main.get_command(app)
+    for name in argv:
+        cmd = cmd.commands[name]
+    ctx = cmd.context_class(cmd, info_name=argv[-1])
+    return {p.opts[0]: p.metavar for p in cmd.get_params(ctx) if getattr(p, "param_type_name", "") == "option"}
+
+
+def _help_lines(row: list[str]) -> int:
+    """The lines of an option's help before what Typer appends ([default: ...], [env var: ...], [required])."""
+    for i, text in enumerate(row):
+        if TRAILER.match(text):
+            return i
+    return len(row)
+
+
+@pytest.mark.parametrize("argv", LONG_HELPS, ids=" ".join)
+def test_every_option_help_fits_two_lines_plus_its_default_at_100_columns(argv: list[str]) -> None:
+    out = _help(argv, 100)
+    metavars = _metavars(argv)
+    rows = _option_rows(out, metavars)
+    assert set(rows) == set(metavars), (sorted(set(rows) ^ set(metavars)), out)
+    long = {name: row for name, row in rows.items() if _help_lines(row) > 2}
+    assert not long, f"gencc {' '.join(argv)}: help over two lines at 100 columns: {long}\n{out}"
+    trailers = {name: row for name, row in rows.items() if len(row) - _help_lines(row) > 2}
+    assert not trailers, trailers
+
+
+@pytest.mark.parametrize("argv", [*LONG_HELPS, ["plot"], ["reproduce"], ["demo"]], ids=" ".join)
+def test_no_option_shows_a_python_type(argv: list[str]) -> None:
+    out = _help(argv, 100)
+    assert not re.search(r"<(int|float|str|path|bool|list\[[a-z]+\])>", out), out
+
+
+@pytest.mark.parametrize("argv", [["run"], ["serve"], ["train"]], ids=" ".join)
+def test_options_are_grouped_in_panels(argv: list[str]) -> None:
+    out = _help(argv, 100)
+    panels = re.findall(r"\u256d\u2500 ([^\u2500]+?) \u2500", out)
+    assert "Options" not in panels and panels[-1] == "Output", panels
+    assert {"Model", "Workers", "Injected slowness (experiments)"} <= set(panels), panels
+    if argv != ["train"]:
+        assert "Scheme" in panels, panels

@@ -16,22 +16,23 @@ def _invoke(args):
 
 def test_run_command_prints_percentiles_and_accuracy():
     r = _invoke(["--scheme", "gcc", "--K", "4", "--workers", "8", "--wait-for", "6", "--jobs", "6", "--service-ms",
-                 "2", "--slow-fraction", "0.2", "--no-progress", "--in-flight", "2"])
+                 "2", "--slow-task-fraction", "0.2", "--no-progress", "--in-flight", "2"])
     assert r.exit_code == 0, r.output
     assert "p99" in r.output and "p99.9" in r.output and "agreement with f" in r.output
 
 
 def test_run_command_baseline():
-    r = _invoke(["--scheme", "hedged", "--K", "4", "--workers", "6", "--jobs", "3", "--no-progress"])
+    r = _invoke(["--scheme", "hedged", "--K", "4", "--workers", "6", "--jobs", "3", "--service-ms", "5",
+                 "--slow-task-fraction", "0.05", "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "hedged on local" in r.output and "agreement with f: 1.000" in r.output
 
 
 @pytest.mark.parametrize(("args", "option"), [
-    (["--scheme", "nope"], "--scheme"), (["--slow-fraction", "1.5"], "--slow-fraction"),
+    (["--scheme", "nope"], "--scheme"), (["--slow-task-fraction", "1.5"], "--slow-task-fraction"),
     (["--slow-factor", "0"], "--slow-factor"),
     (["--K", "8", "--workers", "16", "--wait-for", "20", "--jobs", "1"], "--wait-for"),
-    (["--K", "4", "--N", "8", "--wait-for", "12"], "--wait-for"), (["--K", "361", "--workers", "400"], "--K")])
+    (["--K", "4", "--workers", "8", "--wait-for", "12"], "--wait-for"), (["--K", "361", "--workers", "400"], "--K")])
 def test_run_command_rejects_bad_options(args, option, monkeypatch):
     import gencc.workloads
 
@@ -58,6 +59,14 @@ def test_run_command_with_a_small_N_and_no_wait_for():
     r = _invoke(["--K", "4", "--workers", "8", "--jobs", "2", "--service-ms", "0", "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "K=4, N=8, 2 jobs" in r.output and "wait_for=6" in r.output
+    assert "deadline" not in r.output and "None" not in r.output  # only what was set is printed
+
+
+def test_run_prints_a_deadline_only_when_one_is_set():
+    r = _invoke(["--K", "4", "--workers", "8", "--jobs", "2", "--service-ms", "0", "--deadline", "5",
+                 "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "wait_for=6, deadline=5" in " ".join(r.output.split()) and "None" not in r.output
 
 
 def test_run_on_ray_reruns_itself_in_a_loopback_namespace(monkeypatch):
@@ -108,7 +117,7 @@ def test_every_scheme_takes_the_shared_flags_at_equal_resources(scheme, caplog):
 
     caplog.set_level(logging.WARNING, logger="gencc.cli")
     r = _invoke(["--scheme", scheme, "--K", "8", "--workers", "12", "--jobs", "2", "--service-ms", "1",
-                 "--slow-fraction", "0.1", "--slow-factor", "5", "--no-progress"])
+                 "--slow-task-fraction", "0.1", "--slow-factor", "5", "--no-progress"])
     assert r.exit_code == 0, r.output
     warned = [rec.getMessage() for rec in caplog.records if rec.name == "gencc.cli"]
     used = "N=8 of 12" if scheme == "uncoded" else "N=12"  # parm's K + ceil(K/2) is 12 too
@@ -132,3 +141,32 @@ def test_run_command_passes_code_options_to_the_code(monkeypatch):
     assert r.exit_code == 0, r.output
     assert built and all(c.lam_dec == 0.01 and c.gaps == "fit" for c in built)
     assert "gcc (lam_dec=0.01, gaps=fit) on local" in r.output
+
+
+def test_a_warning_speaks_only_of_options_the_user_gave(caplog):
+    """--workers left at its default is not warned about, even where the scheme uses fewer workers."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="gencc.cli")
+    r = _invoke(["--scheme", "uncoded", "--jobs", "2", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "K=8, N=8 of 16, 2 jobs" in r.output, r.output
+    assert [rec.getMessage() for rec in caplog.records if rec.name == "gencc.cli"] == []
+
+
+def test_run_takes_any_gencc_workload():
+    """--workload runs jobs of another workload than the digits (here an analytic one, scored by rel_mse)."""
+    r = _invoke(["--workload", "xsinx", "--scheme", "gcc", "--K", "4", "--workers", "8", "--jobs", "2",
+                 "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "xsinx: gcc on local: K=4, N=8, 2 jobs, no injected latency" in " ".join(r.output.split()), r.output
+    assert "rel_mse against f:" in r.output
+
+
+def test_run_checks_k_against_the_workload_held_out_inputs(monkeypatch):
+    import gencc.workloads
+
+    w = gencc.workloads.load("xsinx", progress=False)
+    r = _invoke(["--workload", "xsinx", "--K", str(len(w.X_test) + 1), "--workers", str(len(w.X_test) + 1),
+                 "--scheme", "uncoded", "--jobs", "1", "--no-progress"])
+    assert r.exit_code == 2 and "'--K'" in r.output and f"there are {len(w.X_test)}" in r.output, r.output

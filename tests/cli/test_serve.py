@@ -227,8 +227,8 @@ def _picky_server(every: int):
 
 @pytest.mark.parametrize("every, code", [(1, 1), (4, 1), (40, 0)])
 def test_loadtest_exits_1_with_the_reasons_when_under_90_percent_are_answered(every, code, tmp_path):
-    """All refused (422) or one in four: exit 1, the first reasons (status and detail) on stderr; one in forty
-    (97.5% answered): exit 0."""
+    """All refused (422) or one in four: exit 1, the failures by kind (status, count, detail) on stderr; one in
+    forty (97.5% answered): exit 0. The server has no model metadata (/v2/models): the inputs go unchecked."""
     server, th, port = start_server(_picky_server(every))
     try:
         r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
@@ -241,11 +241,11 @@ def test_loadtest_exits_1_with_the_reasons_when_under_90_percent_are_answered(ev
     assert r.exit_code == code, r.output
     assert (answered < 0.9 * len(rows)) == (code == 1) and len(rows) > 15
     if code:
-        assert f"only {answered} of {len(rows)} requests were answered (200), under 90%; first reasons:" in r.stderr
-        assert f"422: input must have shape (3,) (x{len(rows) - answered})" in r.stderr
+        assert (f"only {answered} of {len(rows)} requests were answered (200), under 90%; the failures by kind:\n"
+                f"  422 x {len(rows) - answered}: input must have shape (3,)\n") in r.stderr
         assert "Traceback" not in r.output
     else:
-        assert "first reasons" not in r.output
+        assert "failures by kind" not in r.output
 
 
 def test_serve_opt_builds_the_schemes_code_with_it(monkeypatch):
@@ -276,3 +276,113 @@ def test_serve_opt_builds_the_schemes_code_with_it(monkeypatch):
                             "--opt", "gcc.lam_dec=0.01", "--opt", "gcc.gaps=fit", "--port", str(port)])
     assert r.exit_code == 0, r.output
     assert seen["status"] == 200 and seen["code"].lam_dec == 0.01 and seen["code"].gaps == "fit"
+
+
+def test_the_serving_guide_has_the_scheme_table_that_serve_help_points_to():
+    """`gencc serve --scheme` lists the names and points to the serving guide, whose table says per scheme what it
+    does and what was measured of it (gencc.serving.config.BAR, word for word)."""
+    import re
+    from pathlib import Path
+
+    from gencc.serving.config import SCHEME_HELP, SCHEME_TABLE
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "serving.md").read_text()
+    rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(r"^\| `([\w-]+)` \| (.+?) \| (.+?) \|$", page,
+                                                                          re.M)}
+    assert set(rows) == set(SCHEME_TABLE), sorted(set(rows) ^ set(SCHEME_TABLE))
+    for name, entry in SCHEME_TABLE.items():
+        assert rows[name][0].strip() and rows[name][1] == entry.bar, (name, rows[name], entry.bar)
+    assert all(name in SCHEME_HELP for name in SCHEME_TABLE) and "serving guide" in SCHEME_HELP
+
+
+def _echoing_server():
+    """A server of this test: /healthz 200, and every POST /predict refused (422) with a detail that echoes the
+    request's input, as pydantic's do (two kinds, by the input's first number)."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    api = FastAPI()
+
+    @api.get("/healthz")
+    def healthz() -> dict:
+        return {"ok": True}
+
+    @api.post("/predict")
+    def predict(body: dict) -> JSONResponse:
+        x = body["input"]
+        what = "nests deeper than inputs of shape [13]" if isinstance(x[0], list) else "has 64 items"
+        return JSONResponse({"detail": f"'input'[0] {what}, found {str(x)[:60]}"}, status_code=422)
+
+    return api
+
+
+def test_loadtest_groups_the_failures_by_kind_with_counts(tmp_path):
+    """Every request refused with a detail echoing its input: one line per kind with its count, not one per
+    distinct input."""
+    server, th, port = start_server(_echoing_server())
+    try:
+        r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
+                                "--out", str(tmp_path / "x.csv"), "--workload", "digits-cnn"])
+    finally:
+        server.should_exit = True
+        th.join(20)
+    n = len(list(csv.DictReader((tmp_path / "x.csv").open())))
+    assert r.exit_code == 1 and n > 15, r.output
+    kinds = r.stderr.split("the failures by kind:\n")[1].splitlines()
+    assert kinds == [f"  422 x {n}: 'input'[i] nests deeper than inputs of shape [13]"], r.stderr
+
+
+def _norm_server():
+    """gencc's server on a model taking inputs of shape (3,) (a norm; threads, no torch)."""
+    import numpy as np
+
+    from gencc.engine import ThreadBackend, Workers
+    from gencc.serving import Service, create_app, make_dispatcher
+
+    def norm(x):
+        return np.linalg.norm(np.asarray(x, dtype=np.float64), axis=1, keepdims=True)
+
+    norm.batched = True
+    svc = Service(Workers(2, ThreadBackend({"f": norm}, dtype=np.float32)), lambda env: make_dispatcher("uncoded", env))
+    return start_server(create_app(svc, in_shape=(3,), name="norm"))
+
+
+def test_loadtest_refuses_inputs_the_servers_model_does_not_take_before_sending(tmp_path, monkeypatch):
+    """The server's model takes [B, 3] (GET /v2/models): the built-in digits without --data, or a --data file of
+    another shape, are refused (exit 2, three lines, the fix --data FILE with its shape) and nothing is sent; a
+    file whose rows have 3 numbers in another shape is reshaped and sent."""
+    import httpx
+    import numpy as np
+
+    from gencc.loadgen import load
+
+    np.save(tmp_path / "wrong.npy", np.zeros((5, 4)))
+    np.save(tmp_path / "flat.npy", np.ones((5, 1, 3)))
+    sent = []
+    real = load.run_http
+    monkeypatch.setattr(load, "run_http", lambda *a, **k: sent.append(a[3]) or real(*a, **k))
+    server, th, port = _norm_server()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        meta = httpx.get(url + "/v2/models").json()
+        base = ["loadtest", "--url", url, "--rate", "20", "--duration", "0.5", "--out", str(tmp_path / "x.csv")]
+        digits = runner.invoke(app, base)
+        wrong = runner.invoke(app, [*base, "--data", str(tmp_path / "wrong.npy")])
+        assert sent == []
+        flat_ = runner.invoke(app, [*base, "--data", str(tmp_path / "flat.npy")])
+    finally:
+        server.should_exit = True
+        th.join(20)
+    assert meta == {"models": [{"name": "norm", "versions": ["1"], "platform": "gencc",
+                                "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 3]}],
+                                "outputs": [{"name": "output", "datatype": "FP32", "shape": [-1, -1]}]}]}
+    for r, words in [(digits, "Error: Invalid value for '--data': the server's model 'norm' takes inputs of shape "
+                              "[B, 3], and the built-in digits-cnn inputs sent without --data have shape "
+                              "[B, 1, 8, 8]: give --data FILE (.npy or .npz) with inputs of shape [B, 3]"),
+                     (wrong, f"Error: Invalid value for '--data': {tmp_path / 'wrong.npy'} holds inputs of shape "
+                             "[B, 4]; the server's model 'norm' takes [B, 3]: give --data FILE with inputs of shape "
+                             "[B, 3]")]:
+        lines = r.output.strip().splitlines()
+        assert r.exit_code == 2 and len(lines) <= 3 and lines[-1] == words, r.output
+    assert flat_.exit_code == 0, flat_.output
+    assert len(sent) == 1 and np.asarray(sent[0]).shape[1:] == (3,)

@@ -81,9 +81,87 @@ def test_the_shared_vocabulary_runs_every_scheme(tmp_path, caplog):
     for backend in ("local", "threads"):
         r = runner.invoke(app, ["train", "--workload", "digits-logreg", "--scheme", "ignore", "--workers", "4",
                                 "--K", "2", "--steps", "3", "--eval-every", "3", "--backend", backend,
-                                "--slow-fraction", "0.5", "--slow-factor", "2", "--sample-s", "0.0001"])
+                                "--slow-fraction", "0.5", "--slow-factor", "2", "--sample-ms", "0.1"])
         assert r.exit_code == 0, r.output
         assert "digits-logreg ignore: N=4" in r.output
     warned = [rec.getMessage() for rec in caplog.records if rec.name == "gencc.cli"]
     assert warned == ["--K is not used by --scheme ignore (only gcc and bacc code K partitions of the data); running "
                       "without it"] * 2
+
+
+#: a model of the user's own, written by the test into a module of its own, importable by path from the folder
+USER_MODEL = '''
+import torch
+from torch import nn
+
+
+class TinyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def make():
+    return TinyNet()
+'''
+
+
+def _user_files(tmp_path, monkeypatch, n=90):
+    """The module gencc_user_tinynet (TinyNet, make) in tmp_path (the current directory: --model imports from it),
+    and 3-class data X.npy (n, 4) / y.npy (n,) whose class is the argmax of the first three features."""
+    import numpy as np
+
+    (tmp_path / "gencc_user_tinynet.py").write_text(USER_MODEL)
+    monkeypatch.chdir(tmp_path)
+    X = np.random.default_rng(0).standard_normal((n, 4)).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", np.argmax(X[:, :3], axis=1))
+    return tmp_path / "X.npy", tmp_path / "y.npy"
+
+
+def test_train_trains_a_model_of_the_users_own(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    X, y = _user_files(tmp_path, monkeypatch)
+    out = tmp_path / "hist.csv"
+    r = runner.invoke(app, ["train", "--model", "gencc_user_tinynet:make", "--data", str(X), "--labels", str(y),
+                            "--scheme", "gcc", "--workers", "4", "--stragglers", "1", "--delay-ms", "1",
+                            "--steps", "6", "--eval-every", "3", "--lr", "0.5", "--out", str(out),
+                            "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "TinyNet gcc: N=4 K=2 tolerate=1" in r.output and "final test accuracy" in r.output, r.output
+    assert "time to" not in r.output  # no target accuracy for a model of the user's own
+    assert out.read_text().splitlines()[0].startswith("step,wall_s")
+    assert len(out.read_text().splitlines()) == 1 + 6
+
+
+@pytest.mark.parametrize(("args", "option", "message"), [
+    (["--workload", "digits-cnn"], "--workload", "give --workload (a built-in workload) or --model (your own torch "
+                                                 "module), not both"),
+    (["--labels", "missing.npy"], "--labels", "labels file missing.npy does not exist"),
+    (["--labels", "X.npy"], "--labels", "need one label per input of --data (90 inputs), got an array of shape "
+                                        "(90, 4)"),
+    (["--data", "missing.npy"], "--data", "missing.npy does not exist"),
+    (["--model", "gencc_user_tinynet:nope"], "--model", "nope"),
+    (["--model", "tiny.pt2"], "--model", "gencc train trains a torch module you define"),
+])
+def test_train_refuses_a_bad_model_of_the_users_own(tmp_path, monkeypatch, args, option, message):
+    pytest.importorskip("torch")
+    X, y = _user_files(tmp_path, monkeypatch)
+    base = {"--model": "gencc_user_tinynet:make", "--data": str(X), "--labels": str(y)}
+    given = dict(zip(args[::2], args[1::2], strict=True))
+    argv = [x for k, v in {**base, **given}.items() if k != "--workload" for x in (k, v)]
+    if "--workload" in given:
+        argv += ["--workload", given["--workload"]]
+    r = runner.invoke(app, ["train", *argv, "--steps", "1", "--no-progress"])
+    flat = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"'{option}'" in flat and message in flat, r.output
+
+
+@pytest.mark.parametrize("option", ["--data", "--labels"])
+def test_data_and_labels_go_with_model(option):
+    r = runner.invoke(app, ["train", option, "x.npy", "--no-progress"])
+    assert r.exit_code == 2 and f"{option} goes with --model" in " ".join(r.output.split()), r.output

@@ -16,7 +16,8 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "cli.md"
 #: the commands the table speaks of, by the name a user types
 COMMANDS = ("run", "serve", "train", "sweep", "reproduce", "demo", "parity train", "loadtest", "plot", "info")
 #: names the vocabulary retired (issue 31): no command may take them, not even as an alias
-RETIRED = ("--ray-address", "--workloads", "--schemes", "--plots", "--packed", "--latency", "--parm_k")
+RETIRED = ("--ray-address", "--workloads", "--schemes", "--plots", "--packed", "--latency", "--parm_k", "--parm-k",
+           "--partitions", "--k", "--N", "--sample-s", "--delay-s")
 
 
 def _commands() -> dict[str, object]:
@@ -54,7 +55,8 @@ def _options(cmd) -> list:
 
 def test_the_table_is_read_and_every_command_exists() -> None:
     assert {r["option"] for r in TABLE} >= {"--backend", "--address", "--workers", "--K", "--workload", "--jobs",
-                                            "--procs", "--packed-parity", "--slow-fraction", "--slow-factor", "--plot"}
+                                            "--procs", "--packed-parity", "--slow-fraction", "--slow-factor", "--plot",
+                                            "--slow-task-fraction", "--service-ms", "--progress", "--model"}
     assert set(COMMANDS) == set(CMDS), sorted(CMDS)
     assert all(c in CMDS for r in TABLE for c in r["commands"]), TABLE
 

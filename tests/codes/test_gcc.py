@@ -71,7 +71,7 @@ def test_length_scale_option_sets_the_auto_kernels_scale_from_python_and_text():
         GCC(5, 20, length_scale=0.0)
     with pytest.raises(ValueError, match="with kernel 'cubic' pass a gencc.kernels.Kernel"):
         GCC(5, 20, kernel="cubic", length_scale=0.5)
-    with pytest.raises(ValueError, match="length_scale must be a positive number or 'auto', got 'x'"):
+    with pytest.raises(ValueError, match="gcc.length_scale takes a number > 0 or auto; got 'x'"):
         parse_option("gcc", "length_scale", "x")
 
 

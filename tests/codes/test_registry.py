@@ -73,10 +73,28 @@ def test_parse_option_by_type():
     assert parse_option("gcc", "lam_dec", "gcv") == "gcv"
     assert parse_option("gcc", "lam_dec", "0.5") == 0.5 and parse_option("gcc", "lam_enc", "0") == 0.0
     assert parse_option("lcc", "degree", "2") == 2 and parse_option("gcc", "kernel", "cubic") == "cubic"
-    with pytest.raises(ValueError, match="lcc option degree must be an integer, got 'two'"):
+    with pytest.raises(ValueError, match="^lcc.degree takes an integer >= 1; got 'two'$"):
         parse_option("lcc", "degree", "two")
-    with pytest.raises(ValueError, match="gcc option lam_dec must be a number, 'gcv' or 'loo', got 'aic'"):
+    with pytest.raises(ValueError, match="^gcc.lam_dec takes a number >= 0, gcv or loo; got 'aic'$"):
         parse_option("gcc", "lam_dec", "aic")
+    # text of the right kind but out of range gets the same words (never Python's "convert it first")
+    for code, key, text, words in [("gcc", "lam_dec", "-1", "a number >= 0, gcv or loo"), ("lcc", "degree", "0",
+                                   "an integer >= 1"), ("gcc", "length_scale", "0", "a number > 0 or auto"),
+                                   ("gcc", "lam_enc", "nan", "a number >= 0"), ("sgcc", "rho", "x", "a number >= 0"),
+                                   ("gcc", "kernel", "rbf", "one of auto, cubic, sobolev1")]:
+        with pytest.raises(ValueError, match=f"^{code}.{key} takes {words}.*; got '{text}'$") as err:
+            parse_option(code, key, text)
+        assert "convert" not in str(err.value)
+
+
+def test_a_string_from_python_is_pointed_to_parse_option():
+    """make_code with an option's text ("abc", "0.1") names the values it takes and the reader of text forms."""
+    for text in ("abc", "0.1"):
+        with pytest.raises(ValueError, match=r"gcc option lam_dec must be a finite non-negative number, 'gcv' or "
+                                             rf"'loo', got '{text}' \(str\); pass the value itself, or read a command "
+                                             r"line's text with parse_option\('gcc', 'lam_dec', text\)") as err:
+            make_code("gcc", 4, 8, lam_dec=text)
+        assert "float(text)" not in str(err.value)
     with pytest.raises(ValueError, match="parity is a callable .* gencc.workloads.load_parity"):
         parse_option("parm", "parity", "model.pt")
 

@@ -93,11 +93,12 @@ def test_every_commands_opt_is_typed_by_the_codes_declared_options():
         "gcc-hedge": {"lam_dec": 0.01, "gaps": "fit"}}
     assert code_options([], ("hedged",), "jobs") == {}
     for items, chosen, front, match in [
-        (["lcc.degree=2.5"], ("lcc",), "sweeps", "lcc option degree must be an integer, got '2.5'"),
-        (["gcc.lam_dec=aic"], ("gcc",), "jobs", "lam_dec must be a number, 'gcv' or 'loo', got 'aic'"),
-        (["gcc.kernel=1"], ("gcc",), "serving", "gcc option kernel must be one of auto"),
+        (["lcc.degree=2.5"], ("lcc",), "sweeps", "lcc.degree takes an integer >= 1; got '2.5'"),
+        (["gcc.lam_dec=aic"], ("gcc",), "jobs", "gcc.lam_dec takes a number >= 0, gcv or loo; got 'aic'"),
+        (["gcc.kernel=1"], ("gcc",), "serving", "gcc.kernel takes one of auto"),
         (["gcc.lam_dec"], ("gcc",), "jobs", "code options look like scheme.key=value"),
-        (["bacc.x=1"], ("gcc", "lcc"), "sweeps", "options for bacc, which is not in --scheme gcc,lcc"),
+        (["bacc.x=1"], ("gcc", "lcc"), "sweeps", r"--opt bacc\.\* sets options of bacc, which is not in --scheme "
+                                                 "gcc,lcc; add bacc to --scheme"),
         (["parm.parity=f.pt"], ("parm",), "sweeps", "parity is a callable and has no text form"),
     ]:
         with pytest.raises(typer.BadParameter, match=match) as err:

@@ -163,3 +163,22 @@ def test_loadtest_sends_your_own_inputs_from_data(tmp_path):
     assert len(rows) > 1 and seen  # the server computed on the file's rows
     rows_f32 = {tuple(np.float32(v) for v in x) for x in X}
     assert all(tuple(np.float32(v) for v in s) in rows_f32 for s in seen)
+
+
+def test_failures_are_grouped_by_kind_without_the_echoed_input():
+    """Each kind of failure once, most frequent first, with its count: the input a detail echoes and the row or
+    item index it names are not part of the kind."""
+    from gencc.loadgen.load import failure_kind, failures
+
+    rows = ([{"status": 422, "error": f"'input'[{i}][2] nests deeper than inputs of shape [13] (rank 1): a number "
+                                      f"belongs there, found [[0.0, 0.{i}, 0.125"} for i in range(30)]
+            + [{"status": 422, "error": "'input' has 12 items: this model takes inputs of shape [13]"}] * 2
+            + [{"status": 0, "error": "ReadTimeout: no answer within 30 s"}] + [{"status": 503, "error": ""}]
+            + [{"status": 200, "error": ""}] * 5)
+    assert failures(rows) == [
+        "422 x 30: 'input'[i][i] nests deeper than inputs of shape [13] (rank 1): a number belongs there",
+        "422 x 2: 'input' has 12 items: this model takes inputs of shape [13]",
+        "no answer x 1: ReadTimeout: no answer within 30 s", "503 x 1"]
+    assert failures(rows, most=1)[1:] == ["4 more of 3 other kinds"]
+    assert failure_kind(400, "input 'input' has shape [2, 4]; model 'm' takes [B, 3]") == \
+        "400: input 'input' has shape [2, 4]; model 'm' takes [B, 3]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -215,12 +216,12 @@ def test_config_gate_options_and_scheme_help():
     with pytest.raises(ValueError, match="gate_threshold"):
         ServiceConfig(gate_threshold=-1)
     assert ServiceConfig(gate_threshold=math.inf).gate_threshold == math.inf
-    assert all(f"{s} (" in SCHEME_HELP for s in SCHEMES)
+    assert SCHEME_HELP.startswith(", ".join(SCHEMES)) and "serving guide" in SCHEME_HELP  # the table: test_serve
     with pytest.raises(ValueError, match="threshold"):
         Gate(-0.5)
 
 
-def test_serve_cli_refuses_a_bad_gate_and_its_help_says_which_schemes_meet_the_serving_targets():
+def test_serve_cli_refuses_a_bad_gate_and_its_help_points_to_which_schemes_meet_the_serving_targets():
     from typer.testing import CliRunner
 
     from gencc.cli import app
@@ -230,4 +231,6 @@ def test_serve_cli_refuses_a_bad_gate_and_its_help_says_which_schemes_meet_the_s
     assert r.exit_code == 2 and "--gate" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, ["serve", "--help"], terminal_width=200)
     text = " ".join(re.sub("[\u2500-\u257f]", " ", r.output).split())  # rich's box drawing out
-    assert r.exit_code == 0 and "gcc (its decodes miss the agreement target" in text and "Default: sgcc" in text
+    assert r.exit_code == 0 and "docs/guides/serving.md#schemes" in text and "default: (sgcc," in text
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "serving.md").read_text()
+    assert "| `gcc` |" in guide and "its decodes miss the agreement target" in guide

@@ -98,7 +98,7 @@ def test_serve_refuses_another_models_or_ks_parity_file_and_changed_weights(work
     base = ["serve", "--data", "x.npy", "--parity", "p.pt", "--port", _free_port()]
     res = runner.invoke(app, [*base, "--model", "parity_user_model:other", "--scheme", "sgcc-parity"])
     assert res.exit_code == 2 and "trained for model parity_user_model:make" in _out(res)
-    res = runner.invoke(app, [*base, "--model", "parity_user_model:make", "--scheme", "parm", "--parm-k", "3"])
+    res = runner.invoke(app, [*base, "--model", "parity_user_model:make", "--scheme", "parm", "--K", "3"])
     assert res.exit_code == 2 and "k=2" in _out(res) and "k=3" in _out(res)
     res = runner.invoke(app, ["serve", "--model", "parity_user_model:make", "--data", "x.npy", "--scheme",
                               "sgcc-parity", "--port", _free_port()])

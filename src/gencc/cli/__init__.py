@@ -12,7 +12,9 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import UsageError  # the click Typer ships and raises its usage errors from
 from typer.core import TyperCommand, TyperGroup
+from typer.core import _main as _typer_main
 
 from .._util.version import __version__
 
@@ -38,16 +40,22 @@ def usage_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 #: what --help shows for the value of an option that would otherwise show its Python type (`<list[str]>`)
 METAVARS = {"--opt": "CODE.KEY=VALUE"}
+#: what --help shows for the value of any other option that names no metavar of its own, by its Python type
+TYPE_METAVARS = {"int": "INT", "float": "NUM", "str": "TEXT", "path": "PATH"}
 
 
 def _untyped_flags(params: list[Any]) -> list[Any]:
-    """`params` with no type label on the on/off flags (Typer's rich help writes `<bool>` beside each), and the
-    value of the options in METAVARS shown by its form instead of its Python type."""
+    """`params` with no type label on the on/off flags (Typer's rich help writes `<bool>` beside each), the value
+    of the options in METAVARS shown by its form, and any other value by a metavar (TYPE_METAVARS), never by its
+    Python type (`<int>`)."""
     for p in params:
         if getattr(p, "is_flag", False) and p.metavar is None:
             p.metavar = ""
         elif p.metavar is None and METAVARS.keys() & set(getattr(p, "opts", ())):
             p.metavar = next(METAVARS[o] for o in p.opts if o in METAVARS)
+        elif p.metavar is None and getattr(p, "param_type_name", "") == "option":
+            bare = p.bare_type().lower()
+            p.metavar = TYPE_METAVARS.get(bare, bare.upper())
     return params
 
 
@@ -65,20 +73,69 @@ def unwrapped(help_text: str | None) -> str | None:
     return "\n\n".join(paragraphs).rstrip() + (("\n" + cut + rest) if cut else "")
 
 
+#: the order of the help panels options are grouped in (`gencc.cli.options`: MODEL, SCHEME, ...); Typer's own
+#: panel of the options that name none ("Options") comes first
+PANELS = ("Model", "Scheme", "Coded schemes", "Workers", "Jobs", "Training", "Server limits",
+          "Injected slowness (experiments)", "Output")
+
+
+def _in_panels(params: list[Any]) -> list[Any]:
+    """`params` in the order of their help panels (PANELS; declaration order within a panel), --help last in the
+    Output panel when the command groups its options in panels."""
+    if not any(getattr(p, "rich_help_panel", None) for p in params):
+        return params
+    for p in params:
+        if p.name == "help":
+            p.rich_help_panel = PANELS[-1]
+    order = {name: i for i, name in enumerate(PANELS)}
+    return sorted(params, key=lambda p: order.get(getattr(p, "rich_help_panel", None) or "", -1))
+
+
 class _Command(TyperCommand):
-    """A gencc subcommand: its help rewrapped at the terminal's width and its flags shown without a type label."""
+    """A gencc subcommand: its help rewrapped at the terminal's width, its flags shown without a type label and
+    its options in their help panels, in PANELS' order."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.help = unwrapped(self.help)
+        self._in_help = False
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _untyped_flags(super().get_params(ctx))
+        params = _untyped_flags(super().get_params(ctx))
+        return _in_panels(params) if self._in_help else params
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._in_help = True  # the panels' order only for --help: parsing keeps the declaration order
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._in_help = False
+
+
+def show_short(err: UsageError, file: Any = None) -> None:
+    """Show a usage error (exit code 2) in three lines: the usage, the help hint, and the message on one line
+    ("Error: Invalid value for '--opt': ..."), unwrapped and without a box, so that it reads the same at any
+    terminal width and in a log."""
+    lines = []
+    ctx = err.ctx
+    if ctx is not None:
+        lines.append(" ".join(ctx.get_usage().split()))
+        if ctx.command.get_help_option(ctx) is not None:
+            lines.append(f"Try '{ctx.command_path} --help' for help.")
+    lines.append("Error: " + " ".join(err.format_message().split()))
+    typer.echo("\n".join(lines), file=file, err=file is None)
+
+
+def _shown_short(err: UsageError) -> None:
+    """Make click show `err` with `show_short` (its `show`, replaced on this one error); click's "no arguments:
+    show the help" keeps its own."""
+    if type(err).__name__ != "NoArgsIsHelpError":
+        err.show = functools.partial(show_short, err)  # type: ignore[method-assign]
 
 
 class _Group(TyperGroup):
-    """A gencc command group: its help rewrapped at the terminal's width and its flags shown without a type
-    label."""
+    """A gencc command group: its help rewrapped at the terminal's width, its flags shown without a type label,
+    and every usage error (its own options' or a subcommand's) shown in three lines (`show_short`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,6 +143,28 @@ class _Group(TyperGroup):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _untyped_flags(super().get_params(ctx))
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as err:
+            _shown_short(err)
+            raise
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as err:
+            _shown_short(err)
+            raise
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        # errors shown by their own `show` (show_short's three lines), not in Typer's rich box; --help stays
+        # rich (it follows the group's own rich_markup_mode)
+        return _typer_main(self, args=args, prog_name=prog_name, complete_var=complete_var,
+                           standalone_mode=standalone_mode, windows_expand_args=windows_expand_args,
+                           rich_markup_mode=None, **extra)
 
 
 app = typer.Typer(help="gencc: general coded computing (straggler-resilient computation of any function).",

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ..codes.schemes import schemes as front_schemes
-from .options import code_options, integer, out_dir, out_file, refuse, reported
+from .options import ShowProgress, code_options, integer, out_dir, out_file, refuse, reported
 
 
 def _list(text: str, kind: type, option: str) -> tuple:
@@ -42,12 +42,11 @@ def sweep(
     workloads: Annotated[str, typer.Option("--workload", "-w", help="comma-separated workload names")],
     schemes: Annotated[str, typer.Option("--scheme", help=f"comma-separated schemes: {SWEEP_CHOICES}")] = "gcc,bacc",
     K: Annotated[str, typer.Option("--K", help="comma-separated numbers of inputs")] = "10",
-    N: Annotated[str, typer.Option("--workers", "--N", help="comma-separated numbers of workers N")] = "",
+    N: Annotated[str, typer.Option("--workers", metavar="LIST", help="comma-separated numbers of workers N")] = "",
     ratios: Annotated[str, typer.Option(help="comma-separated N/K ratios (N = round(ratio K)), besides "
                                              "--workers")] = "",
     k_frac: Annotated[str, typer.Option("--k-frac", help="comma-separated loads K/N in (0, 1]: K = round(frac N) "
-                                                         "at every N of --workers, besides --K (--K '' for loads "
-                                                         "only)")] = "",
+                                                         "for each --workers N, besides --K (--K '': none)")] = "",
     stragglers: Annotated[str, typer.Option(help="comma-separated: worst:S, worst-agreement:S, random:S, block:S, "
                                                  "random:10%, bernoulli:p")] = "worst:2",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds or lo:hi ranges (each draws new inputs)")] = "0",
@@ -60,11 +59,9 @@ def sweep(
     opt: Annotated[list[str] | None, typer.Option("--opt", metavar="CODE.KEY=VALUE",
                                                   help="an option of a scheme's code, e.g. gcc.lam_dec=0; "
                                                        "repeatable")] = None,
-    adversaries: Annotated[str, typer.Option(help="comma-separated adversary models, model:A or model:N^a (A = "
-                                                  "round(N^a)) with an optional :scale in sd, e.g. signflip:2,"
-                                                  "offset:N^0.5:2; models: random, signflip, noise, offset, bump, "
-                                                  "stealth, honest. Results are decoded by robust_decode")] = "",
-    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    adversaries: Annotated[str, typer.Option(metavar="LIST", help="comma-separated model:A or model:N^a[:scale] "
+                                             "(docs: robust decoding guide), decoded by robust_decode")] = "",
+    progress: ShowProgress = True,
 ) -> None:
     """Run a grid of simulations into a tidy CSV; rerunning skips the grid points already in it. Grid points
     with N < K, with S >= N stragglers, or with adversaries and worst-case stragglers are left out (and

@@ -4,8 +4,9 @@ beside the server's own histogram, and PNGs."""
 from __future__ import annotations
 
 import ipaddress
+import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlparse
 
 import typer
@@ -13,23 +14,13 @@ import typer
 from .options import check_out_dir, check_out_file, number, out_dir, out_file, refuse
 from .options import seed as check_seed
 
+if TYPE_CHECKING:
+    import numpy as np
+
 #: most requests one loadtest may send
 MAX_REQUESTS = 200_000
 #: the share of requests that must be answered (200) for `gencc loadtest` to exit 0
 MIN_ANSWERED = 0.9
-
-
-def failure_reasons(rows: list[dict], most: int = 5) -> list[str]:
-    """The first `most` distinct reasons requests went unanswered, in order of first occurrence, with their
-    counts: "422: <error> (x14)"; status 0 is no HTTP answer."""
-    counts: dict[str, int] = {}
-    for r in rows:
-        if int(r["status"]) != 200:
-            status = "no answer" if int(r["status"]) == 0 else str(r["status"])
-            error = " ".join(str(r.get("error") or "").split())[:200]
-            key = f"{status}: {error}" if error else status
-            counts[key] = counts.get(key, 0) + 1
-    return [f"{k} (x{n})" for k, n in list(counts.items())[:most]]
 
 
 def loadtest_command(
@@ -49,8 +40,9 @@ def loadtest_command(
                                                 help="the server's API key (sent as a Bearer token)")] = None,
 ) -> None:
     """Send open-loop Poisson load to URL/predict; write one CSV row per request and print percentiles, the
-    generator's lag against its schedule and its own cost, and the server's own histogram over the run. Exits
-    with status 1, the first distinct reasons on stderr, when fewer than 90% of the requests were answered."""
+    generator's lag against its schedule and its own cost, and the server's own histogram over the run. The
+    server's model metadata is read first: inputs of another shape are refused before any is sent. Exits with
+    status 1, the failures grouped by kind on stderr, when fewer than 90% of the requests were answered."""
     import numpy as np
 
     from ..workloads import workload_spec
@@ -73,10 +65,11 @@ def loadtest_command(
     except ValueError:
         pass
     _check_reachable(url, min(timeout, 5.0))
-    from ..loadgen.load import accounting, histogram_quantiles, run_http, summary, write_csv
+    from ..loadgen.load import accounting, failures, histogram_quantiles, run_http, summary, write_csv
     from ..loadgen.load import plot as draw
     from ..workloads import load
 
+    X = _fitting_inputs(url, api_key, min(timeout, 5.0), X, data, workload)
     inputs = (load(workload, progress=False).X_test if X is None else X).tolist()
     before = _scrape(url, api_key)
     rep: dict = {}
@@ -110,10 +103,37 @@ def loadtest_command(
             typer.echo(f"wrote {p}")
     if acc["answered_200"] < MIN_ANSWERED * acc["sent"]:
         typer.echo(f"only {acc['answered_200']} of {acc['sent']} requests were answered (200), under "
-                   f"{MIN_ANSWERED:.0%}; first reasons:", err=True)
-        for reason in failure_reasons(rows):
-            typer.echo(f"  {reason}", err=True)
+                   f"{MIN_ANSWERED:.0%}; the failures by kind:", err=True)
+        for kind in failures(rows):
+            typer.echo(f"  {kind}", err=True)
         raise typer.Exit(1)
+
+
+def _fitting_inputs(url: str, api_key: str | None, timeout: float, X: np.ndarray | None, data: Path | None,
+                    workload: str) -> np.ndarray | None:
+    """The inputs to send (--data's, or None for the workload's test inputs) checked against the shape the
+    server's model takes (its Open Inference Protocol metadata; unchecked when the server does not say): --data
+    rows of the same size are reshaped to it, anything else is refused naming --data and the shape to give."""
+    from ..loadgen.load import served_input
+    from ..workloads import workload_spec
+
+    served = served_input(url, api_key, timeout)
+    if served is None:
+        return X
+    name, want = served
+    have = tuple(X.shape[1:]) if X is not None else tuple(workload_spec(workload).in_shape)
+    if have == want:
+        return X
+    shape = f"[B, {', '.join(map(str, want))}]"
+    if X is not None and math.prod(have) == math.prod(want):
+        return X.reshape(len(X), *want)
+    got = f"[B, {', '.join(map(str, have))}]"
+    if X is None:
+        raise refuse("--data", f"the server's model {name!r} takes inputs of shape {shape}, and the built-in "
+                               f"{workload} inputs sent without --data have shape {got}: give --data FILE (.npy or "
+                               f".npz) with inputs of shape {shape}")
+    raise refuse("--data", f"{data} holds inputs of shape {got}; the server's model {name!r} takes {shape}: give "
+                           f"--data FILE with inputs of shape {shape}")
 
 
 def _scrape(url: str, api_key: str | None) -> str | None:

@@ -9,7 +9,8 @@ does any work. Every range error has one wording: "must be <what>, got <value>".
 
 The shared vocabulary (docs/guides/cli.md has the table; tests/cli/test_vocabulary.py holds the commands to it):
 `--backend local|ray`, `--address`, `--workers` (alias `--N`), `--K`, `--workload`, `--jobs` (a count of jobs),
-`--procs` (processes), `--service-ms` / `--slow-fraction` / `--slow-factor` (injected slowness), `--plot DIR`.
+`--procs` (processes), `--service-ms` / `--slow-fraction` / `--slow-factor` (injected slowness, in ms), `--plot DIR`,
+`--progress`; the help panels options are grouped in (MODEL, SCHEME, ... below).
 """
 
 import logging
@@ -152,12 +153,27 @@ def not_used(option: str, scheme: str, why: str) -> None:
     log.warning("%s is not used by --scheme %s (%s); running without it", option, scheme, why)
 
 
-#: persistent stragglers, one grammar for every command that injects them (serve, train): each worker is slow a
-#: fraction of the time (exponential on/off periods), slowed by a factor while slow
-SlowFraction = Annotated[float, typer.Option(help="persistent stragglers: fraction of time slow, in [0, 1)",
-                                             callback=number(at_least=0))]
-SlowFactor = Annotated[float | None, typer.Option(help="persistent stragglers: slowdown while slow (>= 1; default 10)",
-                                                  callback=number(at_least=1))]
+#: the help panels options are grouped in (`rich_help_panel=`), one set of names for every command
+MODEL, SCHEME, CODED, WORKERS, JOBS, TRAINING = "Model", "Scheme", "Coded schemes", "Workers", "Jobs", "Training"
+LIMITS, SLOW, OUTPUT = "Server limits", "Injected slowness (experiments)", "Output"
+#: how many times slower a slow worker (a slow task, in gencc run) is when --slow-factor is not given
+SLOW_FACTOR = 10.0
+
+#: injected slowness, one meaning, one unit (milliseconds) and one default in every command that takes it:
+#: a service time added to each task (0: none)
+ServiceMs = Annotated[float, typer.Option(
+    "--service-ms", metavar="MS", help="injected service time per task, in ms (0: none)", callback=number(at_least=0),
+    rich_help_panel=SLOW)]
+#: persistent stragglers (serve, train): each worker is slow a fraction of the time (exponential on/off periods)
+SlowFraction = Annotated[float, typer.Option(
+    "--slow-fraction", metavar="P", help="persistent stragglers: the fraction of the time each worker is slow, in "
+                                         "[0, 1)", callback=number(at_least=0), rich_help_panel=SLOW)]
+#: how many times slower a slow worker (or task) is; None: not given (SLOW_FACTOR)
+SlowFactor = Annotated[float | None, typer.Option(
+    "--slow-factor", metavar="X", help=f"how many times slower a slow worker (run: a slow task) is, >= 1 (default "
+                                       f"{SLOW_FACTOR:g})", callback=number(at_least=1), rich_help_panel=SLOW)]
+#: a progress bar on stderr while the work runs
+ShowProgress = Annotated[bool, typer.Option(help="show a progress bar", rich_help_panel=OUTPUT)]
 
 
 def code_options(items: list[str], schemes: Sequence[str], front: str) -> dict[str, dict[str, Any]]:
@@ -185,9 +201,7 @@ def code_options(items: list[str], schemes: Sequence[str], front: str) -> dict[s
         owners = {s: {s, *([scheme_spec(s).code] if scheme_spec(s).code else [])} for s in schemes}
         stray = sorted(set(texts) - set().union(*owners.values()))
         if stray:
-            chosen = (f"--scheme {schemes[0]}" + "".join(f" or its code {c}" for c in sorted(owners[schemes[0]] - {
-                schemes[0]})) if len(schemes) == 1 else f"in --scheme {','.join(schemes)}")
-            raise ValueError(f"options for {', '.join(stray)}, which is not {chosen}")
+            raise ValueError(_stray_options(stray[0], schemes, front))
         out: dict[str, dict[str, Any]] = {}
         for s in schemes:
             named = [n for n in (scheme_spec(s).code, s) if n in texts]  # the code's options, then the scheme's
@@ -197,3 +211,38 @@ def code_options(items: list[str], schemes: Sequence[str], front: str) -> dict[s
         return out
     except ValueError as e:
         raise refuse("--opt", str(e)) from None
+
+
+def _scheme_is_default() -> bool:
+    """Whether the running command's --scheme was left out (its default chosen)."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    param = next((p for p in (ctx.command.params if ctx else ()) if "--scheme" in getattr(p, "opts", ())), None)
+    if ctx is None or param is None or param.name is None:
+        return False
+    source = ctx.get_parameter_source(param.name)
+    return source is not None and source.name in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _stray_options(name: str, chosen: Sequence[str], front: str) -> str:
+    """Why `--opt name.KEY=VALUE` applies to none of the `chosen` schemes, and the fix on the command line:
+    "--opt gcc.* sets options of gcc, but --scheme is sgcc (the default); pass --scheme gcc"."""
+    from ..codes.registry import CODES
+    from ..codes.schemes import SCHEME_SPECS, schemes
+
+    takers = [n for n in schemes(front) if SCHEME_SPECS[n].takes_code_options(front)]
+    if len(chosen) > 1:
+        fix = f"add {name} to --scheme" if name in takers else f"write one of {', '.join(chosen)}.KEY=VALUE"
+        return f"--opt {name}.* sets options of {name}, which is not in --scheme {','.join(chosen)}; {fix}"
+    scheme = chosen[0]
+    code = SCHEME_SPECS[scheme].code
+    now = f"--scheme is {scheme}" + (" (the default)" if _scheme_is_default() else "") + (
+        f", whose code is {code}" if code and code != scheme else "")
+    if name in takers:
+        return f"--opt {name}.* sets options of {name}, but {now}; pass --scheme {name}"
+    own = f"{scheme}.KEY=VALUE" + (f" or {code}.KEY=VALUE" if code and code != scheme else "")
+    if name in CODES or name in SCHEME_SPECS:
+        default = " (the default)" if _scheme_is_default() else ""
+        return f"--opt {name}.* sets options of {name}, which --scheme {scheme}{default} does not run; write {own}"
+    return f"--opt {name}.* names no code or scheme; {now}: write {own}"

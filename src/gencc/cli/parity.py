@@ -10,33 +10,31 @@ from typing import Annotated
 import typer
 
 from .model import load_cli_model
-from .options import integer, out_file, refuse
+from .options import ShowProgress, integer, out_file, refuse
 from .options import seed as check_seed
 
 
 def parity_train_command(
-    model: Annotated[str, typer.Option(help="your model: an import path package.module:attr (a torch module, or a "
-                                            "zero-argument factory of one) or a .pt2 / TorchScript file")],
+    model: Annotated[str, typer.Option(metavar="SPEC", help="your model: package.module:attr (a torch module, or a "
+                                                            "factory of one) or a .pt2 / TorchScript file")],
     data: Annotated[Path, typer.Option(help="training inputs: a .npy or .npz file, shape (n, *input shape)")],
-    out: Annotated[Path, typer.Option(help="parity weights to write (.pt); the metadata goes beside it (.json), a "
-                                           "checkpoint (.ckpt) while training", callback=out_file)],
-    k: Annotated[int, typer.Option("--K", "--k", help="k, the requests one parity worker covers: inputs summed "
-                                                      "per parity query (2 to 4)",
+    out: Annotated[Path, typer.Option(metavar="FILE", help="parity weights to write (.pt); the metadata (.json) and "
+                                                           "a checkpoint (.ckpt) go beside it", callback=out_file)],
+    k: Annotated[int, typer.Option("--K", metavar="K", help="the requests one parity worker covers: inputs "
+                                                      "summed per parity query (2 to 4)",
                                    callback=integer(at_least=2, at_most=4))] = 2,
     packed: Annotated[bool, typer.Option("--packed-parity", help="the parity model takes the K inputs stacked (its "
-                                                                 "first Conv / Linear layer gets K times the input "
-                                                                 "channels)")] = False,
+                                                                 "first layer gets K times the channels)")] = False,
     input_shape: Annotated[str | None, typer.Option(help="the shape of one input, e.g. 1,8,8 (default: read from "
                                                          "--data)")] = None,
-    epochs: Annotated[int, typer.Option(help="training epochs, each of --per-epoch random groups of k training "
-                                             "inputs (the built-in workloads' setting)",
+    epochs: Annotated[int, typer.Option(help="training epochs of --per-epoch random groups of k inputs each",
                                         callback=integer(at_least=1))] = 40,
     per_epoch: Annotated[int, typer.Option(help="random groups of k training inputs per epoch",
                                            callback=integer(at_least=1))] = 8192,
     seed: Annotated[int, typer.Option(help="seeds the random groups and the held-out split",
                                       callback=check_seed)] = 0,
-    fresh: Annotated[bool, typer.Option(help="ignore a checkpoint from an interrupted run")] = False,
-    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    fresh: Annotated[bool, typer.Option("--fresh", help="ignore a checkpoint from an interrupted run")] = False,
+    progress: ShowProgress = True,
 ) -> None:
     """Train a parity model F_P for your model f: a network of f's own architecture, started from f's weights and
     trained on random groups of k training inputs so that F_P(x_1 + ... + x_k) ~ f(x_1) + ... + f(x_k). Resumable:

@@ -15,6 +15,12 @@ from ..serving.parity import MAX_PARITY_K
 from .isolate import rerun_isolated
 from .model import check_model_options, load_cli_inputs, load_served_model
 from .options import (
+    CODED,
+    LIMITS,
+    MODEL,
+    SCHEME,
+    WORKERS,
+    ServiceMs,
     SlowFactor,
     SlowFraction,
     check_backend,
@@ -47,90 +53,94 @@ MAX_BATCH, MAX_BODY = 4096, 2 ** 30
 
 def serve_command(
     ctx: typer.Context,
-    workload: Annotated[str | None, typer.Option(help="a gencc.workloads name (default digits-cnn), or --model")
-                        ] = None,
-    model: Annotated[str | None, typer.Option(help="your model instead of a workload: an import path "
-                                                   "package.module:attr (imported from the current directory and "
-                                                   "PYTHONPATH) or a .pt2 / TorchScript file")] = None,
-    input_shape: Annotated[str | None, typer.Option(help="--model: the shape of one input, e.g. 1,8,8 (default: "
-                                                         "read from --data or the exported file)")] = None,
-    data: Annotated[Path | None, typer.Option(help="--model: training inputs (.npy / .npz), for sgcc-parity's "
-                                                   "calibration and --check-results")] = None,
-    parity: Annotated[Path | None, typer.Option(help="--model with parm / sgcc-parity: the parity model from "
-                                                     "`gencc parity train` (checked against the model and k)")] = None,
-    scheme: Annotated[str | None, typer.Option(help=SCHEME_HELP)] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "--N", help="model replicas (every scheme gets the "
-                                                                         "same number; default 12, or the number of "
-                                                                         "--upstream replicas)",
-                                                show_default=False, callback=integer(at_least=1))] = None,
-    K: Annotated[int | None, typer.Option("--K", "--parm-k", help="requests per coding group: gcc, bacc, sgcc, "
-                                                                  "sgcc-parity (and -hedge) code groups of K (default "
-                                                                  "8); parm sends K (2 to 4, default 2) per parity "
-                                                                  "query", callback=integer(at_least=1))
-             ] = None,  # noqa: N803
-    backend: Annotated[str, typer.Option(help="local (threads) or ray (one actor per worker)")] = "local",
-    address: Annotated[str | None, typer.Option(help="ray: an existing cluster's address")] = None,
-    service_ms: Annotated[float, typer.Option(help="injected service time per task, ms",
-                                              callback=number(at_least=0))] = 0.0,
+    workload: Annotated[str | None, typer.Option(metavar="NAME", help="a gencc workload (default digits-cnn), or "
+                                                 "--model", rich_help_panel=MODEL)] = None,
+    model: Annotated[str | None, typer.Option(metavar="SPEC", help="your model instead of a workload: an import path "
+                                              "package.module:attr or a .pt2 / TorchScript file",
+                                              rich_help_panel=MODEL)] = None,
+    input_shape: Annotated[str | None, typer.Option(metavar="SHAPE", help="--model: the shape of one input, e.g. "
+                                                    "1,8,8 (default: from --data or the file)",
+                                                    rich_help_panel=MODEL)] = None,
+    data: Annotated[Path | None, typer.Option(metavar="FILE", help="--model: training inputs (.npy / .npz), for "
+                                              "the gate's calibration and --check-results",
+                                              rich_help_panel=MODEL)] = None,
+    parity: Annotated[Path | None, typer.Option(metavar="FILE", help="--model with parm / sgcc-parity: the parity "
+                                                "model from `gencc parity train`", rich_help_panel=MODEL)] = None,
+    scheme: Annotated[str | None, typer.Option(metavar="NAME", help=SCHEME_HELP, show_default=f"{default_scheme(False)}"
+                                               f", or {default_scheme(True)} with --parity",
+                                               rich_help_panel=SCHEME)] = None,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", help="model replicas, the same for every "
+                                                "scheme (default 12, or one per --upstream)",
+                                                show_default=False, callback=integer(at_least=1),
+                                                rich_help_panel=WORKERS)] = None,
+    K: Annotated[int | None, typer.Option("--K", metavar="K", help="requests per coding group (default 8); parm: "  # noqa: N803
+                                          "requests per parity query (2 to 4, default 2)",
+                                          callback=integer(at_least=1), rich_help_panel=SCHEME)] = None,
+    backend: Annotated[str, typer.Option(metavar="local|ray", help="local (threads) or ray (one actor per worker)",
+                                         rich_help_panel=WORKERS)] = "local",
+    address: Annotated[str | None, typer.Option(metavar="ADDRESS", help="ray: an existing cluster's address",
+                                                rich_help_panel=WORKERS)] = None,
+    service_ms: ServiceMs = 0.0,
     slow_fraction: SlowFraction = 0.0,
     slow_factor: SlowFactor = None,
-    max_wait_ms: Annotated[float | None, typer.Option(help="coded: flush a group after this many ms (default 50)",
-                                                      callback=number(above=0))] = None,
+    max_wait_ms: Annotated[float | None, typer.Option(metavar="MS", help="coded: flush a group after this many ms "
+                                                      "(default 50)", callback=number(above=0),
+                                                      rich_help_panel=CODED)] = None,
     check_results: Annotated[str, typer.Option(
-        help="wrong-result check (gcc, bacc, sgcc, sgcc-parity): off; on (answers wait for the group's check, "
-             "inconsistent results are outvoted and their workers quarantined); strict (every answer checked "
-             "or confirmed by a second worker)")] = "off",
+        metavar="MODE", rich_help_panel=CODED,
+        help="gcc, bacc, sgcc, sgcc-parity: off, on (outvote and quarantine wrong workers) or strict (check "
+             "every answer)")] = "off",
     packed_parity: Annotated[bool, typer.Option(
-        help="parm, sgcc-parity: a parity model that takes each group's members stacked instead of their sum "
-             "(coded slots receive k inputs; trained on first use)")] = False,
+        "--packed-parity", rich_help_panel=CODED,
+        help="parm, sgcc-parity: a parity model that takes a group's inputs stacked, not summed (trained on first "
+             "use)")] = False,
     gate: Annotated[str, typer.Option(
-        help="coded schemes: on (a decoded answer is sent only when its uncertainty says it is likely right, the "
-             "threshold calibrated on the model's training inputs; else the request waits for its own result or "
-             "a copy) or off")] = "on",
+        metavar="on|off", rich_help_panel=CODED,
+        help="coded: send a decoded answer only when its calibrated uncertainty says it is likely right")] = "on",
     redundancy: Annotated[str, typer.Option(
-        help="eager coded schemes: adaptive (a coded task only to an idle worker, a late member still covered: "
-             "full coding at low load, plain dispatch near saturation) or full (every coded task, whatever the "
-             "load)")] = "adaptive",
-    max_pending: Annotated[int, typer.Option(help="requests in flight before answering 503",
-                                             callback=integer(at_least=1))] = 1000,
-    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to bind", callback=integer(at_least=1, at_most=65535))] = 8000,
+        metavar="MODE", rich_help_panel=CODED,
+        help="eager coded: adaptive sends a coded task only to an idle worker (full coding at low load); full "
+             "sends every one")] = "adaptive",
+    max_pending: Annotated[int, typer.Option(metavar="N", help="requests in flight before answering 503",
+                                             callback=integer(at_least=1), rich_help_panel=LIMITS)] = 1000,
+    host: Annotated[str, typer.Option(metavar="HOST", help="address to bind", rich_help_panel=LIMITS)] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="port to bind",
+                                      callback=integer(at_least=1, at_most=65535), rich_help_panel=LIMITS)] = 8000,
     api_key: Annotated[str | None, typer.Option(
-        envvar="GENCC_API_KEY", show_default=False,
-        help="key every request must carry (header 'Authorization: Bearer KEY' or 'X-API-Key: KEY'); required "
-             "with a --host other than loopback")] = None,
-    read_timeout: Annotated[float, typer.Option(help="seconds a request's headers and body may take to arrive",
-                                                callback=number(above=0))] = 10.0,
-    max_batch: Annotated[int, typer.Option(help="most inputs in one POST /predict/batch or /v2 infer",
-                                           callback=integer(at_least=1, at_most=MAX_BATCH))] = 64,
+        envvar="GENCC_API_KEY", show_default=False, metavar="KEY", rich_help_panel=LIMITS,
+        help="key every request must carry (Authorization: Bearer KEY, or X-API-Key: KEY); required with a "
+             "non-loopback --host")] = None,
+    read_timeout: Annotated[float, typer.Option(metavar="S", help="seconds a request's headers and body may take "
+                                                "to arrive", callback=number(above=0), rich_help_panel=LIMITS)] = 10.0,
+    max_batch: Annotated[int, typer.Option(metavar="N", help="most inputs in one POST /predict/batch or /v2 infer",
+                                           callback=integer(at_least=1, at_most=MAX_BATCH),
+                                           rich_help_panel=LIMITS)] = 64,
     max_body: Annotated[int | None, typer.Option(
-        callback=integer(at_least=1024, at_most=MAX_BODY), show_default=False,
-        help="largest request body in bytes, refused with 413 before it is parsed (default: what --max-batch "
-             "inputs of the model's shape need, at least 64 KiB)")] = None,
-    name: Annotated[str, typer.Option(help="the model's name in the Open Inference Protocol's routes "
-                                           "(/v2/models/NAME/infer)")] = "model",
-    opt: Annotated[list[str] | None, typer.Option("--opt", help="code option code.key=value of the coded "
-                                                                "--scheme's code (gcc, bacc, sgcc), repeatable (e.g. "
-                                                                "gcc.lam_dec=0.01), as in gencc run and sweep")
-                   ] = None,
-    isolate: Annotated[bool, typer.Option(help="ray without --address: run inside a loopback-only network "
-                                               "namespace (unshare -n, or -rn as an ordinary user); the port is "
-                                               "bound outside it and handed over")] = True,
+        callback=integer(at_least=1024, at_most=MAX_BODY), show_default=False, metavar="BYTES", rich_help_panel=LIMITS,
+        help="largest request body, else 413 (default: what --max-batch inputs need, at least 64 KiB)")] = None,
+    name: Annotated[str, typer.Option(metavar="NAME", help="the model's name in the Open Inference Protocol's "
+                                      "routes (/v2/models/NAME/infer)", rich_help_panel=MODEL)] = "model",
+    opt: Annotated[list[str] | None, typer.Option("--opt", help="code option of the coded --scheme's code (gcc, "
+                                                  "bacc, sgcc), repeatable, e.g. gcc.lam_dec=0.01",
+                                                  rich_help_panel=CODED)] = None,
+    isolate: Annotated[bool, typer.Option(help="ray without --address: run in a loopback-only network namespace "
+                                          "(the port is bound outside it)", rich_help_panel=WORKERS)] = True,
     upstream: Annotated[list[str] | None, typer.Option(
-        "--upstream", metavar="URL", show_default=False,
-        help="a model replica you run, as its Open Inference Protocol route http://HOST:PORT/v2/models/NAME "
-             "(or .../NAME/versions/V), repeatable: the workers are these replicas instead of --workload / "
-             "--model")] = None,
+        "--upstream", metavar="URL", show_default=False, rich_help_panel=WORKERS,
+        help="a model replica you run, by its URL http://HOST:PORT/v2/models/NAME (repeatable)")] = None,
     upstreams: Annotated[Path | None, typer.Option(
-        "--upstreams", metavar="FILE", show_default=False,
+        "--upstreams", metavar="FILE", show_default=False, rich_help_panel=WORKERS,
         help="a file of --upstream URLs, one a line (# comments)")] = None,
     start_degraded: Annotated[bool, typer.Option(
-        help="with --upstream: start even when some replicas do not answer (they are tried again as requests "
-             "come)")] = False,
+        "--start-degraded", rich_help_panel=WORKERS,
+        help="with --upstream: start even when some replicas do not answer (tried again as requests come)")] = False,
 ) -> None:
     """Serve POST /predict for a workload with a coded or baseline scheme (FastAPI + uvicorn). With --backend ray
     and no --address, the command re-runs itself inside a loopback-only network namespace (as `gencc run`
-    does) and starts a private Ray there; the port is bound here first, so clients reach it as before."""
+    does) and starts a private Ray there; the port is bound here first, so clients reach it as before.
+
+    What each --scheme does, and what was measured of it: the table of schemes in the serving guide
+    (docs/guides/serving.md#schemes)."""
     from ..serving import ServiceConfig, Slowdown, check_model_name
     from ..serving.config import scheme as scheme_entry
 

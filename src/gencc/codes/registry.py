@@ -46,8 +46,27 @@ class Param:
         default = "required" if self.required else f"default {self.default!r}"
         return f"{self.name} ({kind}, {default}): {self.help}"
 
+    def accepts(self) -> str:
+        """The values this option takes, in a command line's words: "a number >= 0, gcv or loo"."""
+        if self.type == "choice":
+            return "one of " + ", ".join(self.choices)
+        return {"int": "an integer >= 1", "float": "a number >= 0", "float|gcv|loo": "a number >= 0, gcv or loo",
+                "positive|auto": "a number > 0 or auto"}.get(self.type, "a callable (no text form)")
+
     def check(self, code: str, value: Any) -> Any:
         """`value` checked against this parameter's type (a ValueError names the code and the option)."""
+        try:
+            return self._check(code, value)
+        except ValueError as e:
+            if not isinstance(value, str) or self.type == "choice":
+                raise
+            # a number's text ("0.1", or "abc" from a command line) is read by parse_option, which names the values
+            # the option takes; "convert it first" would fail on text that is no number
+            why = str(e).split("; convert it first")[0]
+            raise ValueError(f"{why}; pass the value itself, or read a command line's text with "
+                             f"parse_option({code!r}, {self.name!r}, text)") from None
+
+    def _check(self, code: str, value: Any) -> Any:
         label = f"{code} option {self.name}"
         if self.type == "int":
             return check_int(label, value, 1)
@@ -70,22 +89,19 @@ class Param:
         return value
 
     def parse(self, code: str, text: str) -> Any:
-        """The value of this option written as text on a command line."""
+        """The value of this option written as text on a command line (`--opt code.name=text`); a ValueError in
+        its words: "gcc.lam_dec takes a number >= 0, gcv or loo; got 'abc'"."""
         if self.type == "callable":
-            raise ValueError(f"{code} option {self.name} is a callable and has no text form: {self.help}")
+            raise ValueError(f"{code}.{self.name} is a callable and has no text form: {self.help}")
         try:
             if self.type == "int":
                 return self.check(code, int(text))
             if self.type == "float" or (self.type == "float|gcv|loo" and text not in ("gcv", "loo")) \
                     or (self.type == "positive|auto" and text != "auto"):
                 return self.check(code, float(text))
-        except ValueError as e:
-            if "option" in str(e):
-                raise
-            words = {"int": "an integer", "float": "a number", "positive|auto": "a positive number or 'auto'"}.get(
-                self.type, "a number, 'gcv' or 'loo'")
-            raise ValueError(f"{code} option {self.name} must be {words}, got {text!r}") from None
-        return self.check(code, text)
+            return self.check(code, text)
+        except ValueError:
+            raise ValueError(f"{code}.{self.name} takes {self.accepts()}; got {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -178,5 +194,6 @@ def make_code(name: str, K: int, N: int | None = None, **options: Any) -> Code:
 
 
 def parse_option(name: str, key: str, text: str) -> Any:
-    """Option `key` of code `name` from its text form (`lam_dec`, "gcv" -> "gcv"; `degree`, "2" -> 2)."""
+    """Option `key` of code `name` from its text form (`lam_dec`, "gcv" -> "gcv"; `degree`, "2" -> 2); a
+    ValueError naming the values it takes ("gcc.lam_dec takes a number >= 0, gcv or loo; got 'abc'")."""
     return code_spec(name).param(key).parse(name, text)

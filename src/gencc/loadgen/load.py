@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -187,6 +188,55 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
         for r in rows:
             w.writerow({k: r.get(k, "") for k in FIELDS})
     return p
+
+
+def served_input(url: str, api_key: str | None = None, timeout: float = 5.0) -> tuple[str, tuple[int, ...]] | None:
+    """(name, shape of one input) of the model a gencc server serves, read from its Open Inference Protocol
+    metadata (GET URL/v2/models); None when the server does not say (not gencc's, an older one, an error)."""
+    import httpx
+
+    try:
+        r = httpx.get(url.rstrip("/") + "/v2/models", timeout=timeout,
+                      headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
+        meta = r.json()["models"][0] if r.status_code == 200 else None
+        if meta is None:
+            return None
+        shape = meta["inputs"][0]["shape"]
+        return str(meta["name"]), tuple(int(d) for d in shape[1:])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+#: where an error message starts echoing the request's input ("..., found [[0.0, 0.1, ..."), cut off to group
+_ECHO = re.compile(r"[,;:]?\s*\(?\b(?:found|got)\b.*$")
+
+
+def failure_kind(status: int, error: str) -> str:
+    """What went wrong with one unanswered request, without what varies between requests (the input it echoes,
+    the index of the row): "422: 'input'[i] has 12 items: this model takes inputs of shape [13]"."""
+    text = _ECHO.sub("", " ".join(str(error or "").split()))
+    text = re.sub(r"(?<=['\]])\[\d+\]", "[i]", text).strip(" ,;:")  # 'input'[3][0]: which row, which item
+    head = "no answer" if int(status) == 0 else str(int(status))
+    return f"{head}: {text}" if text else head
+
+
+def failures(rows: Sequence[dict[str, Any]], most: int = 5) -> list[str]:
+    """The kinds of failure of the unanswered requests (status other than 200), most frequent first, with their
+    counts: "422 x 40: input has 12 items ..."; at most `most` kinds, then how many requests the rest had."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if int(r["status"]) != 200:
+            k = failure_kind(int(r["status"]), str(r.get("error") or ""))
+            counts[k] = counts.get(k, 0) + 1
+    kinds = sorted(counts.items(), key=lambda kv: -kv[1])
+    out = []
+    for kind, n in kinds[:most]:
+        head, _, text = kind.partition(": ")
+        out.append(f"{head} x {n}" + (f": {text}" if text else ""))
+    rest = sum(n for _, n in kinds[most:])
+    if rest:
+        out.append(f"{rest} more of {len(kinds) - most} other kinds")
+    return out
 
 
 def accounting(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

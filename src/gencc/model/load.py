@@ -19,7 +19,7 @@ from ..errors import ModelError
 from .adapt import as_model
 from .core import Model
 from .data import load_inputs, parse_shape
-from .spec import one_line
+from .spec import one_line, raised_at
 
 #: rows of the probe batch a model is tried on when it is loaded
 PROBE_ROWS = 2
@@ -46,7 +46,7 @@ def load_model(spec: str, input_shape: str | Sequence[int] | None = None,
     except ValueError as err:  # a shape that contradicts an exported program's
         raise ModelError(f"model {spec!r}: {err}", "input_shape" if "input_shape" in str(err) else "model") from None
     except Exception as err:  # noqa: BLE001 (loading a user's file or module may raise anything)
-        raise ModelError(f"model {spec!r}: loading it raised {one_line(err)}", "model") from None
+        raise ModelError(f"model {spec!r}: loading it raised {one_line(err)}{raised_at(err)}", "model") from None
     if model.in_shape is not None:
         given = shape_text is not None
         what = f"input shape {shape_text}" if given else f"its declared input shape {model.in_shape}"
@@ -70,4 +70,5 @@ def _probe(model: Model, spec: str, X: Any, what: str, source: str) -> None:
     try:
         model(X)
     except Exception as err:  # noqa: BLE001 (the user's model may raise anything on inputs it cannot take)
-        raise ModelError(f"model {spec!r}: its output for {what} failed: {one_line(err)}", source) from None
+        raise ModelError(f"model {spec!r}: its output for {what} failed: {one_line(err)}{raised_at(err)}",
+                         source) from None

@@ -78,22 +78,30 @@ def looks_like_file(spec: str) -> bool:
 
 def import_attr(spec: str, root: str | None = None) -> Any:
     """The object named by "package.module:attr" (attr may be dotted), imported with `root` (default: the current
-    directory) first on sys.path; a ModelError (a ValueError) saying what went wrong and what sys.path held."""
+    directory) first on sys.path; a ModelError (a ValueError) saying what went wrong, where it looked, and the fix
+    (a file's name "mymodel.py:make" is answered with its module form "mymodel:make")."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ModelError(f"model spec {spec!r}: expected an import path 'package.module:attr' or a model file "
                          "(.pt2 from torch.export.save, or a TorchScript file from torch.jit.save)")
     root = os.path.abspath(root or os.getcwd())
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        raise ModelError(_file_not_module(spec, module_name, attr, root))
     if root not in sys.path:
         sys.path.insert(0, root)
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ModelError(f"model spec {spec!r}: cannot import {module_name!r} ({err}); searched the current "
-                         f"directory and PYTHONPATH, sys.path was {sys.path[:6]}"
-                         f"{' ...' if len(sys.path) > 6 else ''}") from None
+    except ModuleNotFoundError as err:
+        missing = err.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            what = f"{missing}.py" if "." not in module_name else f"the package {module_name.split('.')[0]}"
+            raise ModelError(f"model spec {spec!r}: no module {missing!r} in {_folder(root)} or on PYTHONPATH; "
+                             f"run from the folder holding {what}, or add that folder to PYTHONPATH") from None
+        raise ModelError(f"model spec {spec!r}: importing {module_name!r} raised {one_line(err)}"
+                         f"{raised_at(err, root)}") from None
     except Exception as err:  # noqa: BLE001 (a user's module may raise anything while it is imported)
-        raise ModelError(f"model spec {spec!r}: importing {module_name!r} raised {one_line(err)}") from None
+        raise ModelError(f"model spec {spec!r}: importing {module_name!r} raised {one_line(err)}"
+                         f"{raised_at(err, root)}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -102,11 +110,53 @@ def import_attr(spec: str, root: str | None = None) -> Any:
     return obj
 
 
+def _folder(root: str) -> str:
+    """`root` in words: "the current folder (/home/me/proj)" or "the folder /x"."""
+    return f"the current folder, {root}," if root == os.path.abspath(os.getcwd()) else f"the folder {root}"
+
+
+def _file_not_module(spec: str, module_name: str, attr: str, root: str) -> str:
+    """Why a spec naming a file ("mymodel.py:make", "models/mymodel.py:make") is no import path, and its
+    module form: "mymodel:make", imported from the folder holding mymodel.py."""
+    path = Path(root, os.path.expanduser(module_name))
+    stem = path.stem if path.suffix == ".py" else path.name
+    fix = f"{stem}:{attr}"
+    if not path.is_file() and path.suffix == ".py":
+        return (f"model spec {spec!r}: an import path names a module, not a file, and there is no {path.name} in "
+                f"{_folder(str(path.parent))}; write {fix!r}, run from the folder holding {path.name}")
+    if path.parent == Path(root):
+        return (f"model spec {spec!r}: an import path names a module, not a file: write {fix!r} (imported from "
+                f"{_folder(root).rstrip(',')}, which holds {path.name})")
+    return (f"model spec {spec!r}: an import path names a module, not a file: write {fix!r} and run from {path.parent} "
+            f"(the folder holding {path.name}), or add that folder to PYTHONPATH")
+
+
 def one_line(err: BaseException) -> str:
     """An exception as one short line: its type and the first line of its message."""
     lines = str(err).strip().splitlines() or [""]
     text = lines[0] if len(lines[0]) <= 300 else lines[0][:300] + " ..."
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def raised_at(err: BaseException, root: str | None = None) -> str:
+    """Where in the user's code `err` was raised, as " (at mymodel.py:12 in make)": the innermost frame of its
+    traceback in a file under `root` (default: the current directory), else the innermost one outside Python's
+    and the installed packages' folders (gencc's and torch's); "" when there is none."""
+    import sysconfig
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__) if err.__traceback__ is not None else []
+    base = os.path.abspath(root or os.getcwd())
+    theirs = tuple(os.path.abspath(p) + os.sep for p in {*(sysconfig.get_paths()[k] for k in ("stdlib", "purelib",
+                   "platlib")), str(Path(__file__).resolve().parent.parent)})
+    mine = [f for f in frames if os.path.abspath(f.filename).startswith(base + os.sep)] or [
+        f for f in frames if not os.path.abspath(f.filename).startswith(theirs) and not f.filename.startswith("<")]
+    if not mine:
+        return ""
+    f = mine[-1]
+    name = os.path.abspath(f.filename)
+    shown = os.path.relpath(name, base) if name.startswith(base + os.sep) else f.filename
+    return f" (at {shown}:{f.lineno} in {f.name})"
 
 
 def _zero_arg(obj: Any) -> bool:
@@ -134,7 +184,7 @@ def resolve_import(spec: str, root: str | None = None) -> Any:
         try:
             built = obj()
         except Exception as err:  # noqa: BLE001 (a user's factory may raise anything: old weights, a missing file)
-            raise ModelError(f"model {spec!r}: the factory raised {one_line(err)}") from None
+            raise ModelError(f"model {spec!r}: the factory raised {one_line(err)}{raised_at(err, root)}") from None
         if not (is_torch_module(built) or callable(built)):
             raise ModelError(f"model spec {spec!r}: the factory returned a {type(built).__name__}, not a torch "
                              "module or a callable")

@@ -5,6 +5,7 @@ service without change:
 
     GET  /v2                               server metadata (extensions: binary_tensor_data)
     GET  /v2/health/live, /v2/health/ready readiness is /healthz's: 503 unless the live workers serve the scheme
+    GET  /v2/models                        {"models": [the model's metadata]} (what `gencc loadtest` reads first)
     GET  /v2/models/NAME[/versions/1]      model metadata: input `input` FP32 [-1, *input_shape], output `output`
     GET  /v2/models/NAME[/versions/1]/ready
     GET  /v2/models/NAME[/versions/1]/config   Triton's model configuration (what perf_analyzer reads first)
@@ -321,6 +322,8 @@ class V2Routes:
             return 200, {"live": True}
         if path == "/v2/health/ready":
             return self._ready()
+        if path in ("/v2/models", "/v2/models/"):  # the one model served, for a client that does not know its name
+            return 200, {"models": [self.spec.metadata()]}
         tail, _ = self._model(path)
         if tail == "":
             return 200, self.spec.metadata()
