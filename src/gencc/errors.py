@@ -2,11 +2,13 @@
 
 Each class keeps the built-in base its callers already catch (a `JobTimeout` is also a `TimeoutError`, a
 `BadRequest` and a `ModelError` are also `ValueError`s), so the root adds a handle without taking one away.
-This module imports nothing: any layer, the math included, may raise these.
+This module imports only the standard library: any layer, the math included, may raise these.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
@@ -72,6 +74,17 @@ class ConfigError(GenccError, ValueError):
     def __init__(self, message: str, field: str):
         super().__init__(message)
         self.field = field
+
+    @staticmethod
+    @contextmanager
+    def about(field: str) -> Iterator[None]:
+        """A ValueError raised inside, as the `ConfigError` naming `field` (one raised already keeps its field)."""
+        try:
+            yield
+        except ConfigError:
+            raise
+        except ValueError as e:
+            raise ConfigError(str(e), field) from None
 
 
 class BadRequest(GenccError, ValueError):

@@ -8,8 +8,7 @@ Each scheme names its dispatcher and, for the coded ones, its code in `gencc.cod
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -110,17 +109,6 @@ def scheme(name: str) -> Scheme:
     return SCHEME_TABLE[scheme_spec(name, "serving").name]
 
 
-@contextmanager
-def about(field: str) -> Iterator[None]:
-    """A ValueError raised inside, as the `ConfigError` naming `field` (one raised already keeps its field)."""
-    try:
-        yield
-    except ConfigError:
-        raise
-    except ValueError as e:
-        raise ConfigError(str(e), field) from None
-
-
 def check_result_check(sch: Scheme, check: str) -> None:
     """A wrong-result check `sch` takes: one of CHECKS, and "on" / "strict" only for the eager coded schemes
     (CHECKED_SCHEMES); else a `ConfigError` naming "check". `ServiceConfig` and `make_dispatcher` both ask it."""
@@ -178,45 +166,45 @@ class ServiceConfig:
     start_degraded: bool = False
 
     def __post_init__(self):
-        with about("scheme"):
+        with ConfigError.about("scheme"):
             sch = scheme(self.scheme)
         self._check_upstreams()
         for name, lo in (("workers", 1), ("K", 1), ("parm_k", 1), ("max_pending", 1), ("seed", 0)):
-            with about(name):
+            with ConfigError.about(name):
                 object.__setattr__(self, name, check_int(name, getattr(self, name), lo))
-        with about("backend"):
+        with ConfigError.about("backend"):
             if self.backend not in BACKENDS:
                 raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
-        with about("address"):
+        with ConfigError.about("address"):
             if self.address is not None and self.backend != "ray":
                 raise ValueError("address needs backend ray (the local backend runs its workers as threads in this "
                                  "process)")
-        with about("max_wait_ms"):
+        with ConfigError.about("max_wait_ms"):
             object.__setattr__(self, "max_wait_ms", check_real("max_wait_ms", self.max_wait_ms, 0.0))
-        with about("request_timeout"):
+        with ConfigError.about("request_timeout"):
             object.__setattr__(self, "request_timeout", check_positive("request_timeout", self.request_timeout,
                                                                        unit="seconds"))
         check_result_check(sch, self.check)
-        with about("gate"):
+        with ConfigError.about("gate"):
             if self.gate not in GATES:
                 raise ValueError(f"unknown gate {self.gate!r}; choose one of {', '.join(GATES)}")
-        with about("redundancy"):
+        with ConfigError.about("redundancy"):
             if self.redundancy not in REDUNDANCIES:
                 raise ValueError(f"unknown redundancy {self.redundancy!r}; choose one of {', '.join(REDUNDANCIES)}")
         if self.gate_threshold is not None:
-            with about("gate_threshold"):
+            with ConfigError.about("gate_threshold"):
                 object.__setattr__(self, "gate_threshold", check_real("gate_threshold", self.gate_threshold, 0.0,
                                                                       finite=False))
         from .parity import PARITY_SCHEMES, parity_k
 
-        with about("packed_parity"):
+        with ConfigError.about("packed_parity"):
             if self.packed_parity and not sch.parity:
                 raise ValueError(f"packed parity applies to the schemes with a parity model "
                                  f"({' and '.join(PARITY_SCHEMES)} and their -hedge forms), not {self.scheme!r}")
         check_workers(sch, self.K, self.workers, self.parm_k)
-        with about("K"):
+        with ConfigError.about("K"):
             parity_k(self.scheme, self.K, self.workers, self.parm_k)
-        with about("code_options"):
+        with ConfigError.about("code_options"):
             opts = self.code_options
             try:
                 opts = tuple(sorted(dict(opts.items() if isinstance(opts, Mapping) else opts).items()))
@@ -271,15 +259,15 @@ class Slowdown:
     mean_slow_s: float = 1.0
 
     def __post_init__(self):
-        with about("service_ms"):
+        with ConfigError.about("service_ms"):
             object.__setattr__(self, "service_ms", check_nonneg("service_ms", self.service_ms, unit="milliseconds"))
-        with about("slow_fraction"):
+        with ConfigError.about("slow_fraction"):
             object.__setattr__(self, "slow_fraction", check_real(
                 "slow_fraction", self.slow_fraction, 0.0, 1.0, hi_open=True, what="a probability in [0, 1)",
                 hint="a worker slow all the time is a slower worker"))
-        with about("slow_factor"):
+        with ConfigError.about("slow_factor"):
             object.__setattr__(self, "slow_factor", check_real("slow_factor", self.slow_factor, 1.0))
-        with about("mean_slow_s"):
+        with ConfigError.about("mean_slow_s"):
             object.__setattr__(self, "mean_slow_s", check_positive("mean_slow_s", self.mean_slow_s, unit="seconds"))
 
     def service_times(self) -> ServiceTimes:

@@ -13,8 +13,6 @@ needs the data (enough samples for K partitions, labels, the model's output) is 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -35,17 +33,6 @@ TRAIN_BACKENDS = ("local", "ray")
 PLACEMENTS = ("stratified", "by-label")
 #: the slowdown of a persistent straggler while slow, when `slow_fraction` is given without `slow_factor`
 DEFAULT_SLOW_FACTOR = 10.0
-
-
-@contextmanager
-def about(field: str) -> Iterator[None]:
-    """A ValueError raised inside, as the `ConfigError` naming `field` (one raised already keeps its field)."""
-    try:
-        yield
-    except ConfigError:
-        raise
-    except ValueError as e:
-        raise ConfigError(str(e), field) from None
 
 
 def check_choice(field: str, value: Any, choices: tuple[str, ...], what: str) -> str:
@@ -108,21 +95,21 @@ class TrainOptions:
     slow_factor: float | None = None
 
     def __post_init__(self):
-        with about("scheme"):
+        with ConfigError.about("scheme"):
             coded = scheme_spec(self.scheme, "training").coded
         for name, lo in (("workers", 1), ("steps", 1), ("eval_every", 1), ("seed", 0)):
-            with about(name):
+            with ConfigError.about(name):
                 self._set(name, check_int(name, getattr(self, name), lo))
         N = self.workers
-        with about("batch_size"):
+        with ConfigError.about("batch_size"):
             self._set("batch_size", check_int("batch_size", self.batch_size, 1, optional=True,
                                               hint="None: the full training set each step"))
-        with about("lr"):
+        with ConfigError.about("lr"):
             self._set("lr", check_positive("lr", self.lr))
         for name in ("sample_s", "delay_s"):
-            with about(name):
+            with ConfigError.about(name):
                 self._set(name, check_nonneg(name, getattr(self, name), unit="seconds"))
-        with about("step_timeout"):
+        with ConfigError.about("step_timeout"):
             self._set("step_timeout", check_positive("step_timeout", self.step_timeout, unit="seconds"))
         self._set("track_grad_error", bool(self.track_grad_error))
         check_choice("optimizer", self.optimizer, OPTIMIZERS, "optimizer")
@@ -136,16 +123,16 @@ class TrainOptions:
                                   "process)", "address")
             from ..engine.ray.backend import check_address  # imports no Ray
 
-            with about("address"):
+            with ConfigError.about("address"):
                 check_address(self.address)
         inj = self._injection()
         if self.tolerate is not None:
-            with about("tolerate"):
+            with ConfigError.about("tolerate"):
                 self._set("tolerate", check_int("tolerate", self.tolerate, 0, N - 1,
                                                 what=f"an integer in [0, N - 1 = {N - 1}] (N = workers)"))
         S = inj.expected if self.tolerate is None else self.tolerate
         if self.partitions is not None:
-            with about("partitions"):
+            with ConfigError.about("partitions"):
                 K = check_int("partitions", self.partitions, 1, N, what=f"an integer in [1, N = {N}] (N = workers)")
             if not coded and K != N:
                 raise ConfigError(f"partitions applies to gcc and bacc only ({self.scheme} uses one partition per "
@@ -155,7 +142,7 @@ class TrainOptions:
             raise ConfigError(f"gc_kind frc (fractional repetition) needs s + 1 to divide N: s + 1 = {S + 1} (s: the "
                               f"stragglers planned for) does not divide N = {N} workers; use gc_kind cyclic (any N), "
                               "or change workers or tolerate", "gc_kind")
-        with about("replication"):
+        with ConfigError.about("replication"):
             r = check_int("replication", self.replication, 1, N, what=f"an integer in [1, N = {N}] (N = workers)")
         if self.scheme == "agc" and N % r:
             raise ConfigError(f"agc groups workers by r = replication = {r}, which must divide N = {N} (workers)",
@@ -171,12 +158,12 @@ class TrainOptions:
 
     def _injection(self) -> Injection:
         """The stragglers and the persistent slowness of slow_fraction / slow_factor, checked, as one Injection."""
-        with about("slow_fraction"):
+        with ConfigError.about("slow_fraction"):
             self._set("slow_fraction", check_real("slow_fraction", self.slow_fraction, 0.0, 1.0, hi_open=True,
                                                   what="a probability in [0, 1)",
                                                   hint="a worker slow all the time is a slower worker"))
         if self.slow_factor is not None:
-            with about("slow_factor"):
+            with ConfigError.about("slow_factor"):
                 self._set("slow_factor", check_real("slow_factor", self.slow_factor, 1.0))
             if self.slow_fraction == 0:
                 raise ConfigError("slow_factor applies with slow_fraction > 0 (without it no worker is ever slow)",
@@ -191,7 +178,7 @@ class TrainOptions:
                                   "PersistentStragglers: give one of them", "slow_fraction")
             factor = DEFAULT_SLOW_FACTOR if self.slow_factor is None else self.slow_factor
             spec = [*items, PersistentStragglers(self.workers, self.slow_fraction, factor, seed=self.seed)]
-        with about("stragglers"):
+        with ConfigError.about("stragglers"):
             return injection(spec, self.workers, self.delay_s)
 
     @property
