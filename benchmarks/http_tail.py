@@ -372,7 +372,7 @@ def sweep_table(rows: list[dict]) -> str:
 
 def sweep_figure(rows: list[dict], path: Path) -> None:
     """p99.9 against load per scheme (pooled; the bars span the seeds' own p99.9), and the default over the better
-    baseline with the bar's 1.1."""
+    baseline with the target's 1.1."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -396,7 +396,7 @@ def sweep_figure(rows: list[dict], path: Path) -> None:
                                         and u["scheme"] in BASELINES) for j in r["seeds"]] for r in mine]
             for x, ys in zip(xs, per, strict=True):
                 bx.scatter([x] * len(ys), ys, color="grey", s=12, zorder=3)
-    bx.axhline(1.1, color="red", ls="--", lw=1, label="bar 1.1")
+    bx.axhline(1.1, color="red", ls="--", lw=1, label="target 1.1")
     bx.scatter([], [], color="grey", s=12, label="each seed")
     ax.set(xlabel="load (fraction of uncoded's capacity)", ylabel="p99.9 (ms)", yscale="log",
            title="real server, independent client")

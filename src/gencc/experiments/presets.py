@@ -67,7 +67,7 @@ PRESETS: dict[str, Preset] = {
                     seeds=tuple(range(4)), trials=5),
                ("adversarial",)),
         Preset("fixed-fraction",
-               "A fixed straggler fraction (issue 33): S = rho N with rho in {0.05, 0.1, 0.2} and K = N/4 or N/2 as N "
+               "A fixed straggler fraction: S = rho N with rho in {0.05, 0.1, 0.2} and K = N/4 or N/2 as N "
                "grows to 200, GCC's defaults against BACC, worst-case stragglers (every contiguous block of S workers "
                "and the search of docs/design.md section 2, one per input set: the set of largest rel_mse, and the "
                "set of least top-1 agreement) and uniformly random ones (mean over draws), on the trained digits and "

@@ -198,8 +198,8 @@ def markdown(rows: list[dict]) -> list[str]:
 
 # ----- the `low-redundancy` preset of `gencc reproduce` ----------------------------------------------------
 PRESET = "low-redundancy"
-DESCRIPTION = ("Low redundancy (issue 10): every scheme at N/K = 1.5 (K = 10, N = 15) and 1.25 (K = 8, N = 10) on "
-               "the digits CNN and mnist1d, S = 1, 2, 3 uniformly random stragglers (exact expectation over every "
+DESCRIPTION = ("Low redundancy (N/K close to 1): every scheme at N/K = 1.5 (K = 10, N = 15) and 1.25 (K = 8, N = 10) "
+               "on the digits CNN and mnist1d, S = 1, 2, 3 uniformly random stragglers (exact expectation over every "
                "straggler set) and the worst adjacent pair of workers; mean rel_mse over input sets ± 95% CI "
                "(agreement in parentheses). ParM and SystematicGCC + parity use the parity model of "
                "`gencc.workloads.load_parity` (trained once, cached; training seconds as measured when it was "
