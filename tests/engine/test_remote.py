@@ -156,7 +156,7 @@ def test_a_replicas_fault_fails_the_task_never_the_master(replicas, mode: str, e
 
 def test_a_killed_replica_loses_its_task_and_a_slow_one_times_out(replicas) -> None:
     def slow(x):
-        time.sleep(1.0)  # the model's own slowness
+        time.sleep(3.0)  # the model's own slowness
         return linear(x)
 
     (a,) = replicas(1)
@@ -166,7 +166,7 @@ def test_a_killed_replica_loses_its_task_and_a_slow_one_times_out(replicas) -> N
         t0 = time.monotonic()
         with pytest.raises(RemoteError, match="timed out"):
             _run(backend, 1, X[0])
-        assert time.monotonic() - t0 < 0.9
+        assert time.monotonic() - t0 < 2.0  # the 0.3 s read timeout, far from the 3 s call
         a.kill()
         with pytest.raises(ConnectionError, match="unreachable"):
             _run(backend, 0, X[0])

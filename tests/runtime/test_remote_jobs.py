@@ -104,28 +104,28 @@ def test_more_workers_than_replicas_share_them_round_robin(replicas) -> None:
 
 
 def test_a_slow_replica_is_a_straggler_the_job_does_not_wait_for(replicas) -> None:
-    """Replica 0 sleeps 1.5 s in its own model: uncoded (input 0 on replica 0) waits for it; the coded job
+    """Replica 0 sleeps 5 s in its own model: uncoded (input 0 on replica 0) waits for it; the coded job
     stops at 7 of 8 results and decodes without it."""
-    reps = replicas([Slow(1.5)] + [model] * (N - 1))
+    reps = replicas([Slow(5.0)] + [model] * (N - 1))
     X = _X()
     with RemoteExecutor([r.url for r in reps]) as ex:
         t0 = time.perf_counter()
         r = gencc.run(None, X, Uncoded(K), ex, seed=0)
-        assert time.perf_counter() - t0 >= 1.4
+        assert time.perf_counter() - t0 >= 4.9
         for seed in range(2):
             t0 = time.perf_counter()
             r = gencc.run(None, X, gencc.GCC(K=K, N=N), ex, wait_for=N - 1, seed=seed)
             took = time.perf_counter() - t0
-            assert took < 1.0, took
+            assert took < 3.0, took  # far from the slow replica's 5 s, on a loaded machine too
             assert 0 in r.stragglers and r.stragglers[0].startswith("late") and 0 not in r.returned.tolist()
             assert metrics.rel_mse(r.outputs, model(X)) < 0.05
         t0 = time.perf_counter()  # a deadline stops it the same way
         r = gencc.run(None, X, gencc.BACC(K=K, N=N), ex, deadline=0.5, seed=0)
-        assert time.perf_counter() - t0 < 1.2 and 0 in r.stragglers
+        assert time.perf_counter() - t0 < 3.0 and 0 in r.stragglers
 
 
 def test_a_replica_killed_mid_job_and_one_answering_nan_are_stragglers_never_used(replicas) -> None:
-    entered = Entered(1.0)
+    entered = Entered(5.0)
     reps = replicas([model, model, entered] + [model] * (N - 3))
     reps[5].mode = "nan"
     X = _X()
@@ -136,7 +136,7 @@ def test_a_replica_killed_mid_job_and_one_answering_nan_are_stragglers_never_use
         r = gencc.run(None, X, gencc.GCC(K=K, N=N), ex, seed=0)  # waits for every worker: none hangs it
         took = time.perf_counter() - t0
         killer.join(10)
-        assert took < 0.9, took  # the killed replica's request ends at once, not after its 1 s call
+        assert took < 3.0, took  # the killed replica's request ends at once, not after its 5 s call
         assert r.stragglers[2].startswith("lost") and "non-finite" in r.stragglers[5]
         assert set(r.returned.tolist()) == set(range(N)) - {2, 5}
         assert metrics.rel_mse(r.outputs, model(X)) < 0.05

@@ -110,8 +110,12 @@ def test_every_answer_that_is_not_degraded_is_the_replicas_own(fleet, scheme: st
     assert exact
     for i in exact:
         np.testing.assert_array_equal(reqs[i].output, own[i])  # bit for bit: the replica's float32 answer
+    # a degraded answer (gate off: sent whatever its accuracy) is a decode of the replicas' answers: finite, of the
+    # model's shape, and within the spread of the model's outputs (a decode at K = 2 on 3 slots is rough, not garbage)
+    spread = np.ptp(own, axis=0)
     for i, r in enumerate(reqs):
-        assert np.all(np.isfinite(r.output)) and np.abs(r.output - own[i]).max() < 1.0
+        assert r.output.shape == own[i].shape and np.all(np.isfinite(r.output))
+        assert np.all(np.abs(r.output - own[i]) <= 2 * spread), (i, r.output, own[i])
 
 
 def test_the_front_door_speaks_the_protocol_over_the_upstreams(fleet) -> None:
@@ -133,9 +137,9 @@ def test_the_front_door_speaks_the_protocol_over_the_upstreams(fleet) -> None:
 
 
 def test_a_slow_replica_is_cut_from_the_tail_by_the_coded_scheme(fleet) -> None:
-    """Replica 0 sleeps 1.5 s per call in its own model: 8 requests at once on 4 replicas, uncoded sends two to it
+    """Replica 0 sleeps 5 s per call in its own model: 8 requests at once on 4 replicas, uncoded sends two to it
     and waits; sgcc's coded tasks (or a decode of the request it sent there) answer without it."""
-    reps = fleet([Slow(1.5), model, model, model])
+    reps = fleet([Slow(5.0), model, model, model])
     urls = [r.url for r in reps]
     own = np.stack([reps[1].answer(x) for x in X[:8]])
     worst = {}
@@ -150,8 +154,8 @@ def test_a_slow_replica_is_cut_from_the_tail_by_the_coded_scheme(fleet) -> None:
             if not r.degraded:
                 np.testing.assert_array_equal(r.output, own[i])
         worst[scheme] = max(r.t_done - r.t_arrival for r in reqs)
-    assert worst["uncoded"] >= 1.4  # 8 requests on 4 replicas: two wait for the slow one
-    assert worst["sgcc"] < 1.0, worst
+    assert worst["uncoded"] >= 4.9  # 8 requests on 4 replicas: two wait for the slow one
+    assert worst["sgcc"] < 3.0, worst  # far from the slow replica's 5 s, on a loaded machine too
 
 
 def test_a_replica_killed_mid_run_loses_no_request(fleet) -> None:
