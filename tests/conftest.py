@@ -92,7 +92,9 @@ def pytest_collection_finish(session):
     from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace
 
     suites = [(item.nodeid, files) for item in session.items if (files := _suite_files(item))]
-    if (not suites or session.config.option.collectonly or in_loopback_namespace()
+    # under pytest-xdist every worker collects every test: the launcher, wherever it runs, starts its own run
+    if (not suites or session.config.option.collectonly or hasattr(session.config, "workerinput")
+            or in_loopback_namespace()
             or importlib.util.find_spec("ray") is None or not can_unshare()[0]):
         return
     for nodeid, files in suites:

@@ -103,6 +103,7 @@ def test_more_workers_than_replicas_share_them_round_robin(replicas) -> None:
     assert [x.calls for x in reps] == [2, 2, 2, 2]  # worker n on replica n % 4
 
 
+@pytest.mark.slow  # waits out a replica's 5 s calls
 def test_a_slow_replica_is_a_straggler_the_job_does_not_wait_for(replicas) -> None:
     """Replica 0 sleeps 5 s in its own model: uncoded (input 0 on replica 0) waits for it; the coded job
     stops at 7 of 8 results and decodes without it."""

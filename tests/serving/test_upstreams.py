@@ -136,6 +136,7 @@ def test_the_front_door_speaks_the_protocol_over_the_upstreams(fleet) -> None:
         svc.close()
 
 
+@pytest.mark.slow  # waits out a replica's 5 s calls
 def test_a_slow_replica_is_cut_from_the_tail_by_the_coded_scheme(fleet) -> None:
     """Replica 0 sleeps 5 s per call in its own model: 8 requests at once on 4 replicas, uncoded sends two to it
     and waits; sgcc's coded tasks (or a decode of the request it sent there) answer without it."""
