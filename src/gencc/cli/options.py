@@ -246,3 +246,34 @@ def _stray_options(name: str, chosen: Sequence[str], front: str) -> str:
         default = " (the default)" if _scheme_is_default() else ""
         return f"--opt {name}.* sets options of {name}, which --scheme {scheme}{default} does not run; write {own}"
     return f"--opt {name}.* names no code or scheme; {now}: write {own}"
+
+
+def upstream_urls(upstream: list[str] | None, upstreams: Path | None, beside: Mapping[str, Any],
+                  workers: int | None) -> tuple[str, ...]:
+    """The replicas of --upstream URL (repeatable) and --upstreams FILE (one URL a line), each URL parsed by the
+    library (`gencc.engine.remote.check_upstreams`); empty without either. `beside` maps the options that do not
+    apply over replicas (they name a model gencc runs, or another backend) to their values: one given is refused.
+    --workers, when the user gave it (`workers` not None), must be the number of replicas."""
+    from ..engine.remote import check_upstreams, read_upstreams
+
+    listed = list(upstream or [])
+    if upstreams is not None:
+        try:
+            listed += read_upstreams(upstreams)
+        except ValueError as e:
+            raise refuse("--upstreams", str(e)) from None
+    if not listed:
+        return ()
+    option = "--upstream" if upstream else "--upstreams"
+    for name, value in beside.items():
+        if value is not None:
+            raise refuse(name, f"{name} does not apply with {option}: the workers are your replicas, which hold "
+                               "the model")
+    try:
+        urls = tuple(u.url for u in check_upstreams(listed))
+    except ValueError as e:
+        raise refuse(option, str(e)) from None
+    if workers is not None and workers != len(urls):
+        raise refuse("--workers", f"the workers are the {len(urls)} upstream replicas: give --workers {len(urls)} or "
+                                  f"leave it out, got {workers}")
+    return urls

@@ -35,6 +35,7 @@ from .options import (
     number,
     refuse,
     reported,
+    upstream_urls,
 )
 from .options import seed as check_seed
 
@@ -128,9 +129,11 @@ def run_command(
     --backend ray and no --address, the command re-runs itself inside a loopback-only network namespace and
     starts a private Ray there (127.0.0.1 only)."""
     given = _given(ctx)
-    urls = _upstream_urls(upstream, upstreams, workload, model, input_shape, parity, backend, scheme, workers, given,
-                          hedge_delay is None and service_ms == 0)
+    not_beside = {"--workload": workload, "--model": model, "--input-shape": input_shape, "--parity": parity,
+                  "--backend": None if backend == "local" else backend}
+    urls = upstream_urls(upstream, upstreams, not_beside, workers if "workers" in given else None)
     if urls:  # model replicas you run: one worker each, holding the model; --data gives the inputs
+        _upstream_scheme("--upstream" if upstream else "--upstreams", scheme, hedge_delay is None and service_ms == 0)
         workers = len(urls)
     if model is None and not urls:
         for option, value in (("--input-shape", input_shape), ("--data", data), ("--parity", parity)):
@@ -291,27 +294,9 @@ def _user_model(spec: str, input_shape: str | None, data: Path | None, parity: P
     return m, batches, parity_fn
 
 
-def _upstream_urls(upstream: list[str] | None, upstreams: Path | None, workload: str | None, model: str | None,
-                   input_shape: str | None, parity: Path | None, backend: str, scheme: str, workers: int,
-                   given: set[str], no_hedge_delay: bool) -> tuple[str, ...]:
-    """The replicas of --upstream and --upstreams FILE, each URL parsed (empty without either); the options that
-    name a model gencc runs or another backend are refused beside them, and --workers must be their number."""
-    from ..engine.remote import check_upstreams, read_upstreams
-
-    listed = list(upstream or [])
-    if upstreams is not None:
-        try:
-            listed += read_upstreams(upstreams)
-        except ValueError as e:
-            raise refuse("--upstreams", str(e)) from None
-    if not listed:
-        return ()
-    option = "--upstream" if upstream else "--upstreams"
-    for name, value in (("--workload", workload), ("--model", model), ("--input-shape", input_shape),
-                        ("--parity", parity), ("--backend", None if backend == "local" else backend)):
-        if value is not None:
-            raise refuse(name, f"with {option} the workers are your replicas, which hold the model: {name} does not "
-                               "apply")
+def _upstream_scheme(option: str, scheme: str, no_hedge_delay: bool) -> None:
+    """What a job over replicas cannot run, refused before the fleet is contacted: a parity scheme (the replicas
+    hold no parity model), and hedged without --hedge-delay (there is no injected latency to take its p95 from)."""
     spec = SCHEME_SPECS.get(scheme)
     if spec is not None and spec.parity:
         raise refuse("--scheme", f"{scheme}'s coded workers run a trained parity model, which the replicas do not "
@@ -319,14 +304,6 @@ def _upstream_urls(upstream: list[str] | None, upstreams: Path | None, workload:
     if scheme == "hedged" and no_hedge_delay:
         raise refuse("--hedge-delay", f"--scheme hedged over {option} needs --hedge-delay S: the replicas' latency "
                                       "is their own, there is no injected latency to take its p95 from")
-    try:
-        urls = tuple(u.url for u in check_upstreams(listed))
-    except ValueError as e:
-        raise refuse(option, str(e)) from None
-    if "workers" in given and workers != len(urls):
-        raise refuse("--workers", f"the workers are the {len(urls)} upstream replicas: give --workers {len(urls)} or "
-                                  f"leave it out, got {workers}")
-    return urls
 
 
 class _Replica:

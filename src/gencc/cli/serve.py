@@ -31,6 +31,7 @@ from .options import (
     number,
     refuse,
     reported,
+    upstream_urls,
 )
 
 if TYPE_CHECKING:
@@ -144,7 +145,10 @@ def serve_command(
     from ..serving import ServiceConfig, Slowdown, check_model_name
     from ..serving.config import scheme as scheme_entry
 
-    urls = _upstream_urls(upstream, upstreams, workload, model, input_shape, parity, workers, start_degraded)
+    urls = upstream_urls(upstream, upstreams, {"--workload": workload, "--model": model, "--input-shape": input_shape,
+                                               "--parity": parity}, workers)
+    if start_degraded and not urls:
+        raise refuse("--start-degraded", "--start-degraded applies with --upstream")
     workers = len(urls) if urls else 12 if workers is None else workers
     scheme = scheme if scheme is not None else default_scheme(parity=parity is not None)
     try:
@@ -235,39 +239,6 @@ def serve_command(
         log.exception("serving at %s stopped on an error", url)
         raise
     log.info("stopped serving at %s", url)
-
-
-def _upstream_urls(upstream: list[str] | None, upstreams: Path | None, workload: str | None, model: str | None,
-                   input_shape: str | None, parity: Path | None, workers: int | None,
-                   start_degraded: bool) -> tuple[str, ...]:
-    """The replicas of --upstream and --upstreams FILE, each URL parsed; the options that name a local model are
-    refused beside them, and --workers must be their number. Empty without either."""
-    from ..engine.remote import read_upstreams
-    from ..serving.upstreams import upstream_urls
-
-    given = list(upstream or [])
-    if upstreams is not None:
-        try:
-            given += read_upstreams(upstreams)
-        except ValueError as e:
-            raise refuse("--upstreams", str(e)) from None
-    if not given:
-        if start_degraded:
-            raise refuse("--start-degraded", "--start-degraded applies with --upstream")
-        return ()
-    option = "--upstream" if upstream else "--upstreams"
-    for name, value in (("--workload", workload), ("--model", model), ("--input-shape", input_shape),
-                        ("--parity", parity)):
-        if value is not None:
-            raise refuse(name, f"{name} names a model gencc runs; with {option} the replicas hold the model")
-    try:
-        urls = upstream_urls(given)
-    except ValueError as e:
-        raise refuse(option, str(e)) from None
-    if workers is not None and workers != len(urls):
-        raise refuse("--workers", f"the workers are the {len(urls)} upstream replicas: give --workers {len(urls)} or "
-                                  f"leave it out, got {workers}")
-    return urls
 
 
 def _group_size(scheme: str, K: int | None) -> tuple[int, int]:  # noqa: N803

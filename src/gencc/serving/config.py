@@ -230,8 +230,7 @@ class ServiceConfig:
             return
         from ..engine.remote import check_upstreams
 
-        ups = self.upstreams
-        urls = tuple(u.url for u in check_upstreams((ups,) if isinstance(ups, str) else tuple(ups)))
+        urls = tuple(u.url for u in check_upstreams(self.upstreams))  # one URL, or several
         object.__setattr__(self, "upstreams", urls)
         if self.backend not in ("local", "remote"):
             raise ConfigError(f"upstreams are the workers (backend remote); backend {self.backend!r} does not apply",

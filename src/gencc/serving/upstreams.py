@@ -15,17 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..engine.remote import Fleet, check_fleet, check_upstreams
+from ..engine.remote import Fleet, check_fleet
 from ..errors import ConfigError
 from ..model import Model, load_inputs
 from .config import BASELINES
-
-
-def upstream_urls(upstreams: Any) -> tuple[str, ...]:
-    """`upstreams` (one URL or several) as a tuple of URLs, each parsed (`gencc.engine.remote.parse_upstream`),
-    none twice; a `ConfigError` naming "upstreams" otherwise."""
-    urls = (upstreams,) if isinstance(upstreams, str) else tuple(upstreams)
-    return tuple(u.url for u in check_upstreams(urls))
 
 
 def check_codable(fleet: Fleet, scheme: str) -> None:
