@@ -21,6 +21,7 @@ httpx is imported when a fleet is checked or a backend starts, so `import gencc`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -330,6 +331,18 @@ class Replica:
         y = decode_response(sig, answer, rows if rows is not None else (1 if sig.batched else None))
         return y if batch or not sig.batched else y[0]
 
+    def infer_rows(self, sig: Signature, X: Any) -> np.ndarray:
+        """f on the inputs X (B, *in_shape), in requests of at most the replica's largest batch (one input a
+        request where the model takes no batch axis)."""
+        X = np.asarray(X)
+        if sig.batched:
+            parts = [self.infer(sig, X[i:i + sig.max_batch], True) for i in range(0, len(X), sig.max_batch)]
+        else:
+            parts = [self.infer(sig, X[i], False)[None] for i in range(len(X))]
+        if not parts:
+            return np.zeros((0, *sig.output.shape))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def close(self) -> None:
         self.client.close()
 
@@ -387,11 +400,7 @@ class FleetCall:
     def __call__(self, X: Any) -> np.ndarray:
         if self._replica is None:
             self._replica = Replica(parse_upstream(self.urls[self.index]))
-        X = np.asarray(X)
-        step = self.sig.max_batch if self.sig.batched else 1
-        parts = [self._replica.infer(self.sig, X[i:i + step], True) if self.sig.batched
-                 else self._replica.infer(self.sig, X[i], False)[None] for i in range(0, len(X), step)]
-        return np.concatenate(parts) if parts else np.zeros((0, *self.sig.output.shape))
+        return self._replica.infer_rows(self.sig, X)
 
 
 def check_fleet(urls: Iterable[str], *, allow_degraded: bool = False, connect_s: float = CONNECT_TIMEOUT_S,
@@ -491,16 +500,7 @@ class RemoteBackend:
             raise ValueError("a replica runs the model only: the task's own function (a parity model) cannot be "
                              "sent to it")
         rep, sig = self.replicas[worker], self.signature
-
-        def call(X: Any) -> np.ndarray:  # a batch (B, *in_shape), split by the replica's largest batch
-            X = np.asarray(X)
-            if not sig.batched:
-                return np.stack([rep.infer(sig, X[i], False) for i in range(len(X))])
-            step = sig.max_batch
-            parts = [rep.infer(sig, X[i:i + step], True) for i in range(0, len(X), step)]
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-        return call
+        return functools.partial(rep.infer_rows, sig)
 
     def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
             stop: threading.Event) -> np.ndarray:
