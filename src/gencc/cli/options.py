@@ -142,7 +142,7 @@ def check_backend(value: str) -> str:
         raise refuse("--backend", str(e)) from None
     if value == "remote":
         raise refuse("--backend", "the remote backend's workers are model replicas you run: name them with "
-                                  "--upstream URL (gencc serve)")
+                                  "--upstream URL (gencc run, gencc serve)")
     if value == "ray" and importlib.util.find_spec("ray") is None:
         raise refuse("--backend", "--backend ray needs Ray, which is not installed: pip install 'gencc[ray]'")
     return value
@@ -237,13 +237,12 @@ def _stray_options(name: str, chosen: Sequence[str], front: str) -> str:
         return f"--opt {name}.* sets options of {name}, which is not in --scheme {','.join(chosen)}; {fix}"
     scheme = chosen[0]
     code = SCHEME_SPECS[scheme].code
-    now = f"--scheme is {scheme}" + (" (the default)" if _scheme_is_default() else "") + (
-        f", whose code is {code}" if code and code != scheme else "")
+    default = " (the default)" if _scheme_is_default() else ""
+    now = f"--scheme is {scheme}{default}" + (f", whose code is {code}" if code and code != scheme else "")
     if name in takers:
         return f"--opt {name}.* sets options of {name}, but {now}; pass --scheme {name}"
     own = f"{scheme}.KEY=VALUE" + (f" or {code}.KEY=VALUE" if code and code != scheme else "")
     if name in CODES or name in SCHEME_SPECS:
-        default = " (the default)" if _scheme_is_default() else ""
         return f"--opt {name}.* sets options of {name}, which --scheme {scheme}{default} does not run; write {own}"
     return f"--opt {name}.* names no code or scheme; {now}: write {own}"
 
