@@ -209,13 +209,14 @@ def poison(port: int, X: np.ndarray, rounds: int = 30, v2: bool = False) -> dict
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    ap.add_argument("--read-timeout", type=float, default=2.0, help="the server's --read-timeout, s (default 2)")
+    ap.add_argument("--read-timeout-ms", type=float, default=2000.0,
+                    help="the server's --read-timeout-ms (default 2000)")
     ap.add_argument("--half-sent", type=int, default=300, help="half-sent connections (default 300)")
     ap.add_argument("--out", type=Path, help="also write the tables to this markdown file")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
-    if not 0 < args.read_timeout <= 60:
-        ap.error(f"--read-timeout must be a number of seconds in (0, 60], got {args.read_timeout:g}")
+    if not 0 < args.read_timeout_ms <= 60000:
+        ap.error(f"--read-timeout-ms must be a number of ms in (0, 60000], got {args.read_timeout_ms:g}")
     if args.half_sent < 1:
         ap.error(f"--half-sent must be a positive integer, got {args.half_sent}")
     if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     print(machine(), flush=True)
     port = free_port()
     cmd = [sys.executable, "-m", "gencc.cli", "serve", "--workload", "digits-cnn", "--scheme", "gcc",
-           "--port", str(port), "--read-timeout", str(args.read_timeout)]
+           "--port", str(port), "--read-timeout-ms", f"{args.read_timeout_ms:g}"]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     lines = []
     try:
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                   "|---|---|---|"]
         for kind, headers_only, path in (("bodies", False, "/predict"), ("headers", True, "/predict"),
                                          ("v2 bodies", False, V2), ("v2 headers", True, V2)):
-            still, _ = half_sent(port, args.half_sent, args.read_timeout, headers_only, path)
+            still, _ = half_sent(port, args.half_sent, args.read_timeout_ms / 1e3, headers_only, path)
             h, hs = healthz(port)
             lines.append(f"| {args.half_sent} half-sent {kind} | {still} | {h} in {hs * 1000:.1f} ms |")
             print(lines[-1], flush=True)

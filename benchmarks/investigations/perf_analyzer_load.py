@@ -64,7 +64,7 @@ def perf_analyzer(binary: str, port: int, rate: float, window_ms: int, out: Path
 def loadtest(port: int, rate: float, duration: float, data: Path, out: Path) -> dict:
     """One `gencc loadtest` run at `rate`: answered per second and latency percentiles from its CSV."""
     cmd = [sys.executable, "-m", "gencc.cli", "loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", f"{rate:g}",
-           "--duration", f"{duration:g}", "--data", str(data), "--out", str(out)]
+           "--duration-ms", f"{duration * 1e3:g}", "--data", str(data), "--out", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         raise SystemExit(f"gencc loadtest failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")

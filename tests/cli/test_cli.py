@@ -65,7 +65,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"one_n": one_n, "junk": junk, "afile": afile, "missing": d / "missing.csv", "dir": d}
 
 
-LOADTEST = ["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1", "--duration", "1"]
+LOADTEST = ["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1", "--duration-ms", "1000"]
 
 # (arguments, a fragment the message must contain); {name} is filled from the `files` fixture
 BAD = [
@@ -151,11 +151,11 @@ BAD = [
     (["run", "--wait-for", "20"], "'--wait-for': wait_for must be an integer in [2, N=16]"),
     (["run", "--K", "4", "--workers", "8", "--wait-for", "9"], "'--wait-for': wait_for must be an integer in [2, N=8]"),
     (["run", "--scheme", "uncoded", "--wait-for", "3"], "'--wait-for': wait_for applies to coded jobs only"),
-    (["run", "--scheme", "hedged", "--deadline", "1"], "'--deadline': deadline applies to coded jobs only"),
-    (["run", "--deadline", "inf"], "'--deadline': must be a finite number > 0, got inf"),
-    (["run", "--deadline", "0"], "'--deadline': must be a finite number > 0, got 0"),
-    (["run", "--hedge-delay", "0.1"], "'--hedge-delay': --hedge-delay applies to --scheme hedged"),
-    (["run", "--scheme", "hedged", "--hedge-delay", "nan"], "'--hedge-delay': must be a finite number >= 0"),
+    (["run", "--scheme", "hedged", "--deadline-ms", "1"], "'--deadline-ms': deadline applies to coded jobs only"),
+    (["run", "--deadline-ms", "inf"], "'--deadline-ms': must be a finite number > 0, got inf"),
+    (["run", "--deadline-ms", "0"], "'--deadline-ms': must be a finite number > 0, got 0"),
+    (["run", "--hedge-delay-ms", "100"], "'--hedge-delay-ms': --hedge-delay-ms applies to --scheme hedged"),
+    (["run", "--scheme", "hedged", "--hedge-delay-ms", "nan"], "'--hedge-delay-ms': must be a finite number >= 0"),
     (["run", "--scheme", "uncoded", "--K", "8", "--workers", "5"], "'--workers': need at least as many workers as "
                                                                    "inputs: N=5 < K=8"),
     (["run", "--seed", "-1"], "'--seed': must be an integer >= 0 (a seed), got -1"),
@@ -165,7 +165,7 @@ BAD = [
                                               "than --service-ms: give --service-ms MS > 0 with it"),
     (["run", "--service-ms", "5", "--slow-factor", "3"], "'--slow-factor': --slow-factor applies with "
                                                          "--slow-task-fraction > 0"),
-    (["run", "--scheme", "hedged"], "'--hedge-delay': --scheme hedged sends a second copy after --hedge-delay"),
+    (["run", "--scheme", "hedged"], "'--hedge-delay-ms': --scheme hedged sends a second copy after --hedge-delay-ms"),
     (["run", "--model", "m:f", "--workload", "xsinx"], "'--workload': give --workload (a gencc workload) or "
                                                        "--model (your own model), not both"),
     (["run", "--workload", "nope"], "'--workload': unknown workload"),
@@ -252,12 +252,12 @@ BAD = [
     ([*LOADTEST, "--out", "x.csv", "--plot", "/nonexistent/dir/png"], "'--plot': the folder /nonexistent/dir of"),
     ([*LOADTEST, "--out", "x.csv", "--plot", "{afile}"], "'--plot': {afile} is a file, not a folder"),
     ([*LOADTEST, "--out", "x.csv", "--seed", "-1"], "'--seed': must be an integer >= 0 (a seed)"),
-    ([*LOADTEST, "--out", "x.csv", "--timeout", "inf"], "'--timeout': must be a finite number > 0, got inf"),
+    ([*LOADTEST, "--out", "x.csv", "--timeout-ms", "inf"], "'--timeout-ms': must be a finite number > 0, got inf"),
     ([*LOADTEST, "--out", "x.csv", "--workload", "nope"], "'--workload': unknown workload 'nope'"),
     ([*LOADTEST[:4], "inf", *LOADTEST[5:], "--out", "x.csv"], "'--rate': must be a finite number > 0, got inf"),
     ([*LOADTEST[:4], "nan", *LOADTEST[5:], "--out", "x.csv"], "'--rate': must be a finite number > 0, got nan"),
-    ([*LOADTEST[:6], "0", "--out", "x.csv"], "'--duration': must be a finite number > 0, got 0"),
-    ([*LOADTEST[:4], "1e6", *LOADTEST[5:6], "10", "--out", "x.csv"], "'--rate': rate x duration must stay under"),
+    ([*LOADTEST[:6], "0", "--out", "x.csv"], "'--duration-ms': must be a finite number > 0, got 0"),
+    ([*LOADTEST[:4], "1e6", *LOADTEST[5:6], "10000", "--out", "x.csv"], "'--rate': rate x duration must stay under"),
     (["--log-level", "loud", "info"], "'--log-level': must be one of debug, info, warning, error"),
     (["info", "extra"], "unexpected extra argument"),
     (["nope"], "No such command"),

@@ -45,6 +45,19 @@ def test_repeatable_options_show_the_form_of_their_value_not_a_python_type(argv:
     assert form in line and "list[" not in line, line
 
 
+def _every_command() -> list[list[str]]:
+    root = typer.main.get_command(app)
+    return [[name, *([sub] if sub else [])] for name, cmd in root.commands.items()
+            for sub in (getattr(cmd, "commands", None) or [None])]
+
+
+@pytest.mark.parametrize("argv", _every_command(), ids=" ".join)
+def test_no_help_shows_a_python_type(argv: list[str]) -> None:
+    """An argument or option shows the form of its value (a metavar), never `<list[Path]>` or `<int>`."""
+    out = _help(argv, 200)
+    assert not re.search(r"<(list|tuple|dict)\[|<(int|float|str|Path|bool)>", out), out
+
+
 def _blocks(out: str) -> list[list[str]]:
     """The runs of consecutive wrapped lines of one entry: the help text under Usage (one run per paragraph) and
     each command's summary in a Commands panel (its first line, then the lines whose name column is blank)."""

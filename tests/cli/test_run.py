@@ -58,15 +58,15 @@ def test_wait_for_defaults_halfway_from_K_to_N():
 def test_run_command_with_a_small_N_and_no_wait_for():
     r = _invoke(["--K", "4", "--workers", "8", "--jobs", "2", "--service-ms", "0", "--no-progress"])
     assert r.exit_code == 0, r.output
-    assert "K=4, N=8, 2 jobs" in r.output and "wait_for=6" in r.output
+    assert "K=4, N=8, 2 jobs" in r.output and "wait for 6 results" in " ".join(r.output.split())
     assert "deadline" not in r.output and "None" not in r.output  # only what was set is printed
 
 
 def test_run_prints_a_deadline_only_when_one_is_set():
-    r = _invoke(["--K", "4", "--workers", "8", "--jobs", "2", "--service-ms", "0", "--deadline", "5",
+    r = _invoke(["--K", "4", "--workers", "8", "--jobs", "2", "--service-ms", "0", "--deadline-ms", "5000",
                  "--no-progress"])
     assert r.exit_code == 0, r.output
-    assert "wait_for=6, deadline=5" in " ".join(r.output.split()) and "None" not in r.output
+    assert "wait for 6 results, deadline 5000 ms" in " ".join(r.output.split()) and "None" not in r.output
 
 
 def test_run_on_ray_reruns_itself_in_a_loopback_namespace(monkeypatch):

@@ -81,7 +81,7 @@ def test_gencc_run_refuses_a_fleet_that_cannot_run_with_exit_2(replicas, tmp_pat
     assert "'--model'" in refused(["--upstream", r.url, "--model", "pkg.mod:f"])
     assert "'--backend'" in refused(["--upstream", r.url, "--backend", "ray"])
     assert "'--scheme'" in refused(["--upstream", r.url, "--scheme", "parm"])
-    assert "'--hedge-delay'" in refused(["--upstream", r.url, "--scheme", "hedged"])
+    assert "'--hedge-delay-ms'" in refused(["--upstream", r.url, "--scheme", "hedged"])
     ints_args = [a for i in ints for a in ("--upstream", i.url)]
     text = refused([*ints_args, "--scheme", "bacc"])
     assert "'--scheme'" in text and "INT32" in text

@@ -41,9 +41,10 @@ def _in_tmp_path(tmp_path, monkeypatch):
     (["serve", "--max-batch", "0"], "'--max-batch'"),
     (["serve", "--max-body", "100"], "'--max-body'"),
     (["serve", "--redundancy", "sometimes"], "'--redundancy'"),
-    (["loadtest", "--url", "ftp://x", "--rate", "1", "--duration", "1", "--out", "x.csv"], "--url"),
-    (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "-1", "--duration", "1", "--out", "x.csv"], "'--rate'"),
-    (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1e6", "--duration", "10", "--out", "x.csv"], "under"),
+    (["loadtest", "--url", "ftp://x", "--rate", "1", "--duration-ms", "1000", "--out", "x.csv"], "--url"),
+    (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "-1", "--duration-ms", "1000", "--out", "x.csv"],
+     "'--rate'"),
+    (["loadtest", "--url", "http://127.0.0.1:1", "--rate", "1e6", "--duration-ms", "10000", "--out", "x.csv"], "under"),
 ])
 def test_bad_input_exits_2_with_a_message(args, word, tmp_path, monkeypatch):
     from gencc.serving import service
@@ -70,7 +71,7 @@ def test_loadtest_against_a_live_server_writes_csv_and_plots(tmp_path):
     svc = Service.build("digits-cnn", "gcc-hedge", workers=6, K=4, service_ms=3.0, max_wait_ms=5)
     server, th, port = start_server(create_app(svc))
     out = tmp_path / "load.csv"
-    r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
+    r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration-ms", "1000",
                             "--out", str(out), "--plot", str(tmp_path / "png")])
     server.should_exit = True
     th.join(20)
@@ -135,7 +136,7 @@ def test_loadtest_sends_nothing_to_a_server_that_refuses(tmp_path, monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "10", "--duration", "1",
+    r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "10", "--duration-ms", "1000",
                             "--out", str(tmp_path / "x.csv")])
     assert r.exit_code == 2 and "connection refused" in flat(r.output) and "Traceback" not in r.output, r.output
     assert not (tmp_path / "x.csv").exists()
@@ -231,7 +232,8 @@ def test_loadtest_exits_1_with_the_reasons_when_under_90_percent_are_answered(ev
     forty (97.5% answered): exit 0. The server has no model metadata (/v2/models): the inputs go unchecked."""
     server, th, port = start_server(_picky_server(every))
     try:
-        r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
+        r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40",
+                                "--duration-ms", "1000",
                                 "--out", str(tmp_path / "x.csv"), "--workload", "digits-mlp"])
     finally:
         server.should_exit = True
@@ -321,7 +323,8 @@ def test_loadtest_groups_the_failures_by_kind_with_counts(tmp_path):
     distinct input."""
     server, th, port = start_server(_echoing_server())
     try:
-        r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "1",
+        r = runner.invoke(app, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40",
+                                "--duration-ms", "1000",
                                 "--out", str(tmp_path / "x.csv"), "--workload", "digits-cnn"])
     finally:
         server.should_exit = True
@@ -365,7 +368,7 @@ def test_loadtest_refuses_inputs_the_servers_model_does_not_take_before_sending(
     url = f"http://127.0.0.1:{port}"
     try:
         meta = httpx.get(url + "/v2/models").json()
-        base = ["loadtest", "--url", url, "--rate", "20", "--duration", "0.5", "--out", str(tmp_path / "x.csv")]
+        base = ["loadtest", "--url", url, "--rate", "20", "--duration-ms", "500", "--out", str(tmp_path / "x.csv")]
         digits = runner.invoke(app, base)
         wrong = runner.invoke(app, [*base, "--data", str(tmp_path / "wrong.npy")])
         assert sent == []

@@ -15,9 +15,10 @@ from gencc.cli import app
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "cli.md"
 #: the commands the table speaks of, by the name a user types
 COMMANDS = ("run", "serve", "train", "sweep", "reproduce", "demo", "parity train", "loadtest", "plot", "info")
-#: names the vocabulary retired (issue 31): no command may take them, not even as an alias
+#: names the vocabulary retired: no command may take them, not even as an alias
 RETIRED = ("--ray-address", "--workloads", "--schemes", "--plots", "--packed", "--latency", "--parm_k", "--parm-k",
-           "--partitions", "--k", "--N", "--sample-s", "--delay-s")
+           "--partitions", "--k", "--N", "--sample-s", "--delay-s", "--deadline", "--hedge-delay", "--read-timeout",
+           "--duration", "--timeout")
 
 
 def _commands() -> dict[str, object]:
@@ -95,3 +96,14 @@ def test_help_has_no_bool_label_and_ranges_are_checked_by_the_shared_callbacks(a
     for p in _options(cmd) if cmd is not None else []:  # Typer's min= / max= word a range error another way
         assert getattr(p, "min", None) is None and getattr(p, "max", None) is None, \
             f"gencc {' '.join(argv)} {p.opts}: a range belongs in a gencc.cli.options callback"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_time_option_is_in_milliseconds_and_says_so_in_its_name(name: str) -> None:
+    """One time unit across the command line: an option that takes a time takes milliseconds, and its name ends
+    in -ms; no option's help speaks of seconds."""
+    for p in _options(CMDS[name]):
+        text = f"{p.help or ''} {p.metavar or ''}"
+        assert not re.search(r"\bseconds\b|\bin s\b", text), (name, p.opts, text)
+        if re.search(r"\bms\b|\bMS\b", text):
+            assert all(o.endswith("-ms") for o in p.opts if o.startswith("--")), (name, p.opts, text)

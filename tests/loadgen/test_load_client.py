@@ -115,8 +115,8 @@ def test_loadtest_prints_the_servers_histogram_beside_its_own_figures(tmp_path):
     svc = Service(Workers(4, ThreadBackend({"f": mean}, dtype=np.float32)), lambda env: make_dispatcher("uncoded", env))
     server, th, port = start_in_thread(create_app(svc, in_shape=(1, 8, 8)))
     try:
-        r = CliRunner().invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration",
-                                     "0.5", "--out", str(tmp_path / "load.csv")])
+        r = CliRunner().invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration-ms",
+                                     "500", "--out", str(tmp_path / "load.csv")])
     finally:
         server.should_exit = True
         th.join(20)
@@ -146,14 +146,14 @@ def test_loadtest_sends_your_own_inputs_from_data(tmp_path):
     X = np.random.default_rng(0).normal(size=(20, 3))
     np.save(tmp_path / "mine.npy", X)
     runner = CliRunner()
-    bad = runner.invoke(cli, ["loadtest", "--url", "http://127.0.0.1:9", "--rate", "5", "--duration", "1",
+    bad = runner.invoke(cli, ["loadtest", "--url", "http://127.0.0.1:9", "--rate", "5", "--duration-ms", "1000",
                               "--out", str(tmp_path / "x.csv"), "--data", str(tmp_path / "none.npy")])
     # refused before the server is tried
     assert bad.exit_code == 2 and "does not exist" in " ".join(bad.output.replace("│", " ").split())
     svc = Service(Workers(2, ThreadBackend({"f": norm}, dtype=np.float32)), lambda env: make_dispatcher("uncoded", env))
     server, th, port = start_in_thread(create_app(svc, in_shape=(3,)))
     try:
-        r = runner.invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration", "0.5",
+        r = runner.invoke(cli, ["loadtest", "--url", f"http://127.0.0.1:{port}", "--rate", "40", "--duration-ms", "500",
                                 "--out", str(tmp_path / "load.csv"), "--data", str(tmp_path / "mine.npy")])
     finally:
         server.should_exit = True

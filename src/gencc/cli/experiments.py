@@ -111,7 +111,7 @@ def check_grid(spec: Any, options: dict[str, str] | None = None) -> None:
 
 
 def plot(
-    csv: Annotated[list[Path], typer.Argument(help="sweep CSV(s)")],
+    csv: Annotated[list[Path], typer.Argument(metavar="CSV", hidden=True, show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="writes figures/, data/, tables/ under it (its parent "
                                                           "folder must exist)", callback=out_dir)] = Path("."),
     prefix: Annotated[str, typer.Option(help="file name prefix of everything written")] = "sweep",
@@ -119,8 +119,9 @@ def plot(
                                                    help="rate, vs-S, redundancy, configs, adversarial or fraction, "
                                                         "repeatable (default: all the data supports)")] = None,
 ) -> None:
-    """Figures (PNG) and the CSV data behind them: rel_mse against N with fitted slopes and theory lines,
-    rel_mse against S, agreement and RelAcc against N/K, and the RMSE / RelAcc configuration table."""
+    """From one or more CSV files that `gencc sweep` wrote: figures (PNG) and the CSV data behind them, rel_mse
+    against N with fitted slopes and theory lines, rel_mse against S, agreement and RelAcc against N/K, and the
+    RMSE / RelAcc configuration table."""
     from ..experiments.plots import KINDS, NEEDS, detect_kinds, make_outputs
     from ..experiments.sweep import read_rows
 

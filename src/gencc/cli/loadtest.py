@@ -26,15 +26,15 @@ MIN_ANSWERED = 0.9
 def loadtest_command(
     url: Annotated[str, typer.Option(help="the server, e.g. http://127.0.0.1:8000")],
     rate: Annotated[float, typer.Option(help="requests per second (Poisson, open loop)", callback=number(above=0))],
-    duration: Annotated[float, typer.Option(help="seconds of arrivals", callback=number(above=0))],
+    duration_ms: Annotated[float, typer.Option(help="ms of arrivals", callback=number(above=0))],
     out: Annotated[Path, typer.Option(help="CSV file, one row per request", callback=out_file)],
     workload: Annotated[str, typer.Option(help="workload whose test inputs are sent")] = "digits-cnn",
     data: Annotated[Path | None, typer.Option(help="send these inputs instead (your model's): .npy / .npz, "
                                                    "shape (n, *input shape)")] = None,
     plot: Annotated[Path | None, typer.Option(help="folder for the figures (PNG: percentiles and CDF)",
                                               callback=out_dir)] = None,
-    timeout: Annotated[float, typer.Option(help="seconds before a request counts as unanswered",
-                                           callback=number(above=0))] = 30.0,
+    timeout_ms: Annotated[float, typer.Option(help="ms before a request counts as unanswered",
+                                              callback=number(above=0))] = 30000.0,
     seed: Annotated[int, typer.Option(help="seeds the arrival times", callback=check_seed)] = 0,
     api_key: Annotated[str | None, typer.Option(envvar="GENCC_API_KEY", show_default=False,
                                                 help="the server's API key (sent as a Bearer token)")] = None,
@@ -48,9 +48,10 @@ def loadtest_command(
     from ..workloads import workload_spec
 
     host = _check_url(url)
+    duration, timeout = duration_ms / 1e3, timeout_ms / 1e3  # the load generator takes seconds
     if rate * duration > MAX_REQUESTS:
         raise refuse("--rate", f"rate x duration must stay under {MAX_REQUESTS} requests, got "
-                               f"{rate:g} x {duration:g}")
+                               f"{rate:g}/s x {duration:g} s")
     if workload is not None:
         try:
             workload_spec(workload)

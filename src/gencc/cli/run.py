@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 RUN_SCHEMES = schemes("jobs")
 CODED = tuple(name for name in RUN_SCHEMES if SCHEME_SPECS[name].coded)
 #: the option of `gencc run` each parameter of a job's stop rule comes from
-_STOP_OPTIONS = {"wait_for": "--wait-for", "deadline": "--deadline"}
+_STOP_OPTIONS = {"wait_for": "--wait-for", "deadline": "--deadline-ms"}
 #: held-out inputs of the digits-cnn workload (scikit-learn's 1,797 digits, 20% held out), the most one job takes;
 #: a constant so that --K is checked before the model loads (tests/cli/test_run.py keeps it true)
 DIGITS_TEST_INPUTS = 360
@@ -76,8 +76,8 @@ def run_command(
     wait_for: Annotated[int | None, typer.Option(metavar="N", help="coded: stop at the first this many results "
                                                  "(default: halfway from K to N)", callback=integer(at_least=1),
                                                  rich_help_panel=CODED_PANEL)] = None,
-    deadline: Annotated[float | None, typer.Option(metavar="S", help="coded: stop this many seconds after dispatch",
-                                                   callback=number(above=0), rich_help_panel=CODED_PANEL)] = None,
+    deadline_ms: Annotated[float | None, typer.Option(metavar="MS", help="coded: stop this many ms after dispatch",
+                                                      callback=number(above=0), rich_help_panel=CODED_PANEL)] = None,
     service_ms: ServiceMs = 0.0,
     slow_task_fraction: Annotated[float, typer.Option(
         metavar="P", help="stragglers: the fraction of tasks that are slow, each drawn on its own, in [0, 1)",
@@ -87,9 +87,9 @@ def run_command(
                                       rich_help_panel=JOBS)] = 100,
     in_flight: Annotated[int, typer.Option(metavar="N", help="jobs in flight at once", callback=integer(at_least=1),
                                            rich_help_panel=JOBS)] = 1,
-    hedge_delay: Annotated[float | None, typer.Option(metavar="S", help="hedged: seconds (default: p95 of the "
-                                                      "injected latency)", callback=number(at_least=0),
-                                                      rich_help_panel=SCHEME)] = None,
+    hedge_delay_ms: Annotated[float | None, typer.Option(metavar="MS", help="hedged: send the second copy after this "
+                                                         "many ms (default: p95 of the injected latency)",
+                                                         callback=number(at_least=0), rich_help_panel=SCHEME)] = None,
     actors: Annotated[int | None, typer.Option(metavar="N", help="ray: actors (default one per worker)",
                                                callback=integer(at_least=1), rich_help_panel=WORKERS)] = None,
     address: Annotated[str | None, typer.Option(metavar="ADDRESS", help="ray: an existing cluster's address",
@@ -129,6 +129,8 @@ def run_command(
     --backend ray and no --address, the command re-runs itself inside a loopback-only network namespace and
     starts a private Ray there (127.0.0.1 only)."""
     given = _given(ctx)
+    deadline = None if deadline_ms is None else deadline_ms / 1e3  # the library takes seconds
+    hedge_delay = None if hedge_delay_ms is None else hedge_delay_ms / 1e3
     not_beside = {"--workload": workload, "--model": model, "--input-shape": input_shape, "--parity": parity,
                   "--backend": None if backend == "local" else backend}
     urls = upstream_urls(upstream, upstreams, not_beside, workers if "workers" in given else None)
@@ -165,7 +167,7 @@ def run_command(
     code, wait_for = _checked_options(backend, scheme, K, workers, wait_for, deadline, hedge_delay, actors, address,
                                       own=workload != "digits-cnn", opts=opts, given=given)
     if scheme == "hedged" and hedge_delay is None and lat_model is None:
-        raise refuse("--hedge-delay", "--scheme hedged sends a second copy after --hedge-delay seconds: give it, or "
+        raise refuse("--hedge-delay-ms", "--scheme hedged sends a second copy after --hedge-delay-ms: give it, or "
                                       "inject latency (--service-ms, --slow-task-fraction) to hedge at its p95")
     user = _user_model(model, input_shape, data, parity, scheme, K, jobs, seed) if model is not None else None
     if urls:  # the fleet checked before any work (exit 2 naming the option)
@@ -237,8 +239,8 @@ def run_command(
     used = f"N={code.N}" + (f" of {workers}" if code.N != workers else "")
     label = f" ({', '.join(f'{k}={v}' for k, v in opts.items())})" if opts else ""
     console.print(f"{workload or w.name}: {scheme}{label} on {where}: K={code.K}, {used}, {jobs} jobs, {injected}"
-                  + "".join(f", {k}={v:g}" for k, v in (("wait_for", wait_for), ("deadline", deadline))
-                            if coded and v is not None))  # only what is set: no deadline=None
+                  + (f", wait for {wait_for} results" if coded and wait_for is not None else "")
+                  + (f", deadline {deadline_ms:g} ms" if coded and deadline_ms is not None else ""))
     console.print(f"latency ms: p50 {np.percentile(a, 50):.2f}  p90 {np.percentile(a, 90):.2f}  "
                   f"p99 {np.percentile(a, 99):.2f}  p99.9 {np.percentile(a, 99.9):.2f}  max {a.max():.2f}")
     labels = f"   accuracy: {np.mean(acc):.3f} (f itself: {np.mean(acc_f):.3f})" if acc else ""
@@ -296,13 +298,13 @@ def _user_model(spec: str, input_shape: str | None, data: Path | None, parity: P
 
 def _upstream_scheme(option: str, scheme: str, no_hedge_delay: bool) -> None:
     """What a job over replicas cannot run, refused before the fleet is contacted: a parity scheme (the replicas
-    hold no parity model), and hedged without --hedge-delay (there is no injected latency to take its p95 from)."""
+    hold no parity model), and hedged without --hedge-delay-ms (there is no injected latency to take its p95 from)."""
     spec = SCHEME_SPECS.get(scheme)
     if spec is not None and spec.parity:
         raise refuse("--scheme", f"{scheme}'s coded workers run a trained parity model, which the replicas do not "
                                  f"hold; over {option} choose {', '.join(s for s in RUN_SCHEMES if s != scheme)}")
     if scheme == "hedged" and no_hedge_delay:
-        raise refuse("--hedge-delay", f"--scheme hedged over {option} needs --hedge-delay S: the replicas' latency "
+        raise refuse("--hedge-delay-ms", f"--scheme hedged over {option} needs --hedge-delay-ms: the replicas' latency "
                                       "is their own, there is no injected latency to take its p95 from")
 
 
@@ -394,7 +396,7 @@ def _checked_options(backend: str, scheme: str, K: int, N: int, wait_for: int | 
         check_ray_address("--address", address)
     coded = scheme in CODED
     if hedge_delay is not None and scheme != "hedged":
-        raise refuse("--hedge-delay", f"--hedge-delay applies to --scheme hedged, not {scheme}")
+        raise refuse("--hedge-delay-ms", f"--hedge-delay-ms applies to --scheme hedged, not {scheme}")
     if K > N:
         raise refuse("--workers", f"need at least as many workers as inputs: N={N} < K={K}")
     opts = opts or {}

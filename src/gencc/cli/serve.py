@@ -111,8 +111,9 @@ def serve_command(
         envvar="GENCC_API_KEY", show_default=False, metavar="KEY", rich_help_panel=LIMITS,
         help="key every request must carry (Authorization: Bearer KEY, or X-API-Key: KEY); required with a "
              "non-loopback --host")] = None,
-    read_timeout: Annotated[float, typer.Option(metavar="S", help="seconds a request's headers and body may take "
-                                                "to arrive", callback=number(above=0), rich_help_panel=LIMITS)] = 10.0,
+    read_timeout_ms: Annotated[float, typer.Option(metavar="MS", help="ms a request's headers and body may take to "
+                                                   "arrive", callback=number(above=0),
+                                                   rich_help_panel=LIMITS)] = 10000.0,
     max_batch: Annotated[int, typer.Option(metavar="N", help="most inputs in one POST /predict/batch or /v2 infer",
                                            callback=integer(at_least=1, at_most=MAX_BATCH),
                                            rich_help_panel=LIMITS)] = 64,
@@ -182,7 +183,7 @@ def serve_command(
     sock = inherited_socket()  # the port bound outside the namespace, when re-run inside it
     if sock is None:
         _check_bindable(host, port)
-    limits = _check_access(host, api_key, read_timeout, max_batch, max_body)
+    limits = _check_access(host, api_key, read_timeout_ms / 1e3, max_batch, max_body)
     if sock is None and backend == "ray" and address is None and isolate:
         rerun_isolated(ctx, "serving from", host=host, port=port)
     import uvicorn
