@@ -171,10 +171,12 @@ def signature(metadata: Any, config: Any = None, where: str = "the replica") -> 
             or not isinstance(metadata.get("outputs"), list):
         raise bad("its model metadata has no inputs and outputs lists (is it an Open Inference Protocol server?)")
     ins, outs = metadata["inputs"], metadata["outputs"]
+    if not ins or not outs:
+        raise bad(f"its model metadata declares no {'input' if not ins else 'output'} tensor: declare the model's "
+                  "inputs and outputs (name, datatype, shape) in the server's model configuration (MLServer: "
+                  "model-settings.json; Triton: config.pbtxt)")
     if len(ins) != 1:
         raise bad(f"the model takes {len(ins)} input tensors; gencc sends one input tensor per request")
-    if not outs:
-        raise bad("the model declares no output tensor")
 
     def tensor(t: Any, what: str) -> tuple[str, str, list[int]]:
         try:

@@ -1,0 +1,138 @@
+"""gencc in front of MLServer replicas (Seldon's Open Inference Protocol server, from PyPI: a server no one here
+wrote), each a separate `mlserver start` process on loopback started and stopped here, serving a model this test
+defines (tests/engine/mlserver_model.py). Every answer that is not degraded is MLServer's own, bit for bit, for
+every scheme; a replica slow by its own model code is cut from the tail; one killed mid-run loses no request; one
+answering NaN is never an answer; a replica whose metadata declares no tensors is refused with the fix. Skipped,
+with the reason, where MLServer's virtual environment is absent (`.ci/run` makes it)."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gencc.cli import app as cli_app
+from gencc.engine.remote import check_fleet
+from gencc.serving import Service
+
+from ..engine.mlserver_replica import MLServerReplica, mlserver_executable
+
+pytestmark = pytest.mark.skipif(mlserver_executable() is None,
+                                reason="MLServer is not installed: make .venv-mlserver as .ci/run does, or set "
+                                       "GENCC_MLSERVER to an mlserver executable")
+
+X = np.random.default_rng(1).normal(size=(24, 4)).astype(np.float32)
+#: the replicas of the module, by role: four plain ones (the last one is killed by the last test), one slow by
+#: its own model code, one answering NaN, one whose metadata declares no tensors
+ROLES = {"a": {}, "b": {}, "c": {}, "d": {}, "slow": {"sleep_s": 2.0}, "nan": {"garbage": True},
+         "bare": {"declare": False}}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root: Path = tmp_path_factory.mktemp("mlserver")
+    reps = {role: MLServerReplica(root / role, **kw) for role, kw in ROLES.items()}
+    try:
+        with cf.ThreadPoolExecutor(len(reps)) as ex:
+            list(ex.map(lambda r: r.wait_ready(), reps.values()))
+        yield reps
+    finally:
+        for r in reps.values():
+            r.kill()
+
+
+def _serve(svc: Service, xs: np.ndarray, timeout: float = 30.0) -> list:
+    futs = [svc.submit(x) for x in xs]
+    return [f.result(timeout=timeout) for f in futs]
+
+
+def test_the_fleet_check_reads_mlservers_own_metadata(fleet) -> None:
+    f = check_fleet([fleet[r].url for r in "abc"])
+    assert f.in_shape == (4,) and f.out_shape == (3,) and f.codable
+    sig = f.signature
+    assert sig.input.name == "x" and sig.input.datatype == "FP32" and sig.output.name == "y" and sig.batched
+
+
+@pytest.mark.parametrize(("scheme", "K"), [("uncoded", None), ("replication", None), ("hedged", None),
+                                           (None, 2)])
+def test_every_answer_that_is_not_degraded_is_mlservers_own(fleet, scheme: str | None, K: int | None) -> None:
+    own = fleet["a"].answer(X)
+    svc = Service.build(None, scheme=scheme, K=K, upstreams=[fleet[r].url for r in "abc"], gate="off")
+    try:
+        assert svc.config.backend == "remote" and svc.scheme == (scheme or "sgcc")
+        reqs = _serve(svc, X)
+    finally:
+        svc.close()
+    assert [r.status for r in reqs] == [200] * len(X)
+    exact = [i for i, r in enumerate(reqs) if not r.degraded]
+    assert exact
+    for i in exact:
+        np.testing.assert_array_equal(reqs[i].output, own[i])
+    spread = np.ptp(own, axis=0)
+    for i, r in enumerate(reqs):  # a degraded answer is a decode of MLServer's answers: near them, never garbage
+        assert np.all(np.isfinite(r.output)) and np.all(np.abs(r.output - own[i]) <= 2 * spread)
+
+
+def test_a_replica_answering_nan_is_never_an_answer(fleet) -> None:
+    own = fleet["a"].answer(X)
+    for scheme, K in (("uncoded", None), ("sgcc", 2)):
+        svc = Service.build(None, scheme=scheme, K=K, upstreams=[fleet[r].url for r in ("nan", "a", "b", "c")],
+                            gate="off")
+        try:
+            reqs = _serve(svc, X)
+        finally:
+            svc.close()
+        assert [r.status for r in reqs] == [200] * len(X)
+        for i, r in enumerate(reqs):
+            assert np.all(np.isfinite(r.output))
+            if not r.degraded:
+                np.testing.assert_array_equal(r.output, own[i])
+
+
+@pytest.mark.slow  # waits out the slow replica's 2 s calls
+def test_a_replica_slow_by_its_own_code_is_cut_from_the_tail(fleet) -> None:
+    """8 requests at once on 4 replicas, one of which sleeps 2 s per call in its model: uncoded sends two to it
+    and waits; sgcc answers them from the coded tasks without it."""
+    urls = [fleet[r].url for r in ("slow", "a", "b", "c")]
+    own = fleet["a"].answer(X[:8])
+    worst = {}
+    for scheme, K in (("uncoded", None), ("sgcc", 2)):
+        svc = Service.build(None, scheme=scheme, K=K, upstreams=urls, gate="off", redundancy="full")
+        try:
+            reqs = _serve(svc, X[:8])
+        finally:
+            svc.close(drain_s=3)
+        assert [r.status for r in reqs] == [200] * 8
+        for i, r in enumerate(reqs):
+            if not r.degraded:
+                np.testing.assert_array_equal(r.output, own[i])
+        worst[scheme] = max(r.t_done - r.t_arrival for r in reqs)
+    assert worst["uncoded"] >= 1.9 and worst["sgcc"] < 1.5, worst
+
+
+def test_a_replica_without_declared_tensors_is_refused_with_the_fix(fleet) -> None:
+    r = CliRunner().invoke(cli_app, ["serve", "--scheme", "uncoded", "--upstream", fleet["bare"].url,
+                                     "--upstream", fleet["a"].url])
+    assert r.exit_code == 2, r.output
+    text = " ".join(r.output.split())
+    assert fleet["bare"].url in text and "declares no input" in text and "model-settings.json" in text, text
+
+
+def test_a_replica_killed_mid_run_loses_no_request(fleet) -> None:
+    """Runs last: it kills replica d."""
+    own = fleet["a"].answer(X)
+    svc = Service.build(None, scheme="sgcc", K=2, upstreams=[fleet[r].url for r in "abcd"], gate="off")
+    try:
+        reqs = _serve(svc, X)
+        fleet["d"].kill()
+        reqs += _serve(svc, X) + _serve(svc, X)
+    finally:
+        svc.close()
+    assert [r.status for r in reqs] == [200] * len(reqs), {r.status for r in reqs}
+    for i, r in enumerate(reqs):
+        if not r.degraded:
+            np.testing.assert_array_equal(r.output, own[i % len(X)])
+    assert svc.pool.counts["crash"] >= 1
