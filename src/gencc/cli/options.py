@@ -213,16 +213,21 @@ def code_options(items: list[str], schemes: Sequence[str], front: str) -> dict[s
         raise refuse("--opt", str(e)) from None
 
 
+def given(ctx: typer.Context) -> set[str]:
+    """The parameters of `ctx`'s command the user gave (on the command line or in the environment), not left at
+    their defaults: a warning or a message speaks only of options the user typed."""
+    defaults = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (Typer may carry its own click)
+    return {p.name for p in ctx.command.params
+            if p.name and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in defaults}
+
+
 def _scheme_is_default() -> bool:
     """Whether the running command's --scheme was left out (its default chosen)."""
     from typer._click.globals import get_current_context
 
     ctx = get_current_context(silent=True)
     param = next((p for p in (ctx.command.params if ctx else ()) if "--scheme" in getattr(p, "opts", ())), None)
-    if ctx is None or param is None or param.name is None:
-        return False
-    source = ctx.get_parameter_source(param.name)
-    return source is not None and source.name in ("DEFAULT", "DEFAULT_MAP")
+    return ctx is not None and param is not None and param.name not in given(ctx)
 
 
 def _stray_options(name: str, chosen: Sequence[str], front: str) -> str:

@@ -37,6 +37,7 @@ from .options import (
     reported,
     upstream_urls,
 )
+from .options import given as given_options
 from .options import seed as check_seed
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def run_command(
     scheme or a baseline; print latency percentiles and accuracy (agreement with f, accuracy on the labels). With
     --backend ray and no --address, the command re-runs itself inside a loopback-only network namespace and
     starts a private Ray there (127.0.0.1 only)."""
-    given = _given(ctx)
+    given = given_options(ctx)
     deadline = None if deadline_ms is None else deadline_ms / 1e3  # the library takes seconds
     hedge_delay = None if hedge_delay_ms is None else hedge_delay_ms / 1e3
     not_beside = {"--workload": workload, "--model": model, "--input-shape": input_shape, "--parity": parity,
@@ -246,14 +247,6 @@ def run_command(
     labels = f"   accuracy: {np.mean(acc):.3f} (f itself: {np.mean(acc_f):.3f})" if acc else ""
     console.print(f"agreement with f: {np.mean(agr):.3f}{labels}" if classifier else
                   f"rel_mse against f: {np.mean(agr):.3g} (0: exact)")
-
-
-def _given(ctx: typer.Context) -> set[str]:
-    """The parameters the user gave on the command line (or in the environment), not left at their defaults: a
-    warning speaks only of options the user typed."""
-    defaults = ("DEFAULT", "DEFAULT_MAP")  # click's ParameterSource, by name (Typer may carry its own click)
-    return {p.name for p in ctx.command.params
-            if p.name and getattr(ctx.get_parameter_source(p.name), "name", "DEFAULT") not in defaults}
 
 
 def _check_workload(workload: str, scheme: str) -> None:
