@@ -55,7 +55,7 @@ def test_make_code_is_the_constructor(name, K, N, opts, direct):
     (lambda: make_code("gcc", 4, 8, nokey=1), "gcc has no option 'nokey'; its options: kernel, length_scale, "
                                                "lam_enc, lam_dec, alpha, beta"),
     (lambda: make_code("gcc", 4, 8, length_scale=0), "gcc option length_scale must be a positive number or 'auto'"),
-    (lambda: make_code("bacc", 4, 8, lam=1), "bacc has no option 'lam'; its options: none"),
+    (lambda: make_code("bacc", 4, 8, lam=1), "bacc has no option 'lam'; its options: colluders, mask_scale, seed"),
     (lambda: make_code("gcc", 4, 8, lam_enc="x"), "gcc option lam_enc must be a non-negative finite number"),
     (lambda: make_code("gcc", 4, 8, kernel="rbf"), "gcc option kernel must be one of auto, cubic, sobolev1"),
     (lambda: make_code("lcc", 4, 8), r"lcc needs option\(s\) degree: degree \(int, required\)"),

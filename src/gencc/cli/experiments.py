@@ -160,7 +160,7 @@ def plot(
 def reproduce(
     preset: Annotated[str, typer.Option(help="rate-worst, rate-bernoulli, vs-S, redundancy, adversarial, "
                                              "fixed-fraction (sweeps); gcc-defaults, parm, robust, low-redundancy, "
-                                             "noisy (tables); or all")] = "all",
+                                             "noisy, privacy (tables); or all")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="folder to (re)generate (the repository's: docs; its "
                                                           "parent folder must exist)", callback=out_dir)]
     = Path("."),

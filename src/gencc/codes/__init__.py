@@ -11,6 +11,8 @@ Layout, one module per thing it holds:
 - berrut (`berrut_weights`, BACC and its robust hooks), approxifer (ApproxIFER's locator, BACC's baseline).
 - lagrange (LCC, and Berlekamp-Welch error correction as its robust hook), replication, parm (ParM),
   systematic (SystematicGCC, `calibrate_rho`).
+- private: T-privacy for LCC, BACC and GCC (`colluders`: Gaussian masks interpolated with the inputs, fresh per
+  call), the mixin those three codes share.
 - capabilities: `Capabilities`, what a code declares it can do (missing inputs, coding groups, uncertainty,
   its decodability rule), read by runtime and serving instead of probing.
 - registry: codes by name (`CODES`, `make_code`, `parse_option`).

@@ -12,6 +12,8 @@ from ..rkhs.points import chebyshev1, chebyshev2
 from . import robust, robust_search
 from .approxifer import approxifer_locate
 from .base import Code
+from .capabilities import PLAIN, Capabilities
+from .private import DEFAULT_MASK_SCALE, PrivateMixin, worker_points
 
 #: |z - a_j| below this counts as z sitting on node a_j
 NODE_TOL = 1e-12
@@ -42,26 +44,54 @@ def berrut_weights(nodes: np.ndarray, z: np.ndarray, tol: float = NODE_TOL) -> n
     return W
 
 
-class BACC(Code):
+class BACC(PrivateMixin, Code):
     """Berrut encoder through (alpha_j, x_j), alpha = chebyshev1(K); Berrut decoder through the returned
-    (beta_n, y_n), re-indexed over the sorted returned set, beta = chebyshev2(N)."""
+    (beta_n, y_n), re-indexed over the sorted returned set, beta = chebyshev2(N).
+
+    colluders=T (with mask_scale > 0) is PBACC, private Berrut coded computing (`gencc.codes.private`): the
+    encoder's rational interpolant runs through the K inputs and T Gaussian masks at Chebyshev points of the
+    first kind (K + T of them, masks spread among the data), the decoder reads f only at the data points, and
+    the workers sit off every interpolation point."""
 
     name = "bacc"
     robust_methods = ("loo", "approxifer")
 
-    def __init__(self, K: int, N: int, *, alpha: np.ndarray | None = None, beta: np.ndarray | None = None):
+    def __init__(self, K: int, N: int, *, alpha: np.ndarray | None = None, beta: np.ndarray | None = None,
+                 colluders: int = 0, mask_scale: float = DEFAULT_MASK_SCALE, seed: int | None = None):
         super().__init__(K, N)
-        self.alpha = chebyshev1(K) if alpha is None else np.sort(np.asarray(alpha, dtype=float))
-        self.beta = chebyshev2(N) if beta is None else np.sort(np.asarray(beta, dtype=float))
+        self._init_private(colluders, mask_scale, seed)
+        if self.colluders and alpha is not None:
+            raise ValueError("a private BACC places its data and mask points itself: leave alpha out")
+        if self.colluders:
+            self.alpha = self.private_alpha
+        else:
+            self.alpha = chebyshev1(K) if alpha is None else np.sort(np.asarray(alpha, dtype=float))
+        if beta is not None:
+            self.beta = np.sort(np.asarray(beta, dtype=float))
+        elif self.colluders:
+            self.beta = worker_points(np.concatenate([self.alpha, self.mask_points]), N,
+                                      ("chebyshev2", "chebyshev1", "equispaced"))
+        else:
+            self.beta = chebyshev2(N)
         if self.alpha.size != K or self.beta.size != N:
             raise ValueError(f"BACC needs K={K} alpha points and N={N} beta points")
+        self._check_private()
 
     @property
     def min_results(self) -> int:
         return 1
 
-    def _encoding_matrix(self) -> np.ndarray:
-        return berrut_weights(self.alpha, self.beta)
+    @property
+    def capabilities(self) -> Capabilities:
+        """Private against `colluders` workers when masked (`gencc.codes.private`)."""
+        return self._private_capabilities(PLAIN)
+
+    def _interpolation_matrix(self, nodes: np.ndarray) -> np.ndarray:
+        """Berrut's interpolant through `nodes` evaluated at the workers' points, (N, len(nodes))."""
+        return berrut_weights(nodes, self.beta)
+
+    def __repr__(self) -> str:
+        return super().__repr__()[:-1] + self._private_repr() + ")"
 
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
         return berrut_weights(self.beta[returned], self.alpha)

@@ -28,6 +28,9 @@ class Capabilities:
       it informs the estimate of its members (SystematicGCC).
     - scales: per worker slot (a, b) when some worker that does not run f runs the code's parity model as
       z -> model(a z) / b on its coded input z; None: every such scale is 1.
+    - colluders: the code is private against this many colluding workers (0: not private). Its `encode` adds
+      masks drawn fresh for every call (`mask_matrix`, shape (N, colluders), says how), no worker ever receives
+      an input raw, and `gencc.metrics.leakage_bits` measures what any `colluders` workers learn together.
     """
 
     partial: bool = False
@@ -35,6 +38,12 @@ class Capabilities:
     uncertainty: bool = False
     groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
     scales: tuple[tuple[float, float], ...] | None = None
+    colluders: int = 0
+
+    @property
+    def private(self) -> bool:
+        """True when the code masks its coded inputs against at least one colluding worker."""
+        return self.colluders > 0
 
     def group_slot(self) -> dict[int, int]:
         """{input: the worker slot of its coding group's coded result} (empty without groups)."""

@@ -23,6 +23,8 @@ from .._util.validate import check_int
 from ..rkhs.points import chebyshev1
 from . import robust
 from .base import Code
+from .capabilities import PLAIN, Capabilities
+from .private import DEFAULT_MASK_SCALE, PrivateMixin, worker_points
 
 #: a result is wrong when it misses the recovered polynomial by more than this (relative to the results' size)
 RELATIVE_TOL = 1e-7
@@ -30,39 +32,64 @@ RELATIVE_TOL = 1e-7
 BRUTE_FORCE_MAX = 20000
 
 
-class LCC(Code):
+class LCC(PrivateMixin, Code):
     """Encoder: the degree-(K-1) polynomial through (alpha_k, x_k) evaluated at beta. For f a polynomial of
     degree `degree`, f o u_enc has degree (K-1) degree, so any (K-1) degree + 1 results determine it; the
     decoder fits that polynomial (least squares in the Chebyshev basis when more results arrive) and
     evaluates it at alpha. Nodes are Chebyshev points; `condition_number(returned)` reports how well posed
     the decode is over the reals.
+
+    colluders=T (with mask_scale > 0) makes it private (`gencc.codes.private`): the polynomial runs through the
+    K inputs and T Gaussian masks, f o u_enc has degree (K+T-1) degree, and any (K+T-1) degree + 1 results
+    decode f at the data points exactly (over the reals: up to the Vandermonde system's conditioning).
     """
 
     name = "lcc"
     robust_methods = ("loo",)
 
-    def __init__(self, K: int, N: int, degree: int = 1):
+    def __init__(self, K: int, N: int, degree: int = 1, *, colluders: int = 0,
+                 mask_scale: float = DEFAULT_MASK_SCALE, seed: int | None = None):
         super().__init__(K, N)
         self.degree = check_int("degree", degree, 1, hint="the degree of polynomial f")
-        self.threshold = (K - 1) * self.degree + 1
+        self._init_private(colluders, mask_scale, seed)
+        T = self.colluders
+        self.threshold = (K + T - 1) * self.degree + 1
         if N < self.threshold:
-            raise ValueError(f"LCC with K={K} and degree={degree} needs N >= (K-1)*degree+1 = {self.threshold} "
-                             f"workers, got N={N}")
-        self.alpha = chebyshev1(K)
-        self.beta = chebyshev1(N)
+            need = "(K+colluders-1)*degree+1" if T else "(K-1)*degree+1"
+            raise ValueError(f"LCC with K={K}{f', colluders={T}' if T else ''} and degree={degree} needs "
+                             f"N >= {need} = {self.threshold} workers, got N={N}")
+        if T:  # data and mask points interleaved; workers off all of them
+            self.alpha = self.private_alpha
+            self.beta = worker_points(np.concatenate([self.alpha, self.mask_points]), N,
+                                      ("chebyshev1", "chebyshev2", "equispaced"))
+            self._check_private()
+        else:
+            self.alpha = chebyshev1(K)
+            self.beta = chebyshev1(N)
 
     @property
     def min_results(self) -> int:
         return self.threshold
 
-    def _encoding_matrix(self) -> np.ndarray:
-        V = C.chebvander(self.alpha, self.K - 1)
-        return C.chebvander(self.beta, self.K - 1) @ np.linalg.inv(V)
+    @property
+    def capabilities(self) -> Capabilities:
+        """Private against `colluders` workers when masked (`gencc.codes.private`)."""
+        return self._private_capabilities(PLAIN)
+
+    def _interpolation_matrix(self, nodes: np.ndarray) -> np.ndarray:
+        """The Lagrange interpolant through `nodes` evaluated at the workers' points, (N, len(nodes))."""
+        d = nodes.size - 1
+        return C.chebvander(self.beta, d) @ np.linalg.inv(C.chebvander(nodes, d))
 
     def _decoding_matrix(self, returned: np.ndarray, Y: np.ndarray | None) -> np.ndarray:
         deg = self.threshold - 1
         V = C.chebvander(self.beta[returned], deg)
         return C.chebvander(self.alpha, deg) @ np.linalg.pinv(V)
+
+    def __repr__(self) -> str:
+        if not self.colluders:
+            return super().__repr__()
+        return f"LCC(K={self.K}, N={self.N}, degree={self.degree}{self._private_repr()})"
 
     def condition_number(self, returned) -> float:
         """2-norm condition number of the decoding Vandermonde system for these returned workers."""

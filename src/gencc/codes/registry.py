@@ -20,6 +20,7 @@ from .berrut import BACC
 from .gcc import GCC
 from .lagrange import LCC
 from .parm import ParM
+from .private import DEFAULT_MASK_SCALE
 from .replication import Replication
 from .systematic import SystematicGCC
 
@@ -29,7 +30,8 @@ REQUIRED = object()
 
 @dataclass(frozen=True)
 class Param:
-    """A keyword option of a code. `type` is one of int, float, float|gcv|loo, positive|auto, choice, callable."""
+    """A keyword option of a code. `type` is one of int, count (an integer >= 0), seed (an integer >= 0 or None),
+    float, float|gcv|loo, positive|auto, choice, callable."""
 
     name: str
     type: str
@@ -50,7 +52,8 @@ class Param:
         """The values this option takes, in a command line's words: "a number >= 0, gcv or loo"."""
         if self.type == "choice":
             return "one of " + ", ".join(self.choices)
-        return {"int": "an integer >= 1", "float": "a number >= 0", "float|gcv|loo": "a number >= 0, gcv or loo",
+        return {"int": "an integer >= 1", "count": "an integer >= 0", "seed": "an integer >= 0 or none",
+                "float": "a number >= 0", "float|gcv|loo": "a number >= 0, gcv or loo",
                 "positive|auto": "a number > 0 or auto"}.get(self.type, "a callable (no text form)")
 
     def check(self, code: str, value: Any) -> Any:
@@ -70,6 +73,10 @@ class Param:
         label = f"{code} option {self.name}"
         if self.type == "int":
             return check_int(label, value, 1)
+        if self.type == "count":
+            return check_int(label, value, 0)
+        if self.type == "seed":
+            return check_int(label, value, 0, optional=True)
         if self.type == "float":
             return check_real(label, value, 0.0)
         if self.type == "float|gcv|loo":
@@ -94,8 +101,10 @@ class Param:
         if self.type == "callable":
             raise ValueError(f"{code}.{self.name} is a callable and has no text form: {self.help}")
         try:
-            if self.type == "int":
+            if self.type in ("int", "count"):
                 return self.check(code, int(text))
+            if self.type == "seed":
+                return self.check(code, None if text.lower() == "none" else int(text))
             if self.type == "float" or (self.type == "float|gcv|loo" and text not in ("gcv", "loo")) \
                     or (self.type == "positive|auto" and text != "auto"):
                 return self.check(code, float(text))
@@ -124,12 +133,20 @@ class CodeSpec:
 
 
 _LAM = "penalty weight of the {} fit (0 interpolates)"
+#: the options of a private code (gencc.codes.private), shared by GCC, BACC and LCC
+PRIVATE = (
+    Param("colluders", "count", 0, "private against this many colluding workers: T Gaussian masks interpolated "
+          "with the inputs, fresh every call (0: not private)"),
+    Param("mask_scale", "float", DEFAULT_MASK_SCALE, "the masks' standard deviation over the inputs' root mean "
+          "square (larger: less leakage, less accuracy)"),
+    Param("seed", "seed", None, "seed of the masks' generator (none: fresh entropy)"),
+)
 CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
     CodeSpec("gcc", GCC, "general coded computing: RKHS (smoothing-spline) encoder and decoder", (
         Param("kernel", "choice", "auto", "RKHS kernel (auto: Matern 3/2 up to 512 points, then the cubic spline)",
               ("auto", *KERNELS)),
         Param("length_scale", "positive|auto", "auto", "the auto kernel's length scale on [-1, 1] (auto: 0.3, or "
-              "2.4 / K where longer and N >= 4 K)"),
+              "2.4 / K where longer and N >= 4 K; 0.15 with colluders)"),
         Param("lam_enc", "float", 0.0, _LAM.format("encoder")),
         Param("lam_dec", "float|gcv|loo", 0.0, _LAM.format("decoder") + "; gcv or loo choose it per pattern"),
         Param("alpha", "choice", "chebyshev1", "data points", DESIGNS),
@@ -142,10 +159,13 @@ CODES: dict[str, CodeSpec] = {spec.name: spec for spec in (
               "of gaps that hold 2 or more; fit: the fit everywhere (safer worst case at high straggler fractions: "
               "auto)",
               ("auto", "fit", "bridge")),
+        *PRIVATE,
     )),
-    CodeSpec("bacc", BACC, "Berrut approximated coded computing (rational interpolation)"),
+    CodeSpec("bacc", BACC, "Berrut approximated coded computing (rational interpolation)", PRIVATE),
     CodeSpec("lcc", LCC, "Lagrange coded computing, exact for polynomial f", (
-        Param("degree", "int", REQUIRED, "the degree of polynomial f (decodes from (K-1) degree + 1 results)"),
+        Param("degree", "int", REQUIRED, "the degree of polynomial f (decodes from (K+colluders-1) degree + 1 "
+              "results)"),
+        *PRIVATE,
     )),
     CodeSpec("replication", Replication, "each input on about N/K workers; the first replica wins"),
     CodeSpec("parm", ParM, "parity models: k inputs per group plus one parity query (N = K + ceil(K/k))", (

@@ -41,6 +41,8 @@ def scheme_code(sch: Any, K: int, N: int, *, parm_k: int = 2, parity: Callable |
         return make_code("gcc", K, N, **{"decoder": "interpolate", **opts})
     if sch.code == "bacc":
         if opts:  # the registry's checks: it refuses an option BACC does not take
-            make_code("bacc", K, N, **opts)
+            private = make_code("bacc", K, N, **opts)
+            if private.colluders:  # a private BACC keeps its workers off the data points (no systematic slots)
+                return private
         return code_spec("bacc").cls(K, N, beta=make_code("gcc", K, N).beta, **opts)
     return make_code(sch.code, K, N, **opts)

@@ -14,7 +14,10 @@ It checks what every caller of a code relies on, with results simulated exactly 
 - the declared capabilities hold: not `partial` -> `missing` is always empty; `partial` -> every input not listed
   by `missing` is recovered exactly and the listed ones are zero rows; `count_rule` -> `can_decode` is the count
   rule; `uncertainty` -> `decode_uncertainty` gives a non-negative (K, out) spread; `groups` and `scales` are
-  well formed.
+  well formed; `colluders` (a private code) -> `encode(X)` is E X plus masks E_mask M (`mask_matrix`, (N, T)),
+  fresh on every call, every worker's row weighs the masks (no worker receives an input raw, and no coded
+  input equals one), and every set of T workers sees the masks through a block of full rank T (its leakage is
+  finite: `gencc.metrics.leakage_bits`).
 
 A failed check raises AssertionError saying which code, which rule, and what was seen. pytest is not needed.
 """
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from itertools import combinations
+from math import comb
 from typing import Any
 
 import numpy as np
@@ -31,6 +36,8 @@ from ..codes import Capabilities, Code
 
 #: output coordinates and input features of the simulated results
 OUT_DIM, IN_DIM = 3, 4
+#: a private code's sets of T colluding workers are all checked up to this many, a random sample of this many above
+MAX_COLLUDING_SETS = 2000
 
 
 def check_code(code: Code, *, seed: int = 0, trials: int = 12, rtol: float = 1e-6, atol: float = 1e-9) -> None:
@@ -88,6 +95,9 @@ class _Checker:
         self.ensure(E.shape == (code.N, code.K), "encoding_matrix has shape (N, K)", f"got {E.shape}")
         self.ensure(bool(np.isfinite(E).all()), "encoding_matrix is finite", "it holds NaN or inf")
         X = self.rng.normal(size=(code.K, IN_DIM))
+        if code.capabilities.colluders:
+            self.private(E, X)
+            return
         Z = code.encode(X)
         packs = code.packed_groups()
         if packs:
@@ -109,6 +119,46 @@ class _Checker:
         Z3 = code.encode(X3)
         self.ensure(np.shape(Z3) == (code.N, 2, 2), "encode keeps the input's trailing shape",
                     f"X {X3.shape} gave {np.shape(Z3)}")
+
+    def masked(self, E: np.ndarray, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """The masks' part Z - E X of a private code's coded inputs, checked to lie in the span of mask_matrix."""
+        B = np.asarray(self.code.mask_matrix, dtype=float)
+        diff = np.asarray(Z, dtype=float).reshape(self.code.N, -1) - E @ X.reshape(self.code.K, -1)
+        fit = B @ np.linalg.lstsq(B, diff, rcond=None)[0]
+        self.ensure(self.close(fit, diff), "a private code's encode(X) is E X + mask_matrix @ M for masks M",
+                    lambda: f"what the masks leave unexplained reaches {np.abs(fit - diff).max():.3g}")
+        return diff
+
+    def private(self, E: np.ndarray, X: np.ndarray) -> None:
+        """The privacy contract of a code declaring `colluders` (module docstring)."""
+        code, T = self.code, int(self.code.capabilities.colluders)
+        B = np.asarray(getattr(code, "mask_matrix", np.zeros(0)))
+        self.ensure(B.shape == (code.N, T) and bool(np.isfinite(B).all()),
+                    "a private code's mask_matrix is finite with shape (N, colluders)", f"got shape {B.shape}")
+        Z = code.encode(X)
+        self.ensure(isinstance(Z, np.ndarray) and Z.shape == (code.N, IN_DIM), "encode maps (K, *in) to (N, *in)",
+                    f"X {X.shape} gave {np.shape(Z)}")
+        first = self.masked(E, X, Z)
+        again = self.masked(E, X, code.encode(X))
+        self.ensure(not np.allclose(first, again), "a private code draws fresh masks on every call of encode",
+                    "two calls on the same inputs gave the same coded inputs")
+        rows = np.linalg.norm(np.hstack([E, B]), axis=1)
+        weak = np.flatnonzero(np.linalg.norm(B, axis=1) <= 1e-9 * rows)
+        self.ensure(weak.size == 0, "every worker's coded input of a private code weighs the masks (no raw inputs)",
+                    lambda: f"worker(s) {weak.tolist()[:8]} get no mask")
+        gap = np.min(np.linalg.norm(np.asarray(Z)[:, None, :] - X[None, :, :], axis=2))
+        self.ensure(gap > 1e-6 * max(1.0, float(np.abs(X).max())), "no coded input of a private code is a raw input",
+                    f"a coded input lies within {gap:.3g} of an input")
+        X3 = self.rng.normal(size=(code.K, 2, 2))
+        self.ensure(np.shape(code.encode(X3)) == (code.N, 2, 2), "encode keeps the input's trailing shape",
+                    f"X {X3.shape} gave {np.shape(code.encode(X3))}")
+        if comb(code.N, T) <= MAX_COLLUDING_SETS:
+            sets = [list(S) for S in combinations(range(code.N), T)]
+        else:
+            sets = [sorted(self.rng.choice(code.N, size=T, replace=False).tolist()) for _ in range(MAX_COLLUDING_SETS)]
+        for S in sets:
+            self.ensure(np.linalg.matrix_rank(B[S]) == T, f"every {T} colluding workers see the masks through a "
+                        "block of full rank (their leakage is finite)", f"workers {S} do not")
 
     # ----- decoding -----------------------------------------------------------------------------------------
     def returned_sets(self, trials: int) -> list[list[int]]:
@@ -252,7 +302,11 @@ class _Checker:
         code = self.code
         X = self.rng.normal(size=(code.K, IN_DIM))
         Z = code.encode(torch.from_numpy(X))
-        if not code.packed_groups():
+        if code.capabilities.colluders:
+            self.ensure(isinstance(Z, torch.Tensor), "encode of a torch tensor gives a torch tensor",
+                        f"got {type(Z).__name__}")
+            self.masked(np.asarray(code.encoding_matrix, dtype=float), X, Z.numpy())
+        elif not code.packed_groups():
             self.ensure(isinstance(Z, torch.Tensor), "encode of a torch tensor gives a torch tensor",
                         f"got {type(Z).__name__}")
             self.ensure(self.close(Z.numpy(), code.encode(X)), "encode gives the same values for torch and numpy",

@@ -98,6 +98,13 @@ class CodedDispatcher(Dispatcher):
     def workers_needed(self) -> int:
         return self.N
 
+    def send_copy(self, req: Request, kind: str, exclude: Any = ()) -> Task | None:
+        """A plain copy of `req`, except under a private code (`capabilities.colluders`): it never hands a worker
+        an input raw, so a member no decode answers gets the dispatcher's error instead of a copy."""
+        if self.code.capabilities.colluders:
+            return None
+        return super().send_copy(req, kind, exclude)
+
     def _covered(self, g: _Group, i: int, R: set[int]) -> bool:
         """Member i's estimate is a parity recovery: its group's coded result is in, and each other position of
         the group is known or a pad repeating member i."""
