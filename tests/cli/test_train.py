@@ -1,6 +1,7 @@
 """`gencc train`: a short run writes its history and plot; bad options exit 2 naming the option, before any work."""
 
 import csv
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -47,6 +48,9 @@ BAD = [
      "stragglers already holds a PersistentStragglers"),
     (["--lr", "-1"], "--lr", "must be a finite number > 0, got -1"),
     (["--backend", "mpi"], "--backend", "unknown backend 'mpi'"),
+    (["--scheme", "sync", "--opt", "gcc.colluders=1"], "--opt", "sync is a baseline and runs no code"),
+    (["--scheme", "gcc", "--opt", "gcc.colluders=x"], "--opt", "gcc.colluders takes an integer >= 0; got 'x'"),
+    (["--scheme", "gcc", "--opt", "gcc.nosuch=1"], "--opt", "nosuch"),
 ]
 
 
@@ -136,6 +140,21 @@ def test_train_trains_a_model_of_the_users_own(tmp_path, monkeypatch):
     assert "time to" not in r.output  # no target accuracy for a model of the user's own
     assert out.read_text().splitlines()[0].startswith("step,wall_s")
     assert len(out.read_text().splitlines()) == 1 + 6
+
+
+def test_train_places_private_shards_of_the_users_own_data(tmp_path, monkeypatch):
+    """--opt gcc.colluders=1: the shards carry masks, and the summary says what a colluding worker learns."""
+    pytest.importorskip("torch")
+    X, y = _user_files(tmp_path, monkeypatch)
+    r = runner.invoke(app, ["train", "--model", "gencc_user_tinynet:make", "--data", str(X), "--labels", str(y),
+                            "--scheme", "gcc", "--workers", "6", "--stragglers", "1", "--delay-ms", "1",
+                            "--steps", "3", "--opt", "gcc.colluders=1", "--opt", "gcc.mask_scale=4",
+                            "--no-progress"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    m = re.search(r"private shards: 1 colluding worker\(s\) learn at most ([0-9.e+-]+) bits per input coordinate "
+                  r"\(mask_scale 4\)", flat)
+    assert m and 0 < float(m.group(1)) < 20, flat
 
 
 @pytest.mark.parametrize(("args", "option", "message"), [

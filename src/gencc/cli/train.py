@@ -26,6 +26,7 @@ from .options import (
     SlowFactor,
     SlowFraction,
     check_backend,
+    code_options,
     integer,
     not_used,
     number,
@@ -43,7 +44,7 @@ OPTIONS = {"workload": "--workload", "scheme": "--scheme", "workers": "--workers
            "optimizer": "--optimizer", "partitions": "--K", "gc_kind": "--gc-kind", "replication": "--workers",
            "placement": "--placement", "sample_s": "--sample-ms", "delay_s": "--delay-ms",
            "slow_fraction": "--slow-fraction", "slow_factor": "--slow-factor", "eval_every": "--eval-every",
-           "seed": "--seed", "backend": "--backend", "address": "--address"}
+           "seed": "--seed", "backend": "--backend", "address": "--address", "code_options": "--opt"}
 
 #: the history's CSV columns, in order
 COLUMNS = ("step", "wall_s", "step_s", "train_loss", "eval_acc", "grad_rel_err", "loss_full", "compute_per_worker",
@@ -122,6 +123,9 @@ def train_command(
                                          rich_help_panel=SCHEME)] = "cyclic",
     placement: Annotated[str, typer.Option(metavar="NAME", help=f"{', '.join(PLACEMENTS)}",
                                            rich_help_panel=SCHEME)] = "stratified",
+    opt: Annotated[list[str] | None, typer.Option("--opt", help="gcc/bacc: an option of the placement's code, "
+                                                  "repeatable, e.g. gcc.colluders=1 (private shards)",
+                                                  rich_help_panel=SCHEME)] = None,
     sample_ms: Annotated[float, typer.Option(metavar="MS", help="modelled compute per sample, in ms (injected)",
                                              callback=number(at_least=0), rich_help_panel=SLOW)] = 0.0,
     delay_ms: Annotated[float, typer.Option(metavar="MS", help="an int --stragglers S: how long each is held back, "
@@ -156,6 +160,7 @@ def train_command(
     backend = check_backend(backend)
     given = {"lr": lr, "optimizer": optimizer, "batch_size": batch_size}  # None: the workload's default
     given = {k: (None if k == "batch_size" and v == 0 else v) for k, v in given.items() if v is not None}
+    code_opts = code_options(opt or [], (scheme,), "training").get(scheme) if opt else None
     try:
         if workload is not None:
             check_workload(workload)
@@ -163,7 +168,8 @@ def train_command(
                                steps=steps, seed=seed, eval_every=eval_every, track_grad_error=track_grad_error,
                                backend=backend, tolerate=tolerate, gc_kind=gc_kind, placement=placement,
                                sample_s=sample_ms / 1e3, delay_s=delay_ms / 1e3, address=address,
-                               slow_fraction=slow_fraction, slow_factor=slow_factor, **given)
+                               slow_fraction=slow_fraction, slow_factor=slow_factor, code_options=code_opts,
+                               **given)
         if K is not None and not options.coded:
             not_used("--K", scheme, "only gcc and bacc code K partitions of the data")
         elif K is not None:
@@ -207,6 +213,12 @@ def train_command(
     print(f"{name} {scheme}: N={res.N} K={res.K} tolerate={res.tolerate} wait_for={res.wait_for} "
           f"compute/worker/step={res.compute_per_worker} samples; final test accuracy {res.final_accuracy():.4f}; "
           f"{reached}wall {h[-1]['wall_s']:.2f} s")
+    code = res.plan.code
+    if getattr(code, "private", False):
+        from ..runtime.metrics import leakage_bits
+
+        print(f"private shards: {code.colluders} colluding worker(s) learn at most {leakage_bits(code):.3g} bits "
+              f"per input coordinate (mask_scale {code.mask_scale:g})")
     if out is not None:
         write_history(h, out)
         print(f"history: {out}")

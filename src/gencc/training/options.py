@@ -69,7 +69,11 @@ class TrainOptions:
 
     slow_fraction / slow_factor: persistent stragglers (`gencc.faults.PersistentStragglers`, seeded by `seed`)
     added to `stragglers`: each worker slow about that fraction of the time, slow_factor (default 10) times
-    slower while slow."""
+    slower while slow.
+
+    code_options: keyword options of the coded placement's code (gcc, bacc only), checked by building it; with
+    colluders=T (and mask_scale) the placement is private: every worker's shard carries random masks, so no T
+    colluding workers see the data in the clear (`gencc.metrics.leakage_bits` measures what they learn)."""
 
     scheme: str = "sync"
     workers: int = 8
@@ -93,6 +97,7 @@ class TrainOptions:
     address: str | None = None
     slow_fraction: float = 0.0
     slow_factor: float | None = None
+    code_options: dict[str, Any] | None = None
 
     def __post_init__(self):
         with ConfigError.about("scheme"):
@@ -152,6 +157,25 @@ class TrainOptions:
         object.__setattr__(self, "_S", S)
         object.__setattr__(self, "_K", default_partitions(self.scheme, N, S) if self.partitions is None
                            else self.partitions)
+        self._check_code_options(coded)
+
+    def _check_code_options(self, coded: bool) -> None:
+        """code_options: keyword options of the coded placement's code (gcc, bacc), checked by building it once
+        (`gencc.codes.registry.make_code`), e.g. {"colluders": 1, "mask_scale": 16} for a private placement."""
+        if not self.code_options:
+            self._set("code_options", None)
+            return
+        if not isinstance(self.code_options, dict):
+            raise ConfigError(f"code_options must be a dict of the code's keyword options, got "
+                              f"{type(self.code_options).__name__}", "code_options")
+        if not coded:
+            raise ConfigError(f"code_options apply to the coded placements gcc and bacc, not {self.scheme} (it "
+                              "builds no code)", "code_options")
+        from ..codes.registry import make_code
+
+        with ConfigError.about("code_options"):
+            make_code(scheme_spec(self.scheme, "training").code, self.K, self.workers, **self.code_options)
+        self._set("code_options", dict(self.code_options))
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)

@@ -102,12 +102,13 @@ def partitions(X: np.ndarray, y: np.ndarray, K: int, how: str = "stratified") ->
 
 
 def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S: int, *, K: int | None = None,
-              gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", seed: int = 0) -> Plan:
+              gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", seed: int = 0,
+              code_options: dict | None = None) -> Plan:
     """The placement and aggregation rule of `scheme` for N workers planning for S stragglers per step; its
     options are checked as `TrainOptions` checks them (N is workers, S tolerate, K partitions): a bad one raises
     a `gencc.errors.ConfigError` naming the parameter of `train`."""
     opts = TrainOptions(scheme=scheme, workers=N, tolerate=S, partitions=K, gc_kind=gc_kind, replication=replication,
-                        placement=placement, seed=seed)
+                        placement=placement, seed=seed, code_options=code_options)
     N, S, K, spec = opts.workers, opts.tolerance, opts.K, scheme_spec(scheme, "training")
     dtype = X.dtype
     idx = partitions(X, y, K, placement)
@@ -128,15 +129,17 @@ def make_plan(scheme: str, X: np.ndarray, y: np.ndarray, classes: int, N: int, S
         blocks = [[Block(*parts[k]) for k in np.flatnonzero(B[n])] for n in range(N)]
         info["replication"] = r
     else:
-        from ..codes.berrut import BACC
-        from ..codes.gcc import GCC
+        from ..codes.registry import make_code
 
-        code = {"gcc": GCC, "bacc": BACC}[spec.code](K, N)
-        E = code.encoding_matrix
+        code = make_code(spec.code, K, N, **(opts.code_options or {}))
         Xs = np.stack([p[0] for p in parts])  # (K, m, *in_shape)
         Ts = np.stack([p[1] for p in parts])  # (K, m, C)
-        Xc = np.tensordot(E, Xs, axes=(1, 0)).astype(dtype)  # coded shards: sum_k E[n, k] partition_k
-        Tc = np.tensordot(E, Ts, axes=(1, 0)).astype(dtype)
+        if getattr(code, "private", False):  # its masks on top, drawn once (the data are placed once)
+            Xc, Tc = (code.encode(A.astype(np.float64)).astype(dtype) for A in (Xs, Ts))
+        else:  # coded shards: sum_k E[n, k] partition_k, inputs and one-hot targets alike
+            E = code.encoding_matrix
+            Xc = np.tensordot(E, Xs, axes=(1, 0)).astype(dtype)
+            Tc = np.tensordot(E, Ts, axes=(1, 0)).astype(dtype)
         blocks = [[Block(Xc[n], Tc[n])] for n in range(N)]
         wait = max(wait, code.min_results)
     return Plan(scheme, N, K, m, blocks, parts, wait, S, B, code, info)

@@ -95,7 +95,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
           gc_kind: str = "cyclic", replication: int = 2, placement: str = "stratified", sample_s: float = 0.0,
           delay_s: float = 0.05, step_timeout: float = 60.0, address: str | None = None,
           slow_fraction: float = 0.0, slow_factor: float | None = None, ray_options: dict | None = None,
-          progress: Callable[[dict], None] | None = None) -> TrainResult:
+          progress: Callable[[dict], None] | None = None, code_options: dict | None = None) -> TrainResult:
     """Train a copy of `model` (a torch.nn.Module giving class logits) on `data` = (X, y) with cross-entropy,
     data-parallel over `workers` = N engine workers under `scheme` (one of `gencc.training.TRAINING_SCHEMES`).
 
@@ -111,6 +111,9 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
     fraction of the time, slow_factor, by default 10, times slower while slow; seeded by `seed`).
     backend: "local" (engine threads; the default; also "threads") or "ray" (one actor per worker; `address`,
     `ray_options` for `gencc.engine.ray.backend.RayBackend`; tests run it in a loopback-only namespace).
+    code_options: keyword options of gcc's / bacc's code, e.g. {"colluders": 1, "mask_scale": 16}: a private
+    placement, whose shards carry random masks so that no single worker (no T colluding ones) holds the data in
+    the clear; the gradient sum is still read at the data points.
 
     history: one dict per step with step, wall_s (training time so far, measurement excluded), step_s,
     train_loss (the master's estimate from what returned), returned (worker ids used), stragglers ({worker:
@@ -129,7 +132,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
                         optimizer=optimizer, backend=backend, tolerate=tolerate, partitions=partitions,
                         gc_kind=gc_kind, replication=replication, placement=placement, sample_s=sample_s,
                         delay_s=delay_s, step_timeout=step_timeout, address=address, slow_fraction=slow_fraction,
-                        slow_factor=slow_factor)
+                        slow_factor=slow_factor, code_options=code_options)
     N, steps, seed, eval_every, batch_size = opts.workers, opts.steps, opts.seed, opts.eval_every, opts.batch_size
     backend, inj = opts.backend, opts.injected
     model = copy.deepcopy(model)
@@ -144,7 +147,7 @@ def train(model: nn.Module, data: Any, scheme: str = "sync", workers: int = 8, s
         raise ValueError(f"the model must map a batch to logits (B, C) with C >= {classes} classes; got "
                          f"{tuple(out.shape)}")
     plan = make_plan(scheme, X, y, classes, N, opts.tolerance, K=opts.partitions, gc_kind=gc_kind,
-                     replication=opts.replication, placement=placement, seed=seed)
+                     replication=opts.replication, placement=placement, seed=seed, code_options=opts.code_options)
     b = None if batch_size is None else max(1, round(batch_size / plan.K))
     fns = [GradientWorker(model, plan.blocks[n], plan.m, b, seed) for n in range(N)]
     compute = fns[0].rows_per_step
