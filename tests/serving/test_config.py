@@ -149,3 +149,15 @@ def test_make_dispatcher_refuses_as_service_config_does():
 def test_from_config_takes_a_checked_configuration():
     with pytest.raises(TypeError, match="config must be a ServiceConfig"):
         Service.from_config("digits-cnn", {"scheme": "gcc", "packed_parity": True})
+
+
+def test_a_private_code_needs_the_gate_off() -> None:
+    """The gate answers an untrusted decode with a plain copy, which a private code never sends: refused up front
+    (otherwise every request the gate held would time out); with the gate off it serves."""
+    from gencc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="turn the gate off") as e:
+        ServiceConfig(scheme="gcc", K=4, workers=10, code_options={"colluders": 1})
+    assert e.value.field == "gate"
+    cfg = ServiceConfig(scheme="gcc", K=4, workers=10, gate="off", code_options={"colluders": 1, "mask_scale": 2})
+    assert dict(cfg.code_options)["colluders"] == 1

@@ -215,6 +215,10 @@ class ServiceConfig:
 
             check_code_options(sch, self.K, self.workers, dict(opts))
         object.__setattr__(self, "code_options", opts)
+        if dict(opts).get("colluders") and self.gate == "on":
+            raise ConfigError("a private code (colluders) never sends a worker a plain input, and the gate answers "
+                              "a decode it does not trust with a plain copy: every request it held would time "
+                              "out; turn the gate off (each decode is then sent with its uncertainty)", "gate")
 
 
     def _check_upstreams(self) -> None:
