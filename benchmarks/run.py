@@ -35,6 +35,7 @@ SUITES: dict[str, tuple[str, str]] = {
     "soak": ("soak", "a long open-loop run of a service: p99 and RSS per minute (10 minutes)"),
     "hostile-input": ("hostile_input", "hostile requests to a real `gencc serve`: status, time, health, memory"),
     "fleet": ("bench_ray_cluster", "a Ray cluster of several nodes losing one mid-stream (needs Ray)"),
+    "upstreams": ("upstreams", "gencc in front of 12 Triton replicas against a direct client (needs .venv-triton)"),
     "training": ("training", "time to a target accuracy per training scheme under stragglers (needs torch)"),
     "instructions": ("instructions", "instructions per job counted by valgrind, beside the minimal job"),
 }

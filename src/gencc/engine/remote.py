@@ -10,12 +10,14 @@ ends know `in_shape` and `out_shape` without a local model) and whether the inpu
 (`Fleet.codable`: float inputs only; integer inputs take copies, hedging and replication).
 
 `RemoteBackend` is the engine's backend over a fleet: worker w is replica w. A task's input (one input, or a
-block of them in requests of at most the replica's max batch size) travels as one infer request with JSON
-tensors, on a keep-alive `httpx.Client` per replica, with bounded timeouts and at most `max_in_flight`
-requests out to a replica at once. Its faults are real and end as the engine's outcomes, never as a crash of
-the master nor a wrong answer used: a refused or reset connection makes the task lost (ConnectionError: the
-worker is marked dead, then tried again); a 4xx/5xx answer, a timeout, or an answer that is not the protocol, has
-the wrong shape or is not finite fails the task (a straggler; a non-finite output is `InjectedFault("nan")`).
+block of them in requests of at most the replica's max batch size) travels as one infer request, its tensors
+binary (Triton's binary tensor extension) where the replica's server metadata (`GET /v2`) lists
+`binary_tensor_data`, JSON otherwise, on a keep-alive `httpx.Client` per replica, with bounded timeouts and at
+most `max_in_flight` requests out to a replica at once. Its faults are real and end as the engine's outcomes,
+never as a crash of the master nor a wrong answer used: a refused or reset connection makes the task lost
+(ConnectionError: the worker is marked dead, then tried again); a 4xx/5xx answer, a timeout, or an answer that is
+not the protocol, has the wrong shape or is not finite fails the task (a straggler; a non-finite output is
+`InjectedFault("nan")`).
 httpx is imported when a fleet is checked or a backend starts, so `import gencc` never imports it.
 """
 
@@ -53,6 +55,8 @@ DATATYPES: dict[str, tuple[Any, bool]] = {
     "UINT8": (np.uint8, False), "UINT16": (np.uint16, False), "UINT32": (np.uint32, False),
     "UINT64": (np.uint64, False), "BOOL": (np.bool_, False),
 }
+#: the datatypes that travel as binary tensors (little-endian, numpy's layout; BF16 has no numpy dtype)
+_BINARY = frozenset(DATATYPES) - {"BF16"}
 _PATH = re.compile(r"^/v2/models/([A-Za-z0-9_.-]+)(?:/versions/([A-Za-z0-9_.-]+))?/?$")
 _FIELD = "upstreams"
 
@@ -230,6 +234,15 @@ def _get_json(client: Any, path: str) -> tuple[int, Any]:
         return r.status_code, None
 
 
+def _whole(sig: Signature, a: np.ndarray) -> np.ndarray:
+    """`a` cast to an integer or boolean input's datatype; a ValueError when a value does not survive the cast."""
+    cast = a.astype(DATATYPES[sig.input.datatype][0])
+    if not np.array_equal(cast.astype(np.float64), a.astype(np.float64)):
+        raise ValueError(f"input {sig.input.name} is {sig.input.datatype}: its values must be whole numbers "
+                         "in its range")
+    return cast
+
+
 def encode_request(sig: Signature, x: np.ndarray) -> bytes:
     """The infer request of inputs `x` (B, *input shape) for a batched model, or one input for one that is not:
     JSON tensors; the values cast to the input's datatype (a ValueError when an integer input gets a number it
@@ -237,11 +250,7 @@ def encode_request(sig: Signature, x: np.ndarray) -> bytes:
     dtype, _ = DATATYPES[sig.input.datatype]
     a = np.asarray(x)
     if np.issubdtype(dtype, np.integer) or dtype is np.bool_:
-        cast = a.astype(dtype)
-        if not np.array_equal(cast.astype(np.float64), a.astype(np.float64)):
-            raise ValueError(f"input {sig.input.name} is {sig.input.datatype}: its values must be whole numbers "
-                             "in its range")
-        data = cast.ravel().tolist()
+        data = _whole(sig, a).ravel().tolist()
     else:
         data = a.astype(np.float64).ravel().tolist()
     body = {"inputs": [{"name": sig.input.name, "shape": list(a.shape), "datatype": sig.input.datatype,
@@ -250,9 +259,49 @@ def encode_request(sig: Signature, x: np.ndarray) -> bytes:
     return json.dumps(body, allow_nan=False).encode()
 
 
-def decode_response(sig: Signature, body: Any, rows: int | None) -> np.ndarray:
+def encode_binary_request(sig: Signature, x: np.ndarray) -> tuple[bytes, int]:
+    """The infer request of `x` with Triton's binary tensor extension: (the body, the length of its JSON header,
+    for the Inference-Header-Content-Length header). The input's bytes follow the header, little-endian in the
+    input's datatype, and the output is asked for as binary too (a ValueError as in `encode_request`)."""
+    dtype, _ = DATATYPES[sig.input.datatype]
+    a = np.asarray(x)
+    cast = _whole(sig, a) if np.issubdtype(dtype, np.integer) or dtype is np.bool_ else a.astype(dtype)
+    raw = np.ascontiguousarray(cast, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+    head = json.dumps({"inputs": [{"name": sig.input.name, "shape": list(a.shape), "datatype": sig.input.datatype,
+                                   "parameters": {"binary_data_size": len(raw)}}],
+                       "outputs": [{"name": sig.output.name, "parameters": {"binary_data": True}}]}).encode()
+    return head + raw, len(head)
+
+
+def _binary_size(o: Any) -> Any:
+    params = o.get("parameters") if isinstance(o, dict) else None
+    return params.get("binary_data_size") if isinstance(params, dict) else None
+
+
+def _binary_output(sig: Signature, outs: list, o: dict, blob: bytes) -> np.ndarray:
+    """Output `o`'s values from the bytes after the JSON header (the outputs' binary parts in their order)."""
+    start = 0
+    for other in outs:
+        if other is o:
+            break
+        size = _binary_size(other)
+        start += size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0
+    size, dt = _binary_size(o), str(o.get("datatype", "")).upper()
+    if dt not in _BINARY:
+        raise RemoteError(f"output {sig.output.name} came as binary {dt or 'data'}, which gencc cannot read")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0 or start + size > len(blob):
+        raise RemoteError(f"output {sig.output.name}: binary_data_size {size!r} does not lie within the answer's "
+                          f"{len(blob)} bytes of binary data")
+    item = np.dtype(DATATYPES[dt][0]).newbyteorder("<")
+    if size % item.itemsize:
+        raise RemoteError(f"output {sig.output.name}: {size} bytes are not whole {dt} values")
+    return np.frombuffer(blob[start:start + size], dtype=item).astype(np.float64)
+
+
+def decode_response(sig: Signature, body: Any, rows: int | None, blob: bytes | None = None) -> np.ndarray:
     """The output tensor of an infer response as float64, (rows, *output shape) (rows None: one output of a model
-    without a batch axis); a RemoteError when it is not the protocol or not the declared tensor."""
+    without a batch axis), from JSON data or, `blob` given (the bytes after the header of a binary answer), binary
+    data; a RemoteError when it is not the protocol or not the declared tensor."""
     outs = body.get("outputs") if isinstance(body, dict) else None
     if not isinstance(outs, list) or not outs:
         raise RemoteError("the answer has no outputs")
@@ -260,11 +309,14 @@ def decode_response(sig: Signature, body: Any, rows: int | None) -> np.ndarray:
     if not mine:
         raise RemoteError(f"the answer has no output {sig.output.name}")
     o = mine[0]
-    if "data" not in o or o.get("parameters", {}).get("binary_data_size") is not None:
-        raise RemoteError(f"output {sig.output.name} came without JSON data")
     try:
         shape = tuple(int(d) for d in o["shape"])
-        y = np.asarray(o["data"], dtype=np.float64)
+        if _binary_size(o) is not None and blob is not None:
+            y = _binary_output(sig, outs, o, blob)
+        elif "data" not in o or _binary_size(o) is not None:
+            raise RemoteError(f"output {sig.output.name} came without JSON data")
+        else:
+            y = np.asarray(o["data"], dtype=np.float64)
     except (KeyError, TypeError, ValueError):
         raise RemoteError(f"output {sig.output.name} is not a tensor of numbers") from None
     want = ((rows,) if rows is not None else ()) + sig.output.shape if sig.output.shape else None
@@ -278,14 +330,32 @@ def decode_response(sig: Signature, body: Any, rows: int | None) -> np.ndarray:
 
 
 class Replica:
-    """One replica's client: a keep-alive connection pool, at most `max_in_flight` requests out at once."""
+    """One replica's client: a keep-alive connection pool, at most `max_in_flight` requests out at once; `binary`
+    None asks the replica's server metadata, on the first request, whether it takes binary tensors (False: JSON
+    always)."""
 
     def __init__(self, up: Upstream, connect_s: float = CONNECT_TIMEOUT_S, read_s: float = READ_TIMEOUT_S,
-                 max_in_flight: int = MAX_IN_FLIGHT):
+                 max_in_flight: int = MAX_IN_FLIGHT, binary: bool | None = None):
         self.upstream, self.read_s = up, float(read_s)
         self.client = _client(up, connect_s, read_s, max_in_flight)
         self.max_in_flight = int(max_in_flight)
         self.slots = threading.BoundedSemaphore(max_in_flight)
+        self.binary = binary
+
+    def takes_binary(self, sig: Signature) -> bool:
+        """Whether requests to this replica carry binary tensors: its server lists `binary_tensor_data` among its
+        extensions (`GET /v2`, asked once; a failed ask is asked again next time, JSON meanwhile) and both tensors'
+        datatypes have a binary form."""
+        if sig.input.datatype not in _BINARY or sig.output.datatype not in _BINARY:
+            return False
+        if self.binary is None:
+            try:
+                status, meta = _get_json(self.client, "/v2")
+            except Exception:  # noqa: BLE001 - httpx's errors: the replica is down, JSON until it answers
+                return False
+            exts = meta.get("extensions") if status == 200 and isinstance(meta, dict) else None
+            self.binary = isinstance(exts, list) and "binary_tensor_data" in exts
+        return self.binary
 
     def metadata(self) -> tuple[Any, Any, bool]:
         """(the model's metadata, its configuration or None, whether it says it is ready); httpx's errors and
@@ -310,12 +380,15 @@ class Replica:
 
         rows = len(x) if batch else None
         send = x if batch or not sig.batched else x[None]
-        body = encode_request(sig, send)
+        if self.takes_binary(sig):
+            body, head = encode_binary_request(sig, send)
+            headers = {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(head)}
+        else:
+            body, headers = encode_request(sig, send), {"Content-Type": "application/json"}
         if not self.slots.acquire(timeout=self.read_s):
             raise RemoteError(f"{self.upstream.url} has {self.max_in_flight} requests out already")
         try:
-            r = self.client.post(self.upstream.path + "/infer", content=body,
-                                 headers={"Content-Type": "application/json"})
+            r = self.client.post(self.upstream.path + "/infer", content=body, headers=headers)
         except httpx.TimeoutException as e:
             raise RemoteError(f"{self.upstream.url} timed out ({type(e).__name__})") from None
         except httpx.HTTPError as e:
@@ -326,11 +399,18 @@ class Replica:
             self.slots.release()
         if r.status_code != 200:
             raise RemoteError(f"{self.upstream.url} answered {r.status_code}: {r.text[:200]}")
+        head, blob = len(r.content), None
+        length = r.headers.get("Inference-Header-Content-Length")
+        if length is not None:  # a binary answer: a JSON header, then the outputs' bytes
+            if not length.isdigit() or not 0 < int(length) <= len(r.content):
+                raise RemoteError(f"{self.upstream.url} answered Inference-Header-Content-Length {length[:20]!r} "
+                                  f"for a body of {len(r.content)} bytes")
+            head, blob = int(length), r.content[int(length):]
         try:
-            answer = r.json()
-        except ValueError:
+            answer = json.loads(r.content[:head])
+        except (ValueError, UnicodeDecodeError):
             raise RemoteError(f"{self.upstream.url} answered with a body that is not JSON") from None
-        y = decode_response(sig, answer, rows if rows is not None else (1 if sig.batched else None))
+        y = decode_response(sig, answer, rows if rows is not None else (1 if sig.batched else None), blob)
         return y if batch or not sig.batched else y[0]
 
     def infer_rows(self, sig: Signature, X: Any) -> np.ndarray:
