@@ -13,8 +13,8 @@ from typing import Any
 
 __all__ = [
     "BadRequest", "BodyTooLarge", "CalibrationStopped", "Cancelled", "ClientDisconnected", "ClientError",
-    "ConfigError", "GenccError", "InjectedFault", "JobFailed", "JobTimeout", "ModelError", "ProtocolError",
-    "RemoteError", "WorkerError",
+    "ClusterUnreachable", "ConfigError", "GenccError", "InjectedFault", "JobFailed", "JobTimeout", "ModelError",
+    "ProtocolError", "RemoteError", "WorkerError",
 ]
 
 
@@ -36,6 +36,15 @@ class JobTimeout(JobFailed, TimeoutError):
 
 class WorkerError(GenccError):
     """f raised on another process (an actor); the message is already `describe_error` of what it raised."""
+
+
+class ClusterUnreachable(GenccError, ConnectionError):
+    """No Ray cluster answers at the address given (nothing listens there within the connection timeout, or Ray
+    could not join it); `address` is that address. The command line reports it as a usage error (exit 2)."""
+
+    def __init__(self, message: str, address: str):
+        super().__init__(message)
+        self.address = address
 
 
 class RemoteError(GenccError, RuntimeError):

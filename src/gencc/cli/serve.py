@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..errors import ClusterUnreachable
 from ..serving.config import BASELINES, CHECKED_SCHEMES, SCHEME_HELP, default_scheme
 from ..serving.parity import MAX_PARITY_K
 from .isolate import rerun_isolated
@@ -47,7 +49,7 @@ CONFIG_OPTIONS = {"scheme": "--scheme", "workers": "--workers", "K": "--K", "par
                   "check": "--check-results", "packed_parity": "--packed-parity", "gate": "--gate",
                   "redundancy": "--redundancy", "code_options": "--opt", "service_ms": "--service-ms",
                   "slow_fraction": "--slow-fraction", "slow_factor": "--slow-factor", "upstreams": "--upstream",
-                  "start_degraded": "--start-degraded"}
+                  "start_degraded": "--start-degraded", "deadline_ms": "--deadline-ms"}
 #: the most inputs `--max-batch` allows in one batch request, and the largest `--max-body` (bytes)
 MAX_BATCH, MAX_BODY = 4096, 2 ** 30
 
@@ -102,6 +104,10 @@ def serve_command(
         metavar="MODE", rich_help_panel=CODED,
         help="eager coded: adaptive sends a coded task only to an idle worker (full coding at low load); full "
              "sends every one")] = "adaptive",
+    deadline_ms: Annotated[float | None, typer.Option(
+        metavar="MS", show_default=False, callback=number(above=0), rich_help_panel=LIMITS,
+        help="latency target of requests that carry none: answered by it (exactly, decoded, or 504), earliest "
+             "deadline first")] = None,
     max_pending: Annotated[int, typer.Option(metavar="N", help="requests in flight before answering 503",
                                              callback=integer(at_least=1), rich_help_panel=LIMITS)] = 1000,
     host: Annotated[str, typer.Option(metavar="HOST", help="address to bind", rich_help_panel=LIMITS)] = "127.0.0.1",
@@ -169,7 +175,7 @@ def serve_command(
                                max_wait_ms=50.0 if max_wait_ms is None else max_wait_ms, parm_k=parm_k,
                                max_pending=max_pending, check=check_results, packed_parity=packed_parity, gate=gate,
                                redundancy=redundancy, code_options=opts, upstreams=urls,
-                               start_degraded=start_degraded)
+                               start_degraded=start_degraded, deadline_ms=deadline_ms)
         slowdown = Slowdown(service_ms=service_ms, slow_fraction=slow_fraction,
                             slow_factor=10.0 if slow_factor is None else slow_factor)
     except ValueError as e:
@@ -205,6 +211,8 @@ def serve_command(
         if urls:  # the fleet's check: an unreachable or mismatched replica, inputs the scheme cannot code
             raise reported(e, CONFIG_OPTIONS, "--upstream") from None
         raise  # bad input: the CLI's usage error (exit 2)
+    except ClusterUnreachable as e:  # nothing answers at --address (within its connection timeout)
+        raise refuse("--address", str(e)) from None
     except Exception:
         log.exception("could not start serving %s with %s", workload or model, scheme)
         raise
@@ -225,13 +233,17 @@ def serve_command(
         app = create_app(svc, limits=limits, name=name)
         log.info("door: bodies up to %d bytes, batches up to %d inputs, %g s to send a request",
                  app.state.max_body_bytes, limits.max_batch, limits.read_timeout_s)
-        if sock is None:
-            uvicorn.run(app, host=host, port=port, **kw)
-        else:
-            server = uvicorn.Server(uvicorn.Config(app, **kw))
-            server.run(sockets=[sock])
-            if not server.started:
-                raise SystemExit(3)
+
+        def run() -> None:
+            if sock is None:
+                uvicorn.run(app, host=host, port=port, **kw)
+            else:
+                server = uvicorn.Server(uvicorn.Config(app, **kw))
+                server.run(sockets=[sock])
+                if not server.started:
+                    raise SystemExit(3)
+
+        stop = serve_until_stopped(run)
     except SystemExit as e:  # uvicorn exits 1 when it cannot start
         if e.code:
             log.error("uvicorn could not serve at %s (exit status %s)", url, e.code)
@@ -239,7 +251,34 @@ def serve_command(
     except Exception:
         log.exception("serving at %s stopped on an error", url)
         raise
+    if stop is not None:  # the one line a supervisor sees on a clean stop (exit status 0)
+        typer.echo(f"stopped on {stop}: answered the requests in flight, service closed")
     log.info("stopped serving at %s", url)
+
+
+def serve_until_stopped(run: Callable[[], None]) -> str | None:
+    """Call `run` (uvicorn serving until SIGTERM or SIGINT: it stops taking connections, answers the requests in
+    flight and closes the service, the app's lifespan) and return the name of the signal that stopped it (None: it
+    stopped otherwise). A SystemExit from `run` (uvicorn could not start) goes up as it is.
+
+    uvicorn raises the signal it caught again once it has shut down, for the handler that was there before: the
+    default one ends the process by that signal (exit 143 on SIGTERM), and Ray's driver handler raises
+    SystemExit(15), which a supervisor reads as a crash. Here the handler there before is one that only notes the
+    signal, so a stop returns and the command exits 0 (where Python lets handlers be set: the main thread)."""
+    import signal
+    import threading
+
+    seen: list[int] = []
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {sig: signal.signal(sig, lambda sig, _frame: seen.append(sig)) for sig in (signal.SIGINT,
+                                                                                           signal.SIGTERM)}
+    try:
+        run()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return signal.Signals(seen[0]).name if seen else None
 
 
 def _group_size(scheme: str, K: int | None) -> tuple[int, int]:  # noqa: N803

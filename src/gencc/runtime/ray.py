@@ -37,9 +37,12 @@ class RayExecutor(Executor):
 
     factory: picklable zero-argument callable that builds f on each actor (recommended for torch models).
     num_actors: actors to start (default: N of the first job, one per logical worker).
-    address: an existing cluster ("auto", HOST:PORT or ray://HOST:PORT; anything else is a ValueError at once);
-    None starts a private local Ray bound to 127.0.0.1 (no dashboard, usage stats off unless set, a private temp
-    dir) that `close()` shuts down.
+    address: an existing cluster ("auto", HOST:PORT or ray://HOST:PORT; anything else is a ValueError at once),
+    used as given; None starts a private local Ray bound to 127.0.0.1 (no dashboard, usage stats off unless set, a
+    private temp dir, no credential file on disk) that `close()` shuts down.
+    connect_timeout: seconds the cluster at `address` may take to answer when the executor starts (None: the
+    environment's GENCC_RAY_CONNECT_MS milliseconds, else 10 s); past it, `gencc.errors.ClusterUnreachable` (a
+    `GenccError` and a ConnectionError) names the address.
     If Ray is already initialised in this process, it is used as it is.
     max_concurrency: threads per actor (tasks of several logical workers and jobs overlap on one actor).
     max_restarts: how many times each dead actor is replaced by a fresh one (-1: no limit; 0: never).
@@ -54,13 +57,14 @@ class RayExecutor(Executor):
                  address: str | None = None, *, num_cpus: int | None = None, max_concurrency: int = 64,
                  max_restarts: int = -1, actor_options: dict | None = None, init_kwargs: dict | None = None,
                  temp_dir: str | None = None, ready_timeout: float = 180.0,
-                 on_ready: Callable[[int, int], None] | None = None):
+                 on_ready: Callable[[int, int], None] | None = None, connect_timeout: float | None = None):
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
         num_actors = check_int("num_actors", num_actors, 1, optional=True)
         max_concurrency = check_int("max_concurrency", max_concurrency, 1)
         max_restarts = check_int("max_restarts", max_restarts, -1, hint="-1: restart without limit")
         ready_timeout = check_positive("ready_timeout", ready_timeout, unit="seconds")
+        self.connect_timeout = check_positive("connect_timeout", connect_timeout, optional=True, unit="seconds")
         if address is not None:
             check_address(address)  # at once, not when the first job starts Ray
         self.factory, self.num_actors, self.address = factory, num_actors, address
@@ -125,7 +129,8 @@ class RayExecutor(Executor):
                                          num_cpus=self.num_cpus, max_concurrency=self.max_concurrency,
                                          max_restarts=self.max_restarts, actor_options=self.actor_options,
                                          init_kwargs=self.init_kwargs, temp_dir=self.temp_dir,
-                                         ready_timeout=self.ready_timeout, on_ready=self.on_ready)
+                                         ready_timeout=self.ready_timeout, on_ready=self.on_ready,
+                                         connect_timeout=self.connect_timeout)
             self._workers = make_pool(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
                                       name="gencc-ray-worker")
             self.num_actors = n

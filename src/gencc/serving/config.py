@@ -26,6 +26,8 @@ GATES = ("on", "off")
 #: coded tasks of the eager coded schemes: adaptive (`gencc.serving.DEFAULT_REDUNDANCY`: only where the queues
 #: leave room, late members still covered) or full (every coded task, whatever the load)
 REDUNDANCIES = ("adaptive", "full")
+#: where requests wait (`gencc.serving.dispatch.SCHEDULES`, or "auto": edf when a default deadline is set)
+SCHEDULE_CHOICES = ("auto", "fifo", "edf")
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,11 @@ class ServiceConfig:
     answer only when its uncertainty says it is likely right (`gencc.serving._policy.gate`; coded schemes without a
     check), at `gate_threshold` or, when None, at the threshold calibrated on the model's training inputs;
     redundancy: the eager coded schemes' coded tasks, "adaptive" (only where the queues leave room) or "full";
+    deadline_ms: the latency target of a request that carries none (None: only `request_timeout`): answered by
+    it, exactly, or decoded from the results that arrived (`degraded`, where the gate trusts it), or 504;
+    schedule: where requests wait, "edf" (earliest deadline first, in the dispatcher; a request whose deadline
+    can no longer be met is answered 504 unrun), "fifo" (the workers' queues, in arrival order) or "auto" (edf
+    when deadline_ms is set);
     code_options: keyword arguments of the code of gcc, bacc or sgcc (and their -hedge forms), a dict or
     (key, value) pairs, e.g. {"lam_dec": 0.01}; kept as sorted pairs."""
 
@@ -164,6 +171,8 @@ class ServiceConfig:
     code_options: tuple[tuple[str, Any], ...] = ()
     upstreams: tuple[str, ...] = ()
     start_degraded: bool = False
+    deadline_ms: float | None = None
+    schedule: str = "auto"
 
     def __post_init__(self):
         with ConfigError.about("scheme"):
@@ -184,6 +193,12 @@ class ServiceConfig:
         with ConfigError.about("request_timeout"):
             object.__setattr__(self, "request_timeout", check_positive("request_timeout", self.request_timeout,
                                                                        unit="seconds"))
+        with ConfigError.about("deadline_ms"):
+            object.__setattr__(self, "deadline_ms", check_positive("deadline_ms", self.deadline_ms, optional=True,
+                                                                   unit="milliseconds"))
+        with ConfigError.about("schedule"):
+            if self.schedule not in SCHEDULE_CHOICES:
+                raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULE_CHOICES)}")
         check_result_check(sch, self.check)
         with ConfigError.about("gate"):
             if self.gate not in GATES:
@@ -220,6 +235,12 @@ class ServiceConfig:
                               "a decode it does not trust with a plain copy: every request it held would time "
                               "out; turn the gate off (each decode is then sent with its uncertainty)", "gate")
 
+    @property
+    def queueing(self) -> str:
+        """The dispatcher's schedule: "edf" or "fifo" ("auto": edf when a default deadline is set)."""
+        if self.schedule == "auto":
+            return "edf" if self.deadline_ms is not None else "fifo"
+        return self.schedule
 
     def _check_upstreams(self) -> None:
         """upstreams: the replicas' URLs, one worker each (`gencc.serving.upstreams`); they imply backend "remote"

@@ -6,8 +6,11 @@ of your own.
   timers). The engine's `Workers` (threads or Ray actors, wall clock) and `VirtualWorkers` (virtual time) both
   implement it and call the dispatcher from one thread only, so a dispatcher holds no locks;
 - `Dispatcher`: the base class of every policy. It answers each request exactly once (an output, a 503 when its
-  workers all failed, or a 504 at `request_timeout`), cancels work no longer needed (a worker drops it before
-  starting), retries a request whose every live task failed, and picks the least-loaded worker. An exception
+  workers all failed, or a 504 at `request_timeout`), and by its latency target `Request.deadline` when it has
+  one (at the target: a decode from what has arrived where the scheme makes one, `rescue`, else a 504); with
+  schedule "edf" requests wait in it earliest deadline first while every worker is busy. It cancels work no
+  longer needed (a worker drops it before starting), retries a request whose every live task failed, and
+  picks the least-loaded worker. An exception
   in a dispatcher's own code (forming a group, encoding, decoding, a timer) never escapes silently: `guard`
   catches it, counts it in `errors` (bounded: by place and kind, with the last `MAX_ERRORS` messages in
   `last_errors`) and fails or re-routes the requests it concerns (a coded group's members: each answered by its
@@ -34,6 +37,7 @@ The built-in policies (`gencc.serving`: `UncodedDispatcher`, `ReplicatedDispatch
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from collections import deque
@@ -51,6 +55,14 @@ MAX_ERRORS = 20
 MAX_ERROR_KINDS = 64
 #: uniform draws `Dispatcher.least_loaded` takes from its generator at a time
 NOISE_BATCH = 4096
+#: where requests wait (`Dispatcher.schedule`): in the workers' queues as they arrive, or here, earliest deadline
+#: first
+SCHEDULES = ("fifo", "edf")
+#: seconds a timer may fire early by (clock rounding): a deadline this close is due
+CLOCK_SLACK = 1e-6
+#: a request with a target gets its hedge, late task or coded tasks no later than this many task times (mean,
+#: on a worker not slowed) before its deadline: the time a task takes with its usual spread
+DEADLINE_MARGIN = 1.25
 
 
 @dataclass(eq=False)
@@ -74,10 +86,17 @@ class Request:
     gate: str = ""  # the Gate's verdict: "passed" (the decode was sent), "held" (it was not), "" (not judged)
     uncertainty: float = math.nan  # the estimated error sd of the (last) decode judged; nan: none / no estimate
     gate_score: float = math.nan  # its top-1 margin over that sd (the gate's score)
+    deadline: float = math.inf  # its latency target, on the env's clock (inf: none; `request_timeout` still holds)
+    exact_only: bool = False  # at the target, a 504 rather than a decoded answer
 
     @property
     def latency(self) -> float:
         return self.t_done - self.t_arrival
+
+    @property
+    def in_target(self) -> bool:
+        """Whether it was answered (200) by its latency target (a request without a target: answered at all)."""
+        return self.status == 200 and self.t_done <= self.deadline
 
 
 class Env(Protocol):
@@ -145,9 +164,20 @@ class Dispatcher:
     quarantined_view: tuple[int, ...] = ()
 
     def __init__(self, env: Env, *, request_timeout: float = 30.0, max_retries: int = 2, seed: int = 0,
-                 on_answer: Callable[[Request], None] | None = None):
+                 on_answer: Callable[[Request], None] | None = None, schedule: str = "fifo", queue_depth: int = 1):
         self.env = env
         self.request_timeout = float(request_timeout)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        if isinstance(queue_depth, bool) or not isinstance(queue_depth, int) or queue_depth < 1:
+            raise ValueError(f"queue_depth must be a positive whole number of tasks, got {queue_depth!r}")
+        #: "edf": a request waits here, earliest deadline first, while every worker holds `queue_depth` tasks
+        #: (queued or running), and one whose deadline can no longer be met is answered at once, never run;
+        #: "fifo": each request goes to a worker's queue as it arrives
+        self.schedule, self.queue_depth = schedule, queue_depth
+        self._held: list[tuple[float, int, Request]] = []  # edf: (deadline, seq, request) waiting for a worker
+        self.expired = 0  # requests answered unrun because their deadline could not be met (edf)
+        self.rescued = 0  # requests answered at their deadline with a decode from the results that had arrived
         self.max_retries = int(max_retries)
         self.rng = np.random.default_rng(seed)
         self._noise: list[float] = []  # least_loaded's draws from rng, and the next one's index
@@ -163,8 +193,14 @@ class Dispatcher:
         self.last_errors: deque[str] = deque(maxlen=MAX_ERRORS)
         self.tasks_sent = 0
         self.pending = 0
-        self._deadlines: dict[Request, float] = {}  # requests in flight -> their 504 deadline, in arrival order
-        self._sweep_due = False
+        # requests in flight -> (their answer deadline, seq); a heap of (deadline, seq) with the requests by seq,
+        # so a timer holds no request and an answered one is freed at once, not at its deadline
+        self._deadlines: dict[Request, tuple[float, int]] = {}
+        self._due_heap: list[tuple[float, int]] = []
+        self._by_seq: dict[int, Request] = {}
+        self._seq = 0
+        self._sweep_at = math.inf  # when the one live sweep timer fires
+        self._sweep_token = 0
 
     # ----- what schemes implement ---------------------------------------------------------------------
     def dispatch(self, req: Request) -> None:
@@ -189,31 +225,129 @@ class Dispatcher:
 
     # ----- shared machinery ---------------------------------------------------------------------------
     def submit(self, req: Request) -> None:
-        """Take a new request (the env calls this on the dispatcher thread)."""
+        """Take a new request (the env calls this on the dispatcher thread). It is answered by its deadline: the
+        earlier of `request_timeout` after arrival and its own target `req.deadline`."""
         self.pending += 1
-        self._deadlines[req] = self.env.now() + self.request_timeout
-        if not self._sweep_due:
-            self._schedule_sweep()
+        now = self.env.now()
+        due = min(now + self.request_timeout, req.deadline)
+        self._seq += 1
+        self._deadlines[req] = (due, self._seq)
+        self._by_seq[self._seq] = req
+        heapq.heappush(self._due_heap, (due, self._seq))
+        if due < self._sweep_at:
+            self._schedule_sweep(due)
+        if self.schedule == "edf" and (self._held or not self._room()):
+            heapq.heappush(self._held, (due, self._seq, req))
+            self.release()  # a worker may have room (a cancelled task freed it): the earliest deadline goes
+            return
         self.guard(req, self.dispatch, req)
 
-    def _schedule_sweep(self) -> None:
-        """One timer at a time, at the earliest deadline of a request in flight (deadlines are in arrival
-        order): the env's timers hold no request, so an answered one is freed at once, not at its deadline."""
-        self._sweep_due = True
-        self.later(next(iter(self._deadlines.values())) - self.env.now(), self._sweep, None)
+    def due(self, req: Request) -> float:
+        """When `req` must be answered (its target or `request_timeout`), on the env's clock; inf once answered."""
+        d = self._deadlines.get(req)
+        return math.inf if d is None else d[0]
 
-    def _sweep(self) -> None:
-        """Answer 504 to the requests whose deadline passed; schedule the next sweep."""
-        self._sweep_due = False
-        now = self.env.now()
-        while self._deadlines:
-            req, due = next(iter(self._deadlines.items()))
-            if due > now:
-                break
-            self._deadlines.pop(req)
-            self.answer(req, None, status=504, error="request timed out")
-        if self._deadlines:
-            self._schedule_sweep()
+    def task_seconds(self) -> float:
+        """The mean run time of a task on a worker not slowed (0 until one returned): the least a task sent now
+        takes."""
+        n = self.runs["normal"]
+        return self.run_seconds["normal"] / n if n else 0.0
+
+    def can_make(self, req: Request, ahead: float = 0.0) -> bool:
+        """Whether a task sent for `req` now, behind `ahead` tasks, could still return by its deadline (hedges,
+        coded tasks and copies are not spent on a request whose target is already lost)."""
+        return self.due(req) - self.env.now() >= (1.0 + ahead) * self.task_seconds()
+
+    def by_deadline(self, req: Request, delay: float) -> float:
+        """`delay` (seconds from now until a hedge, a late task or a group's coded tasks would leave), brought
+        forward to the latest moment a task sent for `req` could still return by its target (`DEADLINE_MARGIN`
+        task times before it); `delay` itself for a request without a target or before task times are known."""
+        if not math.isfinite(req.deadline) or not self.runs["normal"]:
+            return delay
+        return min(delay, max(0.0, self.due(req) - self.env.now() - DEADLINE_MARGIN * self.task_seconds()))
+
+    def idle(self) -> bool:
+        """Whether some worker is idle (a hedge or late task brought forward by `by_deadline` goes only then: near
+        saturation it would cost other requests their targets)."""
+        loads = self.env.loads()
+        return bool(len(loads)) and float(np.min(loads)) == 0
+
+    def _room(self) -> bool:
+        """Whether some worker holds fewer than `queue_depth` tasks (edf: a waiting request may leave); also when
+        none is alive, so the request's dispatch answers it (503) at once."""
+        loads = self.env.loads()
+        least = float(np.min(loads)) if len(loads) else math.inf
+        return least < self.queue_depth or least == math.inf
+
+    def release(self) -> None:
+        """edf: send waiting requests, earliest deadline first, while a worker has room; one whose deadline can no
+        longer be met (less time left than the tasks ahead of it and its own take) is answered 504 at once
+        instead of run."""
+        held = self._held
+        while held and self._room():
+            _, _, req = heapq.heappop(held)
+            if req.status:
+                continue
+            if not self.can_make(req, float(np.min(self.env.loads()))):
+                self.expired += 1
+                self.answer(req, None, status=504, error="deadline cannot be met: no worker was free in time")
+                continue
+            self.guard(req, self.dispatch, req)
+
+    def _schedule_sweep(self, at: float) -> None:
+        """The one live sweep timer, at `at` (an earlier one supersedes it: the later timer, when it fires,
+        does nothing)."""
+        heap = self._due_heap
+        while heap and heap[0][1] not in self._by_seq:  # answered: not worth a timer
+            heapq.heappop(heap)
+        self._sweep_token += 1
+        token = self._sweep_token
+        self._sweep_at = at
+        self.later(at - self.env.now(), lambda: self._sweep(token), None)
+
+    def _sweep(self, token: int = 0) -> None:
+        """Answer the requests whose deadline passed (at their target: a decode from what has arrived, where the
+        scheme can make one and the request takes it, else 504); schedule the next sweep."""
+        if token != self._sweep_token:
+            return
+        self._sweep_at = math.inf
+        now, heap = self.env.now(), self._due_heap
+        while heap and heap[0][0] <= now + CLOCK_SLACK:
+            _, seq = heapq.heappop(heap)
+            req = self._by_seq.pop(seq, None)
+            if req is None:
+                continue
+            self._deadlines.pop(req, None)
+            if req.status:
+                continue
+            if math.isfinite(req.deadline) and req.deadline <= now + CLOCK_SLACK:
+                if not req.exact_only and self._rescue(req):
+                    continue
+                self.answer(req, None, status=504, error="deadline passed: no answer came in time")
+            else:
+                self.answer(req, None, status=504, error="request timed out")
+        while heap and heap[0][1] not in self._by_seq:
+            heapq.heappop(heap)
+        if heap:
+            self._schedule_sweep(heap[0][0])
+        if self._held:
+            self.release()
+
+    def _rescue(self, req: Request) -> bool:
+        try:
+            ok = bool(self.rescue(req))
+        except Exception as e:  # a failing decode at the deadline: the request still gets its 504
+            self.record_error("rescue", e)
+            return False
+        if ok:
+            self.rescued += 1
+        return ok and bool(req.status)
+
+    def rescue(self, req: Request) -> bool:
+        """At `req`'s deadline, with no answer yet: answer it from the results that have arrived (a coded
+        scheme's decode, sent `degraded` when the gate trusts it) and return True, or return False for a 504.
+        The base has nothing to decode from."""
+        return False
 
     # ----- isolation: a dispatcher's own exception fails only what it concerns -------------------------
     def later(self, delay: float, fn: Callable[[], None], about: Any) -> None:
@@ -289,13 +423,16 @@ class Dispatcher:
 
     def answer(self, req: Request, output: Any, degraded: bool = False, status: int = 200,
                error: str = "") -> bool:
-        """Answer `req` unless already answered; cancels its outstanding tasks. True when this call answered."""
-        if req.status:
+        """Answer `req` unless already answered; cancels its outstanding tasks. True when this call answered. A
+        decoded answer (`degraded`) is refused to a request that takes exact answers only (False)."""
+        if req.status or (degraded and req.exact_only and status == 200):
             return False
         req.status, req.output, req.degraded, req.error = status, output, degraded, error
         req.t_done = self.env.now()
         self.pending -= 1
-        self._deadlines.pop(req, None)
+        d = self._deadlines.pop(req, None)
+        if d is not None:
+            self._by_seq.pop(d[1], None)
         if status == 200:
             self.latency.add(req.latency)
         for t in req.tasks:
@@ -365,8 +502,10 @@ class Dispatcher:
         if group is not None and getattr(group, "broken", False):  # abandoned: its tasks answer as plain copies
             if isinstance(task.owner, Request):
                 self.guard(task.owner, Dispatcher.task_done, self, task)
-            return
-        self.guard(task.owner, self.task_done, task)
+        else:
+            self.guard(task.owner, self.task_done, task)
+        if self._held:  # a worker may have room now
+            self.release()
 
     def live(self, req: Request) -> bool:
         """Whether some task that could answer `req` is still queued or running."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from .config import scheme as scheme_entry
 from .dispatch import Dispatcher, Env, Request
 from .parity import calibrate_sgcc, coded_workers, parity_k, service_model
 
-__all__ = ["Service", "freeze_heap", "make_dispatcher"]
+__all__ = ["Service", "freeze_heap", "make_dispatcher", "worker_states"]
 
 
 def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parity: Callable | None = None,
@@ -93,6 +94,17 @@ def make_dispatcher(scheme: str, env: Env, *, K: int = 8, parm_k: int = 2, parit
                            redundancy=redundancy, **kw)
 
 
+def worker_states(pool: Any) -> list[str]:
+    """Per worker of `pool`: "alive", "replacing" (dead, to be re-created) or "dead" (not coming back). A pool that
+    knows better says so itself (`worker_states()`: a Ray pool, from its actors); otherwise its `dead` flags, a dead
+    worker being re-created where the pool re-creates crashed workers (`mark_dead` with a `restart_s`)."""
+    own = getattr(pool, "worker_states", None)
+    if callable(own):
+        return list(own())
+    coming = bool(getattr(pool, "mark_dead", False)) and getattr(pool, "restart_s", None) is not None
+    return ["replacing" if d and coming else "dead" if d else "alive" for d in np.asarray(pool.dead, dtype=bool)]
+
+
 def freeze_heap() -> None:
     """Collect, then move every live object (models, libraries, the service itself) out of the garbage
     collector's reach (`gc.freeze`), so a full collection while serving scans only request-time objects.
@@ -126,6 +138,7 @@ class Service:
         self.in_shape: tuple[int, ...] | None = None  # inputs of another shape get a 422 (from_config: the workload's)
         self.model: Any = None  # the Model served (build / from_config set it), for the protocol's output shape
         self.workload: Any = None  # the built-in Workload, or None for your own model
+        self.deadline_ms: float | None = None  # the latency target of a request that carries none (from_config)
 
     @classmethod
     def build(cls, workload: Any, scheme: str | None = None, workers: int | None = None, K: int | None = None, *,
@@ -193,7 +206,7 @@ class Service:
                                                request_timeout=c.request_timeout, seed=c.seed, check=check,
                                                check_data=(f, X), gate=gate,
                                                redundancy=DEFAULT_REDUNDANCY if c.redundancy == "adaptive" else None,
-                                               code_options=dict(c.code_options))
+                                               code_options=dict(c.code_options), schedule=c.queueing)
 
         ident = workload if isinstance(workload, str) else model.identity  # weights sha256
         # under a wrong-result check the gate's threshold is the unchecked scheme's: the same code's decodes
@@ -203,6 +216,7 @@ class Service:
                   env=LoopEnv(pool) if on_loop else None)
         svc.model, svc.workload = model, w  # the Model served; the built-in Workload, or None for your own model
         svc.config = c
+        svc.deadline_ms = c.deadline_ms
         svc.in_shape = tuple(model.in_shape)
         svc.gate = gate
         return svc
@@ -228,12 +242,20 @@ class Service:
             raise ValueError("input is not finite in float32 (NaN, infinity, or beyond +-3.4e38)")
         return a
 
-    def submit(self, x: Any, *, checked: bool = False) -> Future:
+    def submit(self, x: Any, *, checked: bool = False, deadline_ms: float | None = None,
+               exact_only: bool = False) -> Future:
         """Queue one input; the future resolves to its answered `Request` (422 at once for a bad input, 503 at
         once when overloaded or closing). `checked`: x is already what `check_input` returns (the HTTP door's
-        request schema parsed it), so a request is checked once."""
+        request schema parsed it), so a request is checked once. deadline_ms: its latency target from now
+        (default: the service's `deadline_ms`, if any): answered by then, exactly, or decoded from the results
+        that have arrived (`degraded`; not with `exact_only`), or 504 (ValueError unless positive and finite)."""
         fut: Future = Future()
-        req = Request(-1, None, self.pool.now())
+        req = Request(-1, None, self.pool.now(), exact_only=bool(exact_only))
+        ms = self.deadline_ms if deadline_ms is None else deadline_ms
+        if ms is not None:
+            if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms < math.inf:
+                raise ValueError(f"deadline_ms must be a positive finite number of milliseconds, got {ms!r}")
+            req.deadline = req.t_arrival + ms / 1000
         if checked:
             req.x = x
         else:
@@ -292,21 +314,30 @@ class Service:
         return self.env.loop is loop
 
     def health(self) -> dict[str, Any]:
-        """What the live workers can serve: "ok" when at least as many workers are alive (`pool.dead`) and not
-        quarantined as the scheme uses at once (`Dispatcher.workers_needed`: N for a coded group), "degraded"
-        when fewer but some are, "down" when none is (or the service is closing). `/healthz` answers it, 503
-        unless ok."""
+        """What the workers can serve now. Each worker is "alive", "replacing" (it died and a fresh one is on its
+        way: a crashed thread re-created after a pause, a Ray actor building its models) or "dead" (not coming
+        back); `live` counts the alive ones the dispatcher has not quarantined. "ok" when at least as many are
+        live as the scheme uses at once (`Dispatcher.workers_needed`: N for a coded group), "degraded" when fewer
+        but some are, "down" when none is (or the service is closing). `/healthz` answers it, 503 unless ok.
+        "restarts" counts workers re-created after they died, "lost_tasks" the service's tasks lost with their
+        worker (run there when it died, queued on it, or sent to it while dead)."""
         pool, d = self.pool, self.dispatcher
-        dead = np.asarray(pool.dead, dtype=bool)
+        states = worker_states(pool)
+        alive = np.array([s == "alive" for s in states], dtype=bool)
         quarantined = [int(w) for w in d.quarantined_view]
-        usable = ~dead
+        usable = alive.copy()
         usable[[w for w in quarantined if w < len(usable)]] = False
         live, need = int(usable.sum()), d.workers_needed()
         status = "down" if self._closing or live == 0 else ("ok" if live >= need else "degraded")
-        return {"status": status, "scheme": self.scheme, "workers": int(pool.n_workers),
-                "alive": int((~dead).sum()), "live": live, "needed": need, "quarantined": quarantined,
+        config = getattr(self, "config", None)
+        recreated = getattr(pool, "recreated", None)
+        return {"status": status, "scheme": self.scheme,
+                "backend": config.backend if config is not None else type(getattr(pool, "backend", pool)).__name__,
+                "workers": int(pool.n_workers), "alive": int(alive.sum()), "replacing": states.count("replacing"),
+                "dead": states.count("dead"), "live": live, "needed": need, "quarantined": quarantined,
                 "in_flight": self.pending, "errors": int(sum(d.errors.values())),
-                "restarts": int(np.sum(getattr(pool, "restarts", 0)))}  # crashed workers re-created (engine)
+                "restarts": int(recreated() if callable(recreated) else np.sum(getattr(pool, "restarts", 0))),
+                "lost_tasks": int(d.failures.get("crash", 0))}
 
     def close(self, drain_s: float = 30.0) -> None:
         """Stop admitting, wait up to `drain_s` for in-flight requests, answer any left with 503, stop workers

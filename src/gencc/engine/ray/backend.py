@@ -1,5 +1,6 @@
-"""The engine's Ray backend: starting or joining Ray (`init_ray`), checking a cluster's address
-(`check_address`), one actor per worker (`RayBackend`). Build one with `gencc.engine.make_backend("ray", ...)`,
+"""The engine's Ray backend: one actor per worker (`RayBackend`), on a Ray started or joined by
+`gencc.engine.ray.start` (`init_ray`; `check_address` checks a cluster's address; both importable from here too).
+Build one with `gencc.engine.make_backend("ray", ...)`,
 the one factory every front end uses (jobs, serving, training); it checks the address before Ray starts.
 
 Ray is imported only in this package (`gencc.engine.ray`), inside functions, so `import gencc` never imports it.
@@ -7,8 +8,11 @@ Without `address`, Ray starts privately on 127.0.0.1 (no dashboard, usage stats 
 probe of 8.8.8.8 for a routable address, no colour codes, see `init_ray`; its temp dir inside a private 0700
 folder removed at close or exit); run it inside the loopback-only network namespace of
 `gencc.engine.ray.namespace` (tests, `gencc run`, `gencc serve`, `gencc train`). With `address` it joins an
-existing cluster ("auto", HOST:PORT or ray://HOST:PORT). A Ray already initialised in this process is used as it
-is.
+existing cluster ("auto", HOST:PORT or ray://HOST:PORT) as given (a loopback HOST stays loopback; Ray would
+otherwise replace it by the machine's network address), after checking within `connect_timeout` seconds that
+something listens there (`reach_cluster`: a `gencc.errors.ClusterUnreachable` naming the address, instead of
+Ray's retries for minutes). A Ray already initialised in this process is used as it is. No path that starts Ray
+leaves a credential file others can read (`private_auth`).
 
 Each actor holds the backend's models, built there from picklable factories (a torch model is built on the
 actor, not shipped per call), and a task's own function is put in the object store once and built once per
@@ -25,22 +29,22 @@ A dead actor (killed, an injected crash, its process gone, e.g. `os._exit` insid
 that saw the loss kills its handle for good and creates a fresh actor in its slot from the same factories
 (Ray's own restarts are off, so there is one mechanism; an injected crash is `ray.kill`). Later tasks of that
 slot queue on the new actor while it builds its models. `max_restarts` bounds the replacements per slot (-1:
-no limit); a slot whose last REPLACE_STREAK replacements each died before answering anything (a factory that
-fails) is not replaced again.
+no limit); a slot whose last REPLACE_STREAK replacements failed to build their models (a factory that raises)
+is not replaced again. A replacement that dies before it is ready for another reason (Ray placed it on a node
+being removed, which it has not marked dead yet) is tried again after a backoff (BACKOFF_S, doubled each time, at
+most BACKOFF_MAX_S), by which time Ray places it elsewhere. Each slot's state (`states`: "alive", "replacing"
+while the fresh actor builds its models, "dead" when not replaced) is what health reports; `restarts` counts the
+re-created actors per slot (a lost task is not one).
 """
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,126 +54,29 @@ from ..._util.lru import LRU
 from ...faults import Cancelled, InjectedFault, run_injected
 from ..backends import FunctionTable
 from ..task import Task, WorkerError, describe_error
-from .namespace import RAY_QUIET_ENV
+from .start import (  # noqa: F401 - re-exported: starting or joining Ray lives in `start`
+    CONNECT_ENV,
+    CONNECT_TIMEOUT_S,
+    MAX_TEMP_BASE,
+    check_address,
+    import_ray,
+    init_ray,
+    private_auth,
+    private_temp_dir,
+    remove_temp_dir,
+)
 
 log = logging.getLogger("gencc.engine")
 _ACTOR_CLS: Any = None
-#: the longest temp folder Ray's private folder goes in (its socket paths add about 75 bytes, of 107 allowed)
-MAX_TEMP_BASE = 30
 #: the actors' concurrency group of their `watch` call (its own thread: the tasks keep `max_concurrency`)
 WATCH_GROUP = "gencc_watch"
 #: consecutive replacements of one slot that die before answering anything, after which it stays dead
 REPLACE_STREAK = 3
-
-
-def check_address(address: str) -> str:
-    """`address` if it names a Ray cluster as `ray.init` takes it: "auto", HOST:PORT or ray://HOST:PORT (port in
-    1..65535); a ValueError saying so otherwise. Checked before Ray is imported or started."""
-    from urllib.parse import urlparse
-
-    if address == "auto":
-        return address
-    parsed, port = None, -1
-    if isinstance(address, str):
-        parsed = urlparse(address if "://" in address else f"ray-gcs://{address}")
-        try:
-            port = parsed.port
-        except ValueError:
-            port = -1
-    if (parsed is None or parsed.scheme not in ("ray", "ray-gcs") or not parsed.hostname or port is None
-            or not 1 <= port <= 65535):
-        raise ValueError(f"a Ray address is auto, HOST:PORT or ray://HOST:PORT (port in 1..65535), got {address!r}")
-    return address
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError("the Ray backend needs ray: pip install 'gencc[ray]'") from e
-    return ray
-
-
-def init_ray(address: str | None = None, *, num_cpus: int | None = None, temp_dir: str | None = None,
-             init_kwargs: dict | None = None) -> tuple[Any, bool, str | None]:
-    """(the ray module, whether this call initialised it, the temp dir it created or None).
-
-    A private Ray (no `address`) is quiet: `RAY_QUIET_ENV` is set where the environment does not set it (before
-    Ray is imported, when it is not yet; its processes inherit it), so Ray keeps the node address 127.0.0.1
-    without probing 8.8.8.8 for a routable one and prints no colour codes; its "ray" logger on the driver logs
-    warnings and up (`logging_level`), so its "Started a local Ray instance" line goes too. `init_kwargs`
-    (passed to `ray.init`) override these defaults."""
-    if address is None and not _ray_initialized():
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        for key, value in RAY_QUIET_ENV.items():
-            os.environ.setdefault(key, value)
-    ray = import_ray()
-    if ray.is_initialized():
-        return ray, False, None
-    kw: dict[str, Any] = {"log_to_driver": False, **(init_kwargs or {})}
-    own_tmp = None
-    if address is not None:
-        ray.init(address=address, **kw)
-    else:
-        tmp = temp_dir
-        if tmp is None:
-            tmp, own_tmp = private_temp_dir()
-        kw.setdefault("num_cpus", num_cpus)
-        kw.setdefault("logging_level", logging.WARNING)
-        try:
-            with _loopback_node_address(ray):
-                ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=tmp, **kw)
-        except BaseException:
-            remove_temp_dir(own_tmp)
-            raise
-    return ray, True, own_tmp
-
-
-def _ray_initialized() -> bool:
-    """Whether Ray is imported and initialised in this process (without importing it)."""
-    import sys
-
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
-
-
-@contextmanager
-def _loopback_node_address(ray: Any) -> Iterator[None]:
-    """Within the block, Ray takes the node address 127.0.0.1 as given. `ray.init` replaces a loopback
-    `_node_ip_address` by the address Ray's `get_node_ip_address` finds (a UDP connect towards 8.8.8.8:53) unless
-    Ray's cluster mode is off (`ray_constants.ENABLE_RAY_CLUSTER`, read from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER
-    when Ray is imported): a Ray imported before that variable was set has it on, so it is turned off here while
-    Ray starts (it is read nowhere else but by `ray start`). Nothing where this Ray has no such constant."""
-    consts = getattr(getattr(ray, "_private", None), "ray_constants", None)
-    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0" or getattr(consts, "ENABLE_RAY_CLUSTER",
-                                                                           None) is not True:
-        yield
-        return
-    consts.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        consts.ENABLE_RAY_CLUSTER = True
-
-
-def private_temp_dir() -> tuple[str, str]:
-    """(Ray's temp dir, the folder to remove afterwards): Ray makes its temp dir and session folders
-    world-writable (0777), so it goes inside a private 0700 folder of this user (in the temp folder, or /tmp
-when that path is too long for Ray's socket paths), removed by `remove_temp_dir`
-    at close or, failing that, when the process exits (registered before Ray's own exit hook, so it runs after
-    Ray has shut down)."""
-    base = tempfile.gettempdir()
-    if len(base) > MAX_TEMP_BASE and os.path.isdir("/tmp"):
-        base = "/tmp"  # Ray's socket paths under it must stay within 107 bytes
-    own = tempfile.mkdtemp(prefix="gcr", dir=base)
-    atexit.register(remove_temp_dir, own)
-    return os.path.join(own, "r"), own
-
-
-def remove_temp_dir(path: str | None) -> None:
-    """Remove a folder made by `private_temp_dir` (nothing if None or already gone)."""
-    if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
+#: a slot's states (`RayBackend.states`)
+ALIVE, REPLACING, DEAD = "alive", "replacing", "dead"
+#: seconds before a slot's next replacement when its last one died before it was ready (placed on a node being
+#: removed, which Ray has not marked dead yet): BACKOFF_S, doubled at each such death, at most BACKOFF_MAX_S
+BACKOFF_S, BACKOFF_MAX_S = 0.5, 8.0
 
 
 class _Actor:
@@ -230,6 +137,17 @@ class _Actor:
         threading.Event().wait()
 
 
+def _init_failed(ray: Any, ref: Any) -> bool:
+    """Whether the failed call `ref` (ready) says its actor died because its constructor raised (the factory)."""
+    try:
+        ray.get(ref, timeout=0)
+    except ray.exceptions.RayActorError as e:
+        return bool(getattr(e, "actor_init_failed", False))
+    except Exception:  # noqa: BLE001 - another failure says nothing of the factory
+        return False
+    return False
+
+
 @dataclass(eq=False, slots=True)
 class Call:
     """One task's call on an actor: its cancel key, the ObjectRef of its answer, the actor and its slot, and
@@ -254,20 +172,26 @@ class RayBackend:
     on actor w % n_actors (in its own actor thread: `max_concurrency`). `on_ready(ready, total)` is called as
     the actors come up (building a torch model on 16 actors takes tens of seconds on a small machine).
     max_restarts: replacements of a dead actor per slot (-1: no limit; 0: a dead actor stays dead); `restarts`
-    counts them per slot."""
+    counts them per slot, `states` says where each slot stands. connect_timeout: seconds a cluster's `address`
+    may take to answer (`init_ray`; None: $GENCC_RAY_CONNECT_MS, else CONNECT_TIMEOUT_S)."""
 
     def __init__(self, n_actors: int, factories: dict[str, Callable[[], Callable]], address: str | None = None,
                  *, num_cpus: int | None = None, max_concurrency: int = 64, max_restarts: int = -1,
                  actor_options: dict | None = None, init_kwargs: dict | None = None, temp_dir: str | None = None,
-                 ready_timeout: float = 120.0, on_ready: Callable[[int, int], None] | None = None):
+                 ready_timeout: float = 120.0, on_ready: Callable[[int, int], None] | None = None,
+                 connect_timeout: float | None = None):
         ray, self._owns, self._own_tmp = init_ray(address, num_cpus=num_cpus, temp_dir=temp_dir,
-                                                  init_kwargs=init_kwargs)
+                                                  init_kwargs=init_kwargs, connect_timeout=connect_timeout)
         self.ray = ray
         self._keys = itertools.count()
         self._table = FunctionTable(ray.put)
         self.max_restarts = int(max_restarts)
         self.restarts = [0] * n_actors
-        self._streak = [0] * n_actors  # replacements of the slot since it last answered
+        self.states = [ALIVE] * n_actors  # per slot: alive, replacing (a fresh actor starting) or dead
+        self._starting: dict[Any, tuple[int, Any]] = {}  # a replacement's `ready` call's ref -> (slot, actor)
+        self._due: dict[int, float] = {}  # slot -> when its next replacement is created (after a backoff)
+        self._unready = [0] * n_actors  # the slot's replacements in a row that died before they were ready
+        self._streak = [0] * n_actors  # replacements of the slot since it last answered, whose factory failed
         self._watches: dict[Any, tuple[int, Any]] = {}  # a `watch` call's ref -> (slot, actor)
         self._crashed: set[Any] = set()  # actors killed by an injected crash (their loss says nothing of f)
         self._lock = threading.Lock()
@@ -302,19 +226,53 @@ class RayBackend:
     def check_actors(self) -> int:
         """Replace the actors found dead since the last look (their `watch` call failed), whether or not a
         call was out to them (a job that stopped waiting on a lost actor, or a worker with no task, would not
-        notice); returns how many were found dead. `RayWorkers` calls it every few tenths of a second."""
+        notice), and mark the replacements that have built their models alive; returns how many were found dead.
+        `RayWorkers` calls it every tenth of a second."""
+        self._spawn_due()
         with self._lock:
-            refs = list(self._watches)
+            refs, starting = list(self._watches), list(self._starting)
         if not refs:
             return 0
-        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+        ray = self.ray
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
         for ref in ready:
             with self._lock:
                 slot, actor = self._watches.pop(ref, (-1, None))
             if actor is not None:
-                how = "replaced" if self.replace(slot, actor, actor not in self._crashed) else "not replaced"
+                how = ("replaced" if self.replace(slot, actor, actor not in self._crashed, _init_failed(ray, ref))
+                       else "not replaced")
                 log.warning("Ray actor of slot %d died (%s)", slot, how)
+        if starting:
+            up, _ = ray.wait(starting, num_returns=len(starting), timeout=0, fetch_local=False)
+            for ref in up:
+                with self._lock:
+                    slot, actor = self._starting.pop(ref, (-1, None))
+                    if actor is not None and slot < len(self.actors) and self.actors[slot] is actor:
+                        try:
+                            ray.get(ref, timeout=0)
+                        except Exception:  # noqa: BLE001 - it died building its models: its watch says so
+                            continue
+                        self.states[slot] = ALIVE
+                        self._streak[slot] = self._unready[slot] = 0
+                        log.info("Ray actor of slot %d replaced and ready", slot)
         return len(ready)
+
+    def _spawn_due(self) -> None:
+        """Create the replacements whose backoff has passed."""
+        if not self._due:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for slot in [s for s, t in self._due.items() if t <= now]:
+                del self._due[slot]
+                self._spawn(slot)
+
+    def _spawn(self, slot: int) -> None:
+        """A fresh actor in `slot` (under the lock), replacing until it is ready."""
+        actor = self.actors[slot] = self._new_actor(slot)
+        self._starting[actor.ready.remote()] = (slot, actor)
+        self.states[slot] = REPLACING
+        self.restarts[slot] += 1
 
     def placement(self, timeout: float = 60.0) -> list[str]:
         """The Ray node id of each actor, in slot order (a replacement may sit elsewhere than the actor it
@@ -331,29 +289,41 @@ class RayBackend:
         return out
 
     def actor_for(self, worker: int) -> Any:
-        """The actor that runs worker `worker`."""
+        """The actor that runs worker `worker` (while its replacement waits out a backoff, the dead one: a call
+        to it fails as lost)."""
+        self._spawn_due()
         return self.actors[worker % len(self.actors)]
 
-    def replace(self, slot: int, dead: Any, counted: bool = True) -> bool:
-        """Replace the dead actor `dead` of `slot` by a fresh one (unless another thread did, the budget is spent
-        or the slot's replacements keep dying: `counted` False for an injected crash, which says nothing of the
-        factory); True when the slot holds a fresh actor now (replaced by this call or, the loss seen twice, by
-        another: a call out to it and the actor's watch)."""
+    def replace(self, slot: int, dead: Any, counted: bool = True, init_failed: bool = False) -> bool:
+        """Replace the dead actor `dead` of `slot` by a fresh one (unless another thread did, or the budget is
+        spent, or the slot's last REPLACE_STREAK replacements' factories failed: `init_failed`, counted unless
+        `counted` is False, as for an injected crash, which says nothing of the factory); a slot whose last
+        replacement died before it was ready otherwise (Ray placed it on a node being removed) gets its next one
+        after a backoff. True when the slot holds a fresh actor now or soon (replaced by this call or, the loss
+        seen twice, by another: a call out to it and the actor's watch)."""
         with self._lock:
             if slot >= len(self.actors):
                 return False
-            if self.actors[slot] is not dead:
+            if self.actors[slot] is not dead or slot in self._due:
                 return True
+            unready = self.states[slot] == REPLACING  # it died before it had built its models
+            self._streak[slot] += bool(counted and init_failed)
             if (0 <= self.max_restarts <= self.restarts[slot]) or self._streak[slot] >= REPLACE_STREAK:
+                self.states[slot] = DEAD
                 return False
             try:
                 self.ray.kill(dead, no_restart=True)
             except Exception:  # already gone
                 pass
-            self.actors[slot] = self._new_actor(slot)
             self._crashed.discard(dead)
-            self.restarts[slot] += 1
-            self._streak[slot] += counted
+            if unready and not init_failed:
+                k = self._unready[slot] = self._unready[slot] + 1
+                self._due[slot] = time.monotonic() + min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (k - 1))
+                self.states[slot] = REPLACING
+                log.warning("Ray actor of slot %d died before it was ready: replaced again in %.1f s", slot,
+                            self._due[slot] - time.monotonic())
+                return True
+            self._spawn(slot)
             return True
 
     def ship(self, fn: Callable) -> tuple[int, list]:
@@ -388,7 +358,8 @@ class RayBackend:
         except ray.exceptions.ActorUnavailableError as e:
             raise ConnectionError(f"actor unavailable ({type(e).__name__})") from e
         except ray.exceptions.RayActorError as e:
-            how = "replaced" if self.replace(call.slot, call.actor, not call.crash) else "not replaced"
+            how = ("replaced" if self.replace(call.slot, call.actor, not call.crash, bool(getattr(
+                e, "actor_init_failed", False))) else "not replaced")
             raise ConnectionError(f"actor died ({type(e).__name__}; {how})") from e
         except ray.exceptions.RayError as e:
             raise ConnectionError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
@@ -448,6 +419,8 @@ class RayBackend:
                 pass
         self._table.clear()
         self._watches.clear()
+        getattr(self, "_starting", {}).clear()
+        getattr(self, "_due", {}).clear()
         if self._owns and self.ray.is_initialized():
             self.ray.shutdown()
         self._owns = False

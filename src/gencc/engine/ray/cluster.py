@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from .backend import private_temp_dir, remove_temp_dir
 from .namespace import RAY_QUIET_ENV
+from .start import private_auth, private_temp_dir, remove_temp_dir
 
 #: the custom resource each worker node of `local_cluster` offers (actors asking for it avoid the head)
 NODE_RESOURCE = "gencc_node"
@@ -25,6 +25,7 @@ class LocalCluster:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         for key, value in RAY_QUIET_ENV.items():  # Ray's processes inherit these (see `init_ray`)
             os.environ.setdefault(key, value)
+        private_auth()  # no credential file on disk (see `init_ray`)
         self._tmp, self._own = private_temp_dir()
         self._env = os.environ.get("RAY_TMPDIR")
         os.environ["RAY_TMPDIR"] = self._own  # where Ray notes the cluster's address: private too, till close

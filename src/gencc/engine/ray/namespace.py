@@ -128,14 +128,17 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 def run_forwarding(argv: Sequence[str], *, pass_fds: Sequence[int] = (), env: dict | None = None) -> int:
     """Run argv in a loopback-only namespace with `ray_env(env)`, passing on SIGTERM, SIGINT and SIGHUP (so a
     server inside shuts down gracefully; when called from the main thread), and return its exit status; its
-    private TMPDIR is removed after."""
+    private TMPDIR is removed after, and so is any process still left in its namespace (`end_namespace`: what a
+    command killed outright leaves, e.g. Ray's agents)."""
     old: dict[int, Any] = {}
     with ray_run_env(env) as run_env:
+        net = None
         try:
             proc = subprocess.Popen(loopback_command(argv), env=run_env, pass_fds=tuple(pass_fds))
             if threading.current_thread() is threading.main_thread():  # where Python lets handlers be set
                 for sig in FORWARDED:
                     old[sig] = signal.signal(sig, lambda s, _frame: proc.send_signal(s))
+            net = _namespace_of(proc)
             while True:
                 try:
                     return proc.wait()
@@ -144,6 +147,47 @@ def run_forwarding(argv: Sequence[str], *, pass_fds: Sequence[int] = (), env: di
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
+            if net is not None:
+                end_namespace(net)
+
+
+def _net_namespace(pid: int | str) -> str | None:
+    """The network namespace of process `pid` ("net:[inode]"), None when it cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _namespace_of(proc: subprocess.Popen, timeout: float = 10.0) -> str | None:
+    """The network namespace `proc` moved into (it starts in this one and unshares its own), read while it runs;
+    None if it ended first or had not moved within `timeout` seconds."""
+    import time
+
+    here, deadline = _net_namespace("self"), time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        net = _net_namespace(proc.pid)
+        if net is not None and net != here:
+            return net
+        time.sleep(0.01)
+    return None
+
+
+def end_namespace(net: str) -> list[int]:
+    """Kill (SIGKILL) every process of this user still in the network namespace `net` (one `run_forwarding`
+    made, which nothing else uses: its command has ended); the ids of those killed. When a command inside is killed
+    outright, Ray's dashboard and runtime-env agents outlive it there."""
+    if net == _net_namespace("self"):
+        return []  # never this process's own namespace
+    killed = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _net_namespace(entry) == net:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except OSError:  # gone meanwhile, or not ours
+                pass
+    return killed
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -46,7 +46,10 @@ class RayWorkers(Workers):
     fails as lost (the actor is replaced, `RayBackend.replace`); with `task_timeout`, a call still out after it
     fails as hung, its worker takes its next task and the call is dropped (`ray.cancel`, and the actor told to
     stop it); with `preempt`, a cancelled task's call is dropped the same way. New calls are sent, and lost
-    ones noticed, within `WAIT_S` of the waiting thread's current `ray.wait`."""
+    ones noticed, within `WAIT_S` of the waiting thread's current `ray.wait`. Should a round of the waiting
+    thread fail (Ray itself, or a bug), every call out fails as lost and the next round starts afresh
+    (`wait_failures` counts them). `worker_states` says where each worker's actor stands (alive, replacing,
+    dead: what health reports), `restarts` counts the re-created actors (a lost task is not one)."""
 
     def __init__(self, n_workers: int, backend: RayBackend, *args: Any, **options: Any):
         if options.get("threads") is not None or options.get("shared"):
@@ -57,6 +60,7 @@ class RayWorkers(Workers):
         self._calls: dict[Any, tuple[int, int, Item, Call]] = {}  # ref -> (slot, its generation, item, call)
         self._out: dict[int, Any] = {}  # slot -> the ref of its call out
         self._checked = 0.0  # when the waiting thread last looked for dead actors (time.monotonic)
+        self.wait_failures = 0  # rounds of the waiting thread that failed (their calls out failed as lost)
         super().__init__(n_workers, backend, *args, **options)
         self._waiter = threading.Thread(target=self._wait_loop, daemon=True, name=f"{self.name}-wait")
         self._waiter.start()
@@ -74,16 +78,25 @@ class RayWorkers(Workers):
         """The waiting thread. Whatever goes wrong in a round (Ray itself, or a bug here) fails every call out,
         and every task picked but not yet sent, as lost: the jobs see stragglers, never a hang."""
         self._checked = time.monotonic()
+        failing = 0  # rounds in a row that failed: the next one waits longer (at most a second)
         while True:
             try:
                 if self._wait_round():
                     return
+                failing = 0
             except Exception as e:  # noqa: BLE001 - the thread must outlive any error: the calls out are lost
                 if self._closing:
                     return
-                log.exception("%s: the waiting thread failed (%s): the %d calls out fail as lost", self.name,
-                              describe_error(e), len(self._calls))
-                self._lose_all(f"the waiting thread failed: {describe_error(e)}")
+                self.wait_failures += 1
+                failing += 1
+                try:
+                    log.error("%s: the waiting thread failed (%s): the %d calls out fail as lost; it starts "
+                              "again", self.name, describe_error(e), len(self._calls), exc_info=e)
+                    self._lose_all(f"the waiting thread failed: {describe_error(e)}")
+                except Exception as e2:  # noqa: BLE001 - never leave the loop: the calls out are waited on again
+                    log.error("%s: failing the calls out failed too (%s): they are waited on again", self.name,
+                              describe_error(e2))
+                time.sleep(min(1.0, WAIT_S * 2 ** min(failing, 10)))
 
     def _wait_round(self) -> bool:
         """One round of the waiting thread: the slots kicked looked at, the actors checked now and then, one
@@ -111,6 +124,7 @@ class RayWorkers(Workers):
                 self.backend.check_actors()
             except Exception as e:  # noqa: BLE001 - Ray itself failed: the calls out say so below
                 log.warning("%s: looking for dead actors failed: %s", self.name, describe_error(e))
+            self._sync_restarts()
         if not calls:
             return False
         try:
@@ -118,6 +132,7 @@ class RayWorkers(Workers):
         except Exception as e:  # noqa: BLE001 - Ray itself failed: every call out is lost
             if self._closing:
                 return True
+            self.wait_failures += 1
             log.error("%s: ray.wait failed (%s): the %d calls out fail as lost", self.name,
                       describe_error(e), len(calls))
             self._lose_all(f"ray.wait failed: {describe_error(e)}")
@@ -150,6 +165,35 @@ class RayWorkers(Workers):
                 self._done(s, gen, item)
             except Exception as e:  # noqa: BLE001 - keep failing the others
                 log.error("%s: failing a call as lost failed: %s", self.name, describe_error(e))
+
+    def _sync_restarts(self) -> None:
+        """Count each worker's re-created actors in `restarts` (the actor of worker w is slot w % actors)."""
+        made = list(self.backend.restarts)
+        n = len(made)
+        if n:
+            with self._lock:
+                for w in range(min(self.n_workers, len(self.restarts))):
+                    self.restarts[w] = made[w % n]
+
+    def worker_states(self) -> list[str]:
+        """Per worker, the state of the actor it runs on: "alive", "replacing" (its actor died; a fresh one is
+        building its models) or "dead" (not replaced: its replacements are spent)."""
+        states = list(self.backend.states)
+        n = len(states)
+        return [states[w % n] for w in range(self.n_workers)] if n else ["dead"] * self.n_workers
+
+    def recreated(self) -> int:
+        """Actors re-created after they died, so far (a task lost with its actor is not one)."""
+        return int(sum(self.backend.restarts))
+
+    def _crashed(self, task: Task, out: list[Task]) -> bool:
+        """`Workers`' rule for a task lost with its worker, without counting it in `restarts`: on Ray a worker is
+        re-created when its actor is (`RayBackend.replace`), which `restarts` counts instead."""
+        w = task.worker
+        before = int(self.restarts[w])
+        go = super()._crashed(task, out)
+        self.restarts[w] = before
+        return go
 
     def _look(self, s: int) -> None:
         """Slot s: drop its call if it was abandoned (hung, or cancelled past the grace), then send its

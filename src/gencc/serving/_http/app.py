@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..service import Service
 from .limits import DoorGuard, Limits, uvicorn_options
@@ -56,6 +56,19 @@ class Metrics:
         self.checks = {attr: Counter(f"gencc_{name}", doc, registry=self.registry) for attr, name, doc in (
             ("unchecked", "unchecked_answers", "answers no wrong-result check covered (--check-results)"),
             ("verifications", "verification_tasks", "re-runs of a request to verify a result (--check-results)"))}
+        self.deadline = Counter("gencc_deadline_answers", "requests with a latency target, by outcome: exact "
+                                "(answered exactly inside it), degraded (a decode inside it), missed (a 504 at "
+                                "it, or another error)", ["outcome"], registry=self.registry)
+        #: the workers' health (`Service.health`), set at each scrape
+        self.workers = Gauge("gencc_workers", "workers by state: alive, replacing (died, a fresh one on its way), "
+                             "dead (not coming back)", ["state"], registry=self.registry)
+        self.live = Gauge("gencc_workers_live", "alive workers not quarantined", registry=self.registry)
+        self.ready = Gauge("gencc_ready", "1 when the live workers are at least as many as the scheme uses at once",
+                           registry=self.registry)
+        self.recreated = Counter("gencc_worker_restarts", "workers re-created after they died (a thread, a Ray "
+                                 "actor)", registry=self.registry)
+        self.lost = Counter("gencc_lost_tasks", "tasks lost with their worker (a crash, a dead actor or node)",
+                            registry=self.registry)
         self.scheme = scheme
 
 
@@ -68,8 +81,12 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"description": "the body is not the declared schema: JSON numbers, the model's input shape, finite "
                          "in float32"},
     503: {"description": "overloaded or shutting down; retry later"},
-    504: {"description": "no answer within the request timeout"},
+    504: {"description": "no answer by the request's deadline (header X-Deadline-Ms, --deadline-ms) or the "
+                         "request timeout"},
 }
+#: headers of POST /predict and /predict/batch: the request's latency target in milliseconds (the server's
+#: --deadline-ms when absent), and "true" to take exact answers only (a 504 rather than a decoded answer)
+DEADLINE_HEADER, EXACT_HEADER = b"x-deadline-ms", b"x-exact-only"
 
 
 def _catch_up(counter: Any, total: float) -> None:
@@ -84,7 +101,32 @@ def _body(r: Any, scheme: str) -> tuple[int, dict[str, Any]]:
         return 200, {"output": np.asarray(r.output).tolist(), "degraded": bool(r.degraded), "scheme": scheme,
                      "latency_ms": round(r.latency * 1000, 3), "id": r.id, "gate": r.gate,
                      "uncertainty": r.uncertainty if math.isfinite(r.uncertainty) else None}  # the gate's estimate
-    return r.status, {"detail": r.error, "scheme": scheme, "id": r.id}
+    return r.status, {"detail": r.error, "error": r.error, "scheme": scheme, "id": r.id}
+
+
+def deadline_headers(headers: Any) -> tuple[float | None, bool]:
+    """(latency target in ms or None, exact only) from a request's headers (ASGI (name, value) byte pairs, or a
+    mapping); BadRequest (400) naming a malformed value."""
+    items = headers.items() if hasattr(headers, "items") else headers
+    found = {(k.lower() if isinstance(k, bytes) else k.lower().encode()): v for k, v in items}
+    ms, exact = found.get(DEADLINE_HEADER), found.get(EXACT_HEADER)
+    out: float | None = None
+    if ms is not None:
+        text = ms.decode("latin-1") if isinstance(ms, bytes) else str(ms)
+        try:
+            out = float(text)
+        except ValueError:
+            out = math.nan
+        if not 0 < out < math.inf:
+            raise BadRequest(400, f"header X-Deadline-Ms is the request's latency target: a positive number of "
+                                  f"milliseconds, got {text[:40]!r}")
+    flag = False
+    if exact is not None:
+        text = (exact.decode("latin-1") if isinstance(exact, bytes) else str(exact)).strip().lower()
+        if text not in ("true", "false"):
+            raise BadRequest(400, f"header X-Exact-Only must be true or false, got {text[:40]!r}")
+        flag = text == "true"
+    return out, flag
 
 
 class PredictRoutes:
@@ -109,7 +151,7 @@ class PredictRoutes:
             body += msg.get("body", b"")
             if not msg.get("more_body", False):
                 break
-        status, payload = await handler(body)
+        status, payload = await handler(body, scope.get("headers", ()))
         data = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
         await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]})
@@ -168,13 +210,17 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
             c = counted[status] = m.requests.labels(str(status))
         c.inc()
 
+    outcomes = {k: m.deadline.labels(k) for k in ("exact", "degraded", "missed")}
+
     def observe(r: Any) -> None:
         count(r.status)
+        if math.isfinite(r.deadline):
+            outcomes[("degraded" if r.degraded else "exact") if r.in_target else "missed"].inc()
         if r.status == 200:
             m.latency.observe(r.latency)
             if r.degraded:
                 m.degraded.inc()
-        elif r.status >= 500 and r.status != 503:
+        elif r.status >= 500 and r.status != 503 and not (r.status == 504 and math.isfinite(r.deadline)):
             log.warning("request %s answered %s: %s", r.id, r.status, r.error)
         else:
             log.debug("request %s answered %s: %s", r.id, r.status, r.error)
@@ -210,24 +256,27 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
                   exc_info=err)
         return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
-    async def settle(x: np.ndarray) -> Any:
-        r = await _on_loop(service.submit(x, checked=True))
+    async def settle(x: np.ndarray, deadline_ms: float | None = None, exact_only: bool = False) -> Any:
+        r = await _on_loop(service.submit(x, checked=True, deadline_ms=deadline_ms, exact_only=exact_only))
         if r.status == 503 and (r.error.startswith("overloaded") or (r.error == "shutting down" and not r.tasks)):
             count(503)
         return r
 
-    async def answer_one(x: np.ndarray) -> tuple[int, dict[str, Any]]:
-        return _body(await settle(x), service.scheme)
+    async def answer_one(x: np.ndarray, target: tuple[float | None, bool] = (None, False)
+                         ) -> tuple[int, dict[str, Any]]:
+        return _body(await settle(x, *target), service.scheme)
 
-    async def answer_batch(arrs: list[np.ndarray]) -> tuple[int, dict[str, Any]]:
-        res = await asyncio.gather(*(answer_one(a) for a in arrs))
+    async def answer_batch(arrs: list[np.ndarray], target: tuple[float | None, bool] = (None, False)
+                           ) -> tuple[int, dict[str, Any]]:
+        res = await asyncio.gather(*(answer_one(a, target) for a in arrs))
         return 200, {"results": [dict(b, status=s) for s, b in res], "scheme": service.scheme}
 
     def route(parser: Any, answer: Any) -> Any:
         """A handler: the body parsed by `parser` (a refusal answered and counted) and then answered."""
 
-        async def handler(body: bytes) -> tuple[int, dict[str, Any]]:
+        async def handler(body: bytes, headers: Any = ()) -> tuple[int, dict[str, Any]]:
             try:
+                target = deadline_headers(headers)
                 if len(body) > limits.parse_inline_bytes:  # off the event loop: /healthz stays live
                     parsed = await asyncio.to_thread(parser, body, schemas)
                 else:
@@ -235,7 +284,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
             except BadRequest as e:
                 count(e.status)
                 return e.status, {"detail": e.detail}
-            return await answer(parsed)
+            return await answer(parsed, target)
 
         return handler
 
@@ -248,13 +297,13 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
     @app.post("/predict", openapi_extra=schemas.openapi(schemas.one), responses=RESPONSES)
     async def predict(request: Request) -> JSONResponse:
         """Answer one input: {"input": <nested list of the model's input shape>}."""
-        status, body = await one(await request.body())
+        status, body = await one(await request.body(), request.headers.raw)
         return JSONResponse(body, status_code=status)
 
     @app.post("/predict/batch", openapi_extra=schemas.openapi(schemas.batch), responses=RESPONSES)
     async def predict_batch(request: Request) -> JSONResponse:
         """Answer 1 to max_batch inputs: {"inputs": [<input>, ...]}; one status per input."""
-        status, body = await batch(await request.body())
+        status, body = await batch(await request.body(), request.headers.raw)
         return JSONResponse(body, status_code=status)
 
     from ..._util.version import __version__
@@ -284,6 +333,13 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         for state, n in service.dispatcher.runs.items():
             _catch_up(m.runs.labels(state), n)
             _catch_up(m.run_seconds.labels(state), service.dispatcher.run_seconds[state])
+        h = service.health()
+        for state in ("alive", "replacing", "dead"):
+            m.workers.labels(state).set(h[state])
+        m.live.set(h["live"])
+        m.ready.set(1 if h["status"] == "ok" else 0)
+        _catch_up(m.recreated, h["restarts"])
+        _catch_up(m.lost, h["lost_tasks"])
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

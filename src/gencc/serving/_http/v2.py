@@ -17,7 +17,13 @@ little-endian float32 after the JSON header (header `Inference-Header-Content-Le
 `binary_data_size`). Each of the B inputs is one request to the coding layer (`Service.submit`), answered
 together: output `output` [B, *output_shape] FP32, as JSON `data` or binary (output parameter `binary_data`,
 request parameter `binary_data_output`), and `parameters` {"scheme": ..., "degraded": bool} (B = 1) or
-{"scheme": ..., "degraded": [bool, ...]} (one per input, B > 1): degraded means decoded from coded results.
+{"scheme": ..., "degraded": [bool, ...]} (one per input, B > 1): degraded means decoded from coded results
+(then also "uncertainty": the decode's estimated error sd, null without an estimate).
+
+A request may carry its latency target, as Triton reads it: request parameter `timeout`, in microseconds (the
+server's --deadline-ms when absent). It is answered by then: exactly if the answer came in time, else (coded
+schemes) with a decode from the results that have arrived, when the gate trusts it (not with request parameter
+`exact_only: true`), else 504 at the deadline.
 
 Errors are `{"error": "..."}`: 400 for a body that is not the protocol or not this model's tensor, 404 for an
 unknown model, route or version, 405 for a wrong method, and the answer's own status (503 overloaded, 504 timed
@@ -85,11 +91,15 @@ class InferBody(BaseModel):
 
 @dataclass(frozen=True)
 class Inference:
-    """A parsed infer request: the inputs (B, *input_shape) float32, the id to echo, binary output or JSON."""
+    """A parsed infer request: the inputs (B, *input_shape) float32, the id to echo, binary output or JSON; its
+    latency target in ms (request parameter `timeout`, in microseconds as Triton reads it; None: the server's
+    default) and whether it takes exact answers only (request parameter `exact_only`)."""
 
     x: np.ndarray
     id: str | None
     binary_output: bool
+    deadline_ms: float | None = None
+    exact_only: bool = False
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -177,7 +187,14 @@ class ModelSpec:
             raise ProtocolError(400, f"a batch of {shape[0]} inputs: this server takes 1 to {self.max_batch} per "
                                      "request (--max-batch)")
         x = self._tensor(t, shape, rest)
-        return Inference(x, req.id, self._binary_output(req))
+        timeout = req.parameters.get("timeout")
+        if timeout is not None and (type(timeout) is not int or timeout < 1):
+            raise ProtocolError(400, f"parameter 'timeout' is the request's latency target in microseconds, a "
+                                     f"positive whole number; got {json.dumps(timeout)[:40]}")
+        exact = req.parameters.get("exact_only", False)
+        if not isinstance(exact, bool):
+            raise ProtocolError(400, f"parameter 'exact_only' must be true or false, got {json.dumps(exact)[:40]}")
+        return Inference(x, req.id, self._binary_output(req), None if timeout is None else timeout / 1000, exact)
 
     def _tensor(self, t: TensorIn, shape: tuple[int, ...], rest: bytes) -> np.ndarray:
         size = t.parameters.get("binary_data_size")
@@ -241,6 +258,10 @@ def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
     if not np.isfinite(y).all():  # JSON has no NaN; a finite float64 output may overflow float32
         return 500, {"error": "the model's output is not finite in float32"}, b""
     degraded = [bool(r.degraded) for r in results]
+    params: dict[str, Any] = {"scheme": scheme, "degraded": degraded[0] if len(degraded) == 1 else degraded}
+    if any(degraded):  # a decoded answer's estimated error sd (null: no estimate)
+        sd = [float(r.uncertainty) if r.degraded and math.isfinite(r.uncertainty) else None for r in results]
+        params["uncertainty"] = sd[0] if len(sd) == 1 else sd
     out: dict[str, Any] = {"name": OUTPUT, "datatype": DATATYPE, "shape": list(y.shape)}
     blob = b""
     if inf.binary_output:
@@ -250,8 +271,7 @@ def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
         out["data"] = y.ravel().tolist()
     return 200, {"model_name": spec.name, "model_version": VERSION,
                  "id": inf.id if inf.id is not None else str(results[0].id),
-                 "parameters": {"scheme": scheme, "degraded": degraded[0] if len(degraded) == 1 else degraded},
-                 "outputs": [out]}, blob
+                 "parameters": params, "outputs": [out]}, blob
 
 
 _MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/config)?$")
@@ -261,10 +281,12 @@ class V2Routes:
     """ASGI middleware answering every path under /v2 (see the module docstring); other paths go on to the app.
     It sits inside `DoorGuard`, which has read an infer body within the limits and replays it as one message.
 
-    `settle(x)` submits one input and awaits its answered `Request`; `health()` is `Service.health`; `count`
-    counts a refusal by status (the app's metrics); bodies over `parse_inline_bytes` are parsed in a thread."""
+    `settle(x, deadline_ms, exact_only)` submits one input and awaits its answered `Request`; `health()` is
+    `Service.health`; `count` counts a refusal by status (the app's metrics); bodies over `parse_inline_bytes` are
+    parsed in a thread."""
 
-    def __init__(self, app: Any, spec: ModelSpec, scheme: str, settle: Callable[[np.ndarray], Awaitable[Any]],
+    def __init__(self, app: Any, spec: ModelSpec, scheme: str,
+                 settle: Callable[[np.ndarray, float | None, bool], Awaitable[Any]],
                  health: Callable[[], dict[str, Any]], count: Callable[[int], None], server: dict[str, Any],
                  parse_inline_bytes: int = 64 * 1024):
         self.app, self.spec, self.scheme, self.settle = app, spec, scheme, settle
@@ -359,7 +381,7 @@ class V2Routes:
             inf = await asyncio.to_thread(self.spec.parse, body, n)
         else:
             inf = self.spec.parse(body, n)
-        results = await asyncio.gather(*(self.settle(x) for x in inf.x))
+        results = await asyncio.gather(*(self.settle(x, inf.deadline_ms, inf.exact_only) for x in inf.x))
         return answer(self.spec, self.scheme, inf, list(results))
 
 

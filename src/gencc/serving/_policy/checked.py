@@ -128,6 +128,10 @@ class CheckedDispatcher(CodedDispatcher):
         self.unchecked += 1
         super().reroute(req, reason)
 
+    def rescue(self, req: Any) -> bool:
+        """No decode leaves unchecked at a latency target: a request the check has not answered by then gets 504."""
+        return False
+
     def _done(self, task: Task) -> None:
         """A quarantined worker's result is dropped (a task sent before the quarantine): a failed task."""
         if task.ok and task.worker in self.quarantined:
@@ -297,6 +301,9 @@ class CheckedDispatcher(CodedDispatcher):
                 g.flagged.add(n)
                 self._flag(self._worker(g, n))
         todo = [k for k, r in enumerate(g.members) if not r.status]
+        for k in [k for k in todo if g.members[k].exact_only]:  # no decode for it: a plain copy instead
+            self._copy(g, g.members[k])
+        todo = [k for k in todo if not g.members[k].exact_only]
         if not todo:
             return
         pads = {self.sys[k] for k in range(len(g.members), self.K) if self.sys[g.pos[g.source[k]]] in g.flagged}

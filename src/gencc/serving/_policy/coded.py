@@ -152,9 +152,17 @@ class CodedDispatcher(Dispatcher):
                 req.tasks.append(t)
                 self.send(w, t)
         if self.mode == "hedge" or (self.redundancy is not None and self.redundancy.late != "off"):
-            self.later(self.latency.value, lambda: self._late(g, req), g)
+            delay = self.latency.value
+            early = self.by_deadline(req, delay)
+            if early < delay:  # its target comes first: a late task then, if a worker is idle
+                self.later(early, lambda: self._late(g, req) if self.idle() else None, g)
+            self.later(delay, lambda: self._late(g, req), g)
         if len(g.members) == self.K:
             self._form(g)
+        elif math.isfinite(req.deadline) and self.mode == "eager":  # coded tasks in time for its target
+            wait = self.by_deadline(req, self.max_wait)
+            if wait < self.max_wait:
+                self.later(wait, lambda: self._form(g), g)
 
     def _form(self, g: _Group, trigger: Request | None = None) -> None:
         if g.formed:
@@ -289,7 +297,8 @@ class CodedDispatcher(Dispatcher):
         if g.done:
             return
         now, thr = self.env.now(), self.latency.value
-        late = [k for k, r in enumerate(g.members) if not r.status and (r is trigger or now - r.t_arrival >= thr)]
+        late = [k for k, r in enumerate(g.members) if not r.status and (r is trigger or now - r.t_arrival >= thr)
+                and self.can_make(r)]  # not spent on a member whose target is already lost
         if not late:
             return
         if not g.formed:
@@ -386,6 +395,9 @@ class CodedDispatcher(Dispatcher):
                 t.kind == "coded" and not t.cancelled and math.isnan(t.t_end) for t in g.tasks):
             return  # a coded result is still due: wait for it (see decode_wait)
         todo = [k for k, r in enumerate(g.members) if not r.status]
+        for k in [k for k in todo if g.members[k].exact_only]:  # no decode for it: a plain copy instead
+            self._copy(g, g.members[k])
+        todo = [k for k in todo if not g.members[k].exact_only]
         if not todo:
             return
         R = sorted(g.results)
@@ -411,6 +423,45 @@ class CodedDispatcher(Dispatcher):
         for k in todo:
             g.members[k].decoded_from = R
             self.answer(g.members[k], None if Yhat is None else Yhat[g.pos[k]], degraded=True)
+
+    def rescue(self, req: Request) -> bool:
+        """At `req`'s latency target with no answer yet: decode it from the group's results that have arrived
+        (without waiting for the coded results still due), if the code can (enough results; a partial code: it
+        is recoverable; the cover rule: a parity recovery) and the gate, if any, trusts the decode; then it is
+        answered `degraded`, with the decode's uncertainty. False (a 504) otherwise."""
+        g: _Group | None = req.group
+        if g is None or g.broken or g.done or not g.source or self.sys is None:
+            return False
+        i = g.members.index(req)
+        R = sorted(g.results)
+        if self.cover is not None and not self._covered(g, i, set(R)):
+            return False
+        if self.exact_missing:
+            if not R or g.pos[i] in set(self.code.missing(R).tolist()):
+                return False
+        elif len(R) < self.code.min_results:
+            return False
+        vals = [g.results[s] for s in R]
+        if any(v is None for v in vals):  # timing only: no values to decode or judge
+            req.decoded_from = R
+            return self.answer(req, None, degraded=True)
+        Y = np.stack(vals)
+        try:
+            Yhat = self.code.decode(Y, R)
+        except ValueError:
+            return False
+        self.decodes += 1
+        if self.gate is not None:
+            if not self.gate.screen(self, g, [i], Yhat, Y, R, copies=False):
+                return False
+        else:
+            from .gate import uncertainty
+
+            sd = uncertainty(self.code, Y, R)
+            if sd is not None:
+                req.uncertainty = float(sd[g.pos[i]])
+        req.decoded_from = R
+        return self.answer(req, Yhat[g.pos[i]], degraded=True)
 
     def answered(self, req: Request) -> None:
         g: _Group | None = req.group

@@ -58,8 +58,14 @@ class HedgedDispatcher(Dispatcher):
         if self.send_copy(req, "primary") is None:
             self.answer(req, None, status=503, error="no live worker")
             return
-        self.later(self.latency.value, lambda: self._hedge(req), req)
+        delay = self.latency.value
+        early = self.by_deadline(req, delay)
+        if early < delay:  # its target comes first: a hedge then, if a worker is idle
+            self.later(early, lambda: self._hedge(req, early=True), req)
+        self.later(delay, lambda: self._hedge(req), req)
 
-    def _hedge(self, req: Request) -> None:
-        if not req.status:
+    def _hedge(self, req: Request, early: bool = False) -> None:
+        if (early and not self.idle()) or any(t.kind == "hedge" for t in req.tasks):
+            return
+        if not req.status and self.can_make(req):  # no hedge for a request whose target is already lost
             self.send_copy(req, "hedge", exclude={t.worker for t in req.tasks})

@@ -141,9 +141,10 @@ class Gate:
         return z, s
 
     def screen(self, disp: Any, g: Any, todo: list[int], Yhat: np.ndarray, Y: np.ndarray,
-               returned: Sequence[int]) -> list[int]:
+               returned: Sequence[int], copies: bool = True) -> list[int]:
         """The members of group g (indices in `todo`) whose decode may be sent now; each held one gets its plain
-        copies (`copy`) on fast workers the group does not occupy."""
+        copies (`copy`) on fast workers the group does not occupy (`copies` False: only marked held, at its
+        deadline)."""
         z, sd = self.scores(disp.code, Yhat, Y, returned, [g.pos[k] for k in todo])
         send = []
         for k, zk, sk in zip(todo, z, sd, strict=True):
@@ -157,7 +158,11 @@ class Gate:
                 self.passed += 1
                 send.append(k)
                 continue
-            self.hold(disp, r, disp.busy_workers(g))
+            if copies:
+                self.hold(disp, r, disp.busy_workers(g))
+            elif r.gate != "held":
+                r.gate = "held"
+                self.held += 1
         return send
 
     def hold(self, disp: Any, r: Request, busy: set[int]) -> None:
@@ -181,7 +186,7 @@ class Gate:
         (a hedge's copy; waiting for an idle worker left held requests behind their slow workers), and
         the rest wait for a worker to free (`observe`)."""
         have = sum(t.kind == "copy" for t in r.tasks)
-        if have >= self.copies or r.status:
+        if have >= self.copies or r.status or not disp.can_make(r):  # none for a request whose target is lost
             return
         med = self._median.value
         slow = {w for w, d in self._last.items() if d > SLOW_RATIO * med}

@@ -1,0 +1,295 @@
+"""Answer by the deadline: the most Poisson load each scheme carries with 99% (and 99.9%) of its requests answered
+inside a latency bound, in virtual time (the simulator: machine-independent, the same arrivals and slow periods
+for every scheme per seed).
+
+    python benchmarks/run.py deadlines --out docs/generated/deadlines.md      # the docs' table (a few minutes)
+    python benchmarks/run.py deadlines --duration 20 --seeds 1               # a quick look
+    python benchmarks/run.py deadlines --real --duration 30 --out docs/generated/deadlines-real.md  # a real server
+
+Setting: W = 12 workers for every scheme, K = 8, 50 ms service, each worker slow x10 about 10% of the time
+(exponential periods, mean 1 s); load is a fraction of uncoded's capacity W / E[task time], about 126 requests
+per second. Every request carries a latency target of 2x or 4x the service time (100 or 200 ms) and is answered
+by it: exactly, decoded from what has arrived (`degraded`), or 504. Requests wait earliest deadline first
+(`schedule="edf"`); the "(fifo)" rows are the same schemes queueing in arrival order at the workers, for
+comparison.
+
+Schemes: uncoded; hedged requests at their best hedge delay (the observed quantile q of latency, q from 0.5 to
+0.99: the q that carries the most load, per bound, shown); replication (2 copies); the default, sgcc, and
+sgcc-parity (the default with a parity model), each with its gate calibrated as a service calibrates it. The
+coded schemes' workers run the model (digits-cnn: the coded tasks on the real mixed inputs, in virtual time),
+so each degraded answer is checked against the model's own top-1 on its input; the baselines run timing only.
+Per scheme and bound: the largest load of the grid up to which every load keeps >= 99% (99.9%) inside, and at
+that load the share answered exactly inside and the top-1 agreement of the degraded answers with the model.
+
+`--real`: a short check on a real `gencc serve` (digits-cnn, the same injected slowdown, `--deadline-ms` at 2x the
+service time, so every request carries the target without the client sending one), driven in its own process
+by `gencc.loadgen`'s open-loop HTTP client at a few loads; per scheme and load the share answered inside the
+target as the client measured it, the shares exact, degraded and 504, and the latest answer against the target
+(client-side: it includes the loopback round trip and the client's own scheduling on a shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure.py, when run as a script
+
+from measure import generated_by, machine  # noqa: E402
+
+from gencc.engine import VirtualWorkers  # noqa: E402
+from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
+from gencc.serving import Gate, calibrate_gate, make_dispatcher, simulate_load  # noqa: E402
+
+SUITE = "deadlines"
+LOADS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]
+HEDGE_QS = [0.5, 0.75, 0.9, 0.95, 0.99]
+BOUNDS = (2, 4)  # latency targets, in service times
+ROWS = ["uncoded", "uncoded (fifo)", "hedged", "replication", "sgcc", "sgcc (fifo)", "sgcc-parity",
+        "sgcc-parity (fifo)"]
+
+
+CODED = ("sgcc", "sgcc-parity")
+
+
+class Coded:
+    """What a coded scheme runs in the simulator: the workload's functions (the model, f on its inputs looked up
+    from a table computed once; the parity model), its decoder calibration and its calibrated gate threshold."""
+
+    def __init__(self, scheme: str, a: argparse.Namespace, X: np.ndarray):
+        from gencc.serving import Memo
+        from gencc.serving.parity import calibrate_sgcc, coded_workers, parity_k, service_model
+
+        pk = parity_k(scheme, a.K, a.workers, 2)
+        _, X_train, self.parity, w = service_model(a.model, pk, False, scheme=scheme)
+        self.functions = {"f": Memo(w.f, X)}
+        self.calibration = None
+        if self.parity is not None:
+            self.functions["parity"] = self.parity
+            self.calibration = calibrate_sgcc(w, a.K, coded_workers(a.K, a.workers), self.parity)
+        self.scheme = scheme
+        cal = calibrate_gate(lambda g: (lambda e: self.make(e, a.K, gate=g)), {**self.functions, "f": w.f},
+                             X_train[:2000], workers=a.workers, service_ms=a.service_ms, slow_fraction=a.F,
+                             slow_factor=a.X)
+        self.threshold = float(cal.threshold)
+
+    def make(self, env, K: int, **kw):
+        return make_dispatcher(self.scheme, env, K=K, parity=self.parity, calibration=self.calibration, **kw)
+
+
+def add_arguments(ap) -> None:
+    ap.add_argument("--model", default="digits-cnn", help="the workload the coded schemes run (default digits-cnn)")
+    ap.add_argument("--duration", type=float, default=60.0, help="virtual seconds of arrivals per run (default 60)")
+    ap.add_argument("--seeds", type=int, default=3, help="arrival and slowdown draws pooled per point (default 3)")
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--K", type=int, default=8)
+    ap.add_argument("--service-ms", type=float, default=50.0)
+    ap.add_argument("--F", type=float, default=0.1, help="share of the time a worker is slow (default 0.1)")
+    ap.add_argument("--X", type=float, default=10.0, help="slowdown factor (default 10)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the tables (markdown) to this file")
+    ap.add_argument("--real", action="store_true", help="a real server from an HTTP client instead (see above)")
+    ap.add_argument("--real-loads", type=float, nargs="+", default=[0.3, 0.5, 0.7])
+    ap.add_argument("--real-schemes", nargs="+", default=["sgcc", "hedged", "uncoded"])
+
+
+def capacity(a: argparse.Namespace) -> float:
+    """Uncoded's capacity, requests per second."""
+    return a.workers / (a.service_ms / 1000 * (1 - a.F + a.F * a.X))
+
+
+def run_point(row: str, q: float | None, load: float, bound: int, a, coded: dict[str, Coded], X: np.ndarray,
+              top: np.ndarray) -> dict:
+    """One scheme at one load and bound, seeds pooled: inside share, exact inside share, degraded agreement."""
+    scheme = row.split(" ")[0]
+    schedule = "fifo" if row.endswith("(fifo)") else "edf"
+    target = bound * a.service_ms / 1000
+    n = inside = exact = deg = agree = tasks = 0
+    for seed in range(a.seeds):
+        c = coded.get(scheme)
+        model = c is not None
+        env = VirtualWorkers(a.workers, ServiceTimes(a.service_ms / 1000),
+                             PersistentStragglers(a.workers, a.F, a.X, 1.0, seed=seed), seed=seed,
+                             functions=c.functions if model else None)
+        kw: dict = {"schedule": schedule, "seed": seed, "request_timeout": 60.0}
+        if scheme == "hedged":
+            kw["quantile"] = q
+        if model:
+            kw["gate"] = Gate(c.threshold)
+
+        def make(e, kw=kw, c=c):
+            d = c.make(e, a.K, **kw) if c is not None else make_dispatcher(scheme, e, K=a.K, **kw)
+            submit = d.submit
+
+            def with_target(req):
+                req.deadline = req.t_arrival + target
+                submit(req)
+
+            d.submit = with_target
+            return d
+
+        reqs = simulate_load(make, env, load * capacity(a), a.duration, inputs=X if model else None, seed=seed,
+                             drain=120.0)
+        late = max(r.t_done - r.deadline for r in reqs)
+        if late > 1e-6:
+            raise RuntimeError(f"{row} answered {late * 1000:.3f} ms after a deadline")
+        n += len(reqs)
+        tasks += len(env.executed)
+        for r in reqs:
+            if r.in_target:
+                inside += 1
+                if r.degraded:
+                    deg += 1
+                    agree += int(np.argmax(r.output) == top[r.id % len(X)])
+                else:
+                    exact += 1
+    return {"inside": inside / n, "exact": exact / n, "degraded": deg / n,
+            "agree": agree / deg if deg else math.nan, "tasks": tasks / n, "n": n}
+
+
+def carried(curve: dict[float, dict], share: float) -> float:
+    """The largest grid load up to which every load keeps at least `share` inside (0: not even the lowest)."""
+    best = 0.0
+    for load in LOADS:
+        if curve[load]["inside"] < share:
+            break
+        best = load
+    return best
+
+
+def fmt_share(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.3f}"
+
+
+def real(a: argparse.Namespace, argv: list[str]) -> str:
+    """`--real`: each scheme served by `gencc serve` in its own process, loaded from this one (see above)."""
+    import subprocess
+
+    from measure import free_port, server_ready
+
+    from gencc.loadgen.load import run_http
+    from gencc.workloads import load as load_workload
+
+    target = 2 * a.service_ms
+    inputs = [x.tolist() for x in load_workload(a.model, progress=False).X_test[:500]]
+    lines = [generated_by(SUITE, argv), "", f"A real `gencc serve` (threads), {machine()} {a.model}, W = "
+             f"{a.workers}, K = {a.K}, {a.service_ms:g} ms service, slow x{a.X:g} {a.F:.0%} of the time, "
+             f"--deadline-ms {target:g}; {a.duration:g} s of Poisson arrivals per point from gencc.loadgen's HTTP "
+             "client in another process; latencies as the client measured them (inside target: a 200 the client "
+             "received within it; 200 exact / degraded / 504: shares of all requests, whenever received).", "",
+             "| scheme | load | requests | inside target | 200 exact | 200 degraded | 504 "
+             "| latest answer - target (ms) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for scheme in a.real_schemes:
+        port = free_port()
+        cmd = [sys.executable, "-c", "from gencc.cli import main; main()", "serve", "--workload", a.model,
+               "--scheme", scheme, "--workers", str(a.workers), "--service-ms", str(a.service_ms),
+               "--slow-fraction", str(a.F), "--slow-factor", str(a.X), "--deadline-ms", str(target),
+               "--port", str(port)]
+        if scheme not in ("uncoded", "hedged", "replication"):
+            cmd += ["--K", str(a.K)]
+        srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            t_end = time.monotonic() + 300
+            while not server_ready(port) and time.monotonic() < t_end and srv.poll() is None:
+                time.sleep(1)
+            if not server_ready(port):
+                raise RuntimeError(f"gencc serve --scheme {scheme} did not become ready")
+            time.sleep(60 if scheme not in ("uncoded", "hedged", "replication") else 0)  # the gate's calibration
+            for load in a.real_loads:
+                rows = run_http(f"http://127.0.0.1:{port}", load * capacity(a), a.duration, inputs,
+                                timeout=10.0)
+                n = len(rows)
+                ok = [r for r in rows if r["status"] == 200]
+                inside = sum(r["latency_ms"] <= target for r in ok)
+                deg = sum(r["degraded"] for r in ok)
+                late = max(r["latency_ms"] for r in rows if r["status"] in (200, 504)) - target
+                lines.append(f"| {scheme} | {load:g} | {n} | {inside / n:.4f} | {(len(ok) - deg) / n:.4f} | "
+                             f"{deg / n:.4f} | {sum(r['status'] == 504 for r in rows) / n:.4f} | {late:+.1f} |")
+                print(lines[-1], flush=True)
+        finally:
+            srv.terminate()
+            srv.wait(60)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    add_arguments(ap)
+    a = ap.parse_args(argv)
+    if a.seeds < 1 or not a.duration > 0:
+        ap.error("--seeds must be >= 1 and --duration positive")
+    print(machine(), flush=True)
+    if a.real:
+        text = real(a, argv or [])
+        print(text)
+        if a.out is not None:
+            a.out.write_text(text)
+        return 0
+    t0 = time.perf_counter()
+    from gencc.workloads import load as load_workload
+
+    w = load_workload(a.model, progress=False)
+    X = np.asarray(w.X_test[:2000], dtype=np.float32)  # served inputs: held-out, never calibrated on
+    top = np.argmax(np.asarray(w.f(X)).reshape(len(X), -1), axis=1)
+    coded = {}
+    for scheme in CODED:
+        coded[scheme] = Coded(scheme, a, X)
+        print(f"{scheme}: gate threshold {coded[scheme].threshold:.3g} (calibrated on training inputs; "
+              f"{time.perf_counter() - t0:.0f} s)", flush=True)
+    curves: dict[tuple[str, float | None, int], dict[float, dict]] = {}
+    for bound in BOUNDS:
+        for row in ROWS:
+            for q in (HEDGE_QS if row == "hedged" else [None]):
+                curve = curves[(row, q, bound)] = {}
+                for load in LOADS:
+                    curve[load] = run_point(row, q, load, bound, a, coded, X, top)
+                    if curve[load]["inside"] < 0.9:  # past its capacity for both shares: the rest is lower still
+                        for rest in LOADS[LOADS.index(load) + 1:]:
+                            curve[rest] = {**curve[load], "inside": 0.0}
+                        break
+                print(f"bound {bound}x {row} q={q}: " + " ".join(f"{ld:g}:{c['inside']:.4f}"
+                                                                  for ld, c in curve.items()), flush=True)
+    lines = [generated_by(SUITE, argv or []), "",
+             f"Virtual time; {machine()} W = {a.workers}, K = {a.K}, {a.service_ms:g} ms service, slow x{a.X:g} "
+             f"{a.F:.0%} of the time; {a.seeds} seeds x {a.duration:g} s per point; loads {LOADS[0]:g} to "
+             f"{LOADS[-1]:g} of uncoded's capacity ({capacity(a):.0f} requests/s); model {a.model}, gate "
+             f"thresholds " + ", ".join(f"{k} {c.threshold:.3g}" for k, c in coded.items()) + ". Each cell: the "
+             "largest load carried with 99% / 99.9% inside the bound (0: not even the lowest load); at that 99% "
+             "load (or the lowest), the share answered exactly inside and the top-1 agreement of the degraded "
+             "answers with the model's own.", ""]
+    head = "| scheme | " + " | ".join(f"{b}x: load 99% / 99.9% | {b}x: exact, agreement" for b in BOUNDS) + " |"
+    lines += [head, "|" + "---|" * (1 + 2 * len(BOUNDS))]
+    for row in ROWS:
+        cells = []
+        for bound in BOUNDS:
+            qs = HEDGE_QS if row == "hedged" else [None]
+            q = max(qs, key=lambda q: (carried(curves[(row, q, bound)], 0.99),
+                                       carried(curves[(row, q, bound)], 0.999)))
+            curve = curves[(row, q, bound)]
+            l99, l999 = carried(curve, 0.99), carried(curve, 0.999)
+            at = curve[l99] if l99 else curve[LOADS[0]]
+            name = f"q={q:g}: " if q is not None else ""
+            cells += [f"{name}{l99:g} / {l999:g}", f"{at['exact']:.3f}, {fmt_share(at['agree'])}"]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += ["", "Share answered inside the bound, per load (2x bound; hedged at its best q):", ""]
+    lines += ["| scheme | " + " | ".join(f"{ld:g}" for ld in LOADS) + " |", "|" + "---|" * (1 + len(LOADS))]
+    for row in ROWS:
+        qs = HEDGE_QS if row == "hedged" else [None]
+        q = max(qs, key=lambda q: (carried(curves[(row, q, 2)], 0.99), carried(curves[(row, q, 2)], 0.999)))
+        curve = curves[(row, q, 2)]
+        lines.append(f"| {row} | " + " | ".join(f"{curve[ld]['inside']:.4f}" for ld in LOADS) + " |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    if a.out is not None:
+        a.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

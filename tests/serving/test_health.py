@@ -1,0 +1,110 @@
+"""Service.health and the routes that read it (/healthz, /v2/health/ready, /metrics) tell the workers apart: alive,
+being replaced, dead for good; workers re-created (`restarts`) apart from the tasks lost with them
+(`lost_tasks`); ready only while the live workers cover what the scheme uses at once. On threads here; on Ray
+actors killed by PID in tests/engine/ray/test_ray_reliability.py."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gencc.engine import ThreadBackend, Workers
+from gencc.faults import Faults, ServiceTimes
+from gencc.serving import Service, make_dispatcher
+from gencc.serving.service import worker_states
+
+from .serving_helpers import lin
+
+IN = (2, 3)
+
+
+def crashing_service(restart_s: float | None) -> Service:
+    """Two thread workers on which every task crashes its worker; a crashed worker is re-created after
+    `restart_s` seconds (None: never)."""
+    pool = Workers(2, ThreadBackend({"f": lin}, dtype=np.float32), ServiceTimes(0.05), faults=Faults(crash_p=1.0),
+                   restart_s=restart_s)
+    svc = Service(pool, lambda env: make_dispatcher("replication", env))
+    svc.in_shape = IN
+    return svc
+
+
+def crash_both_workers_under_three_requests(svc: Service) -> list:
+    """Three requests at once, two copies each: each worker's first task crashes it and the two queued behind
+    it are lost with it. The answered requests."""
+    x = np.zeros(IN, np.float32)
+    reqs = [f.result(timeout=10) for f in [svc.submit(x) for _ in range(3)]]
+    assert all(r.status != 200 for r in reqs)
+    return reqs
+
+
+def lost(reqs: list) -> int:
+    """The requests' tasks that failed with their worker, counted from the requests themselves."""
+    return sum(t.reason == "crash" for r in reqs for t in r.tasks)
+
+
+def test_a_crashed_worker_is_replacing_then_alive_and_counted_once_while_its_lost_tasks_count_apart() -> None:
+    svc = crashing_service(restart_s=0.5)
+    try:
+        h = svc.health()
+        assert (h["status"], h["alive"], h["replacing"], h["dead"], h["restarts"], h["lost_tasks"]) == \
+            ("ok", 2, 0, 0, 0, 0)
+        reqs = crash_both_workers_under_three_requests(svc)
+        h = svc.health()
+        assert (h["status"], h["alive"], h["replacing"], h["live"], h["needed"]) == ("down", 0, 2, 0, 2), h
+        assert (h["restarts"], h["lost_tasks"]) == (0, lost(reqs)) and lost(reqs) == 6  # nothing re-created yet
+        deadline = time.monotonic() + 10
+        while svc.health()["alive"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        h = svc.health()
+        assert (h["status"], h["alive"], h["replacing"], h["restarts"], h["lost_tasks"]) == ("ok", 2, 0, 2, 6), h
+    finally:
+        svc.close()
+
+
+def test_a_worker_that_is_never_re_created_is_dead() -> None:
+    svc = crashing_service(restart_s=None)
+    try:
+        crash_both_workers_under_three_requests(svc)
+        time.sleep(0.2)
+        h = svc.health()
+        assert (h["alive"], h["replacing"], h["dead"], h["restarts"], h["status"]) == (0, 0, 2, 0, "down"), h
+        assert worker_states(svc.pool) == ["dead", "dead"]
+    finally:
+        svc.close()
+
+
+def test_a_pool_that_knows_its_workers_says_so_itself() -> None:
+    pool = SimpleNamespace(worker_states=lambda: ["alive", "replacing", "dead"], dead=np.zeros(3, bool))
+    assert worker_states(pool) == ["alive", "replacing", "dead"]
+    assert worker_states(SimpleNamespace(dead=np.array([False, True]), mark_dead=True, restart_s=0.5)) == \
+        ["alive", "replacing"]
+
+
+def test_the_routes_report_the_same_and_turn_ready_again_when_the_worker_is_back() -> None:
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from gencc.serving import create_app
+
+    svc = crashing_service(restart_s=0.5)
+    with TestClient(create_app(svc)) as c:
+        assert c.get("/healthz").status_code == 200 and c.get("/v2/health/ready").status_code == 200
+        crash_both_workers_under_three_requests(svc)
+        body = c.get("/healthz").json()
+        assert c.get("/healthz").status_code == 503 and (body["replacing"], body["lost_tasks"]) == (2, 6)
+        assert c.get("/v2/health/ready").status_code == 503 and c.get("/v2/health/live").status_code == 200
+        text = c.get("/metrics").text
+        for line in ('gencc_workers{state="alive"} 0.0', 'gencc_workers{state="replacing"} 2.0',
+                     "gencc_workers_live 0.0", "gencc_ready 0.0", "gencc_lost_tasks_total 6.0",
+                     "gencc_worker_restarts_total 0.0"):
+            assert line in text, (line, text)
+        deadline = time.monotonic() + 10
+        while c.get("/v2/health/ready").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        text = c.get("/metrics").text
+        assert "gencc_worker_restarts_total 2.0" in text and "gencc_ready 1.0" in text, text
