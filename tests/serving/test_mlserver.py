@@ -62,7 +62,7 @@ def test_every_answer_that_is_not_degraded_is_mlservers_own(fleet, scheme: str |
     own = fleet["a"].answer(X)
     svc = Service.build(None, scheme=scheme, K=K, upstreams=[fleet[r].url for r in "abc"], gate="off")
     try:
-        assert svc.config.backend == "remote" and svc.scheme == (scheme or "sgcc")
+        assert svc.config.backend == "remote" and svc.scheme == (scheme or "sgcc") and svc.tensor_names == ("x", "y")
         reqs = _serve(svc, X)
     finally:
         svc.close()
@@ -136,3 +136,33 @@ def test_a_replica_killed_mid_run_loses_no_request(fleet) -> None:
         if not r.degraded:
             np.testing.assert_array_equal(r.output, own[i % len(X)])
     assert svc.pool.counts["crash"] >= 1
+
+
+def test_gencc_serve_over_three_replicas_codes_groups_of_two_and_keeps_their_tensor_names(fleet, monkeypatch,
+                                                                                       caplog) -> None:
+    """No --K over 3 replicas: groups of K = 2 (the default 8 needs more than 8 workers); a client that types the
+    replicas' tensor names (x, y) into its request gets its answer under them (uvicorn replaced by a TestClient)."""
+    import logging
+
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    seen: dict = {}
+
+    def fake_run(app_, host, port, **kwargs):
+        with TestClient(app_) as c:
+            meta = c.get("/v2/models/model").json()
+            seen["names"] = (meta["inputs"][0]["name"], meta["outputs"][0]["name"])
+            body = {"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": X[:2].ravel().tolist()}]}
+            r = c.post("/v2/models/model/infer", json=body)
+            seen["status"], seen["out"] = r.status_code, r.json()["outputs"][0]
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    caplog.set_level(logging.INFO, logger="gencc")
+    urls = [a for k in "abc" for a in ("--upstream", fleet[k].url)]
+    r = CliRunner().invoke(cli_app, ["--log-level", "info", "serve", "--gate", "off", *urls])
+    assert r.exit_code == 0, r.output
+    assert any("scheme sgcc" in m and "K=2" in m for m in (rec.getMessage() for rec in caplog.records))
+    assert seen["names"] == ("x", "y") and seen["status"] == 200 and seen["out"]["name"] == "y", seen
+    got = np.asarray(seen["out"]["data"]).reshape(2, 3)
+    np.testing.assert_allclose(got, fleet["a"].answer(X[:2]), rtol=1e-5, atol=0.3)  # exact, or a close decode

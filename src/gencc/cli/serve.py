@@ -76,8 +76,8 @@ def serve_command(
                                                 "scheme (default 12, or one per --upstream)",
                                                 show_default=False, callback=integer(at_least=1),
                                                 rich_help_panel=WORKERS)] = None,
-    K: Annotated[int | None, typer.Option("--K", metavar="K", help="requests per coding group (default 8); parm: "  # noqa: N803
-                                          "requests per parity query (2 to 4, default 2)",
+    K: Annotated[int | None, typer.Option("--K", metavar="K", help="requests per coding group (default 8, or "  # noqa: N803
+                                          "workers - 1 if fewer); parm: per parity query (2 to 4, default 2)",
                                           callback=integer(at_least=1), rich_help_panel=SCHEME)] = None,
     backend: Annotated[str, typer.Option(metavar="local|ray", help="local (threads) or ray (one actor per worker)",
                                          rich_help_panel=WORKERS)] = "local",
@@ -162,7 +162,7 @@ def serve_command(
         scheme_entry(scheme)
     except ValueError as e:
         raise reported(e, {}, "--scheme") from None
-    K, parm_k = _group_size(scheme, K)  # noqa: N806
+    K, parm_k = _group_size(scheme, K, workers)  # noqa: N806
     _check_not_ignored(scheme, max_wait_ms, slow_fraction, slow_factor)
     if not urls:
         check_model_options(workload, model, input_shape, data, parity)
@@ -281,9 +281,10 @@ def serve_until_stopped(run: Callable[[], None]) -> str | None:
     return signal.Signals(seen[0]).name if seen else None
 
 
-def _group_size(scheme: str, K: int | None) -> tuple[int, int]:  # noqa: N803
+def _group_size(scheme: str, K: int | None, workers: int = 12) -> tuple[int, int]:  # noqa: N803
     """(K of the coded groups, ParM's inputs per parity query) from --K: parm takes 2 to 4 (default 2), the
-    group-coding schemes any K (default 8); a scheme that codes no groups says it does not use --K."""
+    group-coding schemes any K (default 8, or workers - 1 on fewer than 9 workers: a fleet of 3 replicas codes
+    groups of 2); a scheme that codes no groups says it does not use --K."""
     base = scheme.removesuffix("-hedge")
     if base == "parm":
         if K is not None and not 2 <= K <= MAX_PARITY_K:
@@ -294,7 +295,7 @@ def _group_size(scheme: str, K: int | None) -> tuple[int, int]:  # noqa: N803
     if K is not None and base not in CHECKED_SCHEMES:
         not_used("--K", scheme, "it codes no groups; every request goes to its own worker(s)")
         return 8, 2
-    return 8 if K is None else K, 2
+    return max(1, min(8, workers - 1)) if K is None else K, 2
 
 
 def _check_not_ignored(scheme: str, max_wait_ms: float | None, slow_fraction: float,

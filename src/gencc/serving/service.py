@@ -136,6 +136,8 @@ class Service:
         self.rejected = 0
         self.invalid = 0  # inputs refused with 422
         self.in_shape: tuple[int, ...] | None = None  # inputs of another shape get a 422 (from_config: the workload's)
+        #: the protocol's tensor names (input, output); empty: gencc's own; over upstreams, the replicas'
+        self.tensor_names: tuple[str, ...] = ()
         self.model: Any = None  # the Model served (build / from_config set it), for the protocol's output shape
         self.workload: Any = None  # the built-in Workload, or None for your own model
         self.deadline_ms: float | None = None  # the latency target of a request that carries none (from_config)
@@ -219,6 +221,8 @@ class Service:
         svc.deadline_ms = c.deadline_ms
         svc.in_shape = tuple(model.in_shape)
         svc.gate = gate
+        if fleet is not None:  # the front door names its tensors as the replicas do
+            svc.tensor_names = (fleet.signature.input.name, fleet.signature.output.name)
         return svc
 
     @property

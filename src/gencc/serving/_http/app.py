@@ -308,7 +308,8 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
 
     from ..._util.version import __version__
 
-    app.add_middleware(V2Routes, spec=ModelSpec(name, in_shape, out_shape, limits.max_batch), scheme=service.scheme,
+    spec = ModelSpec(name, in_shape, out_shape, limits.max_batch, *getattr(service, "tensor_names", ()))
+    app.add_middleware(V2Routes, spec=spec, scheme=service.scheme,
                        settle=settle, health=service.health, count=count, server=server_metadata(__version__),
                        parse_inline_bytes=limits.parse_inline_bytes)
     app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body, on_refuse=count,

@@ -134,25 +134,29 @@ def _first_problem(err: ValidationError, what: str) -> str:
 
 class ModelSpec:
     """What the protocol says about the served model: its `name`, the shape of one input and one output
-    (`out_shape` None: unknown until answered, reported as [-1, -1]), the largest batch."""
+    (`out_shape` None: unknown until answered, reported as [-1, -1]), the largest batch, and the names of its input
+    and output tensors (gencc's own "input" and "output"; in front of replicas, theirs, so a client written for
+    the replicas keeps its names)."""
 
-    def __init__(self, name: str, in_shape: tuple[int, ...], out_shape: tuple[int, ...] | None, max_batch: int):
+    def __init__(self, name: str, in_shape: tuple[int, ...], out_shape: tuple[int, ...] | None, max_batch: int,
+                 input_name: str = INPUT, output_name: str = OUTPUT):
         check_model_name(name)
         self.name, self.in_shape, self.max_batch = name, tuple(in_shape), int(max_batch)
         self.out_shape = None if out_shape is None else tuple(out_shape)
+        self.input_name, self.output_name = str(input_name), str(output_name)
 
     def metadata(self) -> dict[str, Any]:
         out = [-1, *self.out_shape] if self.out_shape is not None else [-1, -1]
         return {"name": self.name, "versions": [VERSION], "platform": "gencc",
-                "inputs": [{"name": INPUT, "datatype": DATATYPE, "shape": [-1, *self.in_shape]}],
-                "outputs": [{"name": OUTPUT, "datatype": DATATYPE, "shape": out}]}
+                "inputs": [{"name": self.input_name, "datatype": DATATYPE, "shape": [-1, *self.in_shape]}],
+                "outputs": [{"name": self.output_name, "datatype": DATATYPE, "shape": out}]}
 
     def config(self) -> dict[str, Any]:
         """Triton's model configuration extension: the batch axis is `max_batch_size`, dims exclude it."""
         out = list(self.out_shape) if self.out_shape is not None else [-1]
         return {"name": self.name, "platform": "gencc", "backend": "gencc", "max_batch_size": self.max_batch,
-                "input": [{"name": INPUT, "data_type": "TYPE_FP32", "dims": list(self.in_shape)}],
-                "output": [{"name": OUTPUT, "data_type": "TYPE_FP32", "dims": out}]}
+                "input": [{"name": self.input_name, "data_type": "TYPE_FP32", "dims": list(self.in_shape)}],
+                "output": [{"name": self.output_name, "data_type": "TYPE_FP32", "dims": out}]}
 
     def parse(self, body: bytes, header_length: int | None) -> Inference:
         """The inputs of an infer body (`header_length`: the Inference-Header-Content-Length header, binary
@@ -172,16 +176,16 @@ class ModelSpec:
             req = InferBody.model_validate(obj)
         except ValidationError as e:
             raise ProtocolError(400, f"not an inference request: {_first_problem(e, 'request')}") from None
-        if len(req.inputs) != 1 or req.inputs[0].name != INPUT:
-            raise ProtocolError(400, f"model {self.name!r} takes one input named {INPUT!r}, got "
+        if len(req.inputs) != 1 or req.inputs[0].name != self.input_name:
+            raise ProtocolError(400, f"model {self.name!r} takes one input named {self.input_name!r}, got "
                                      f"{[t.name for t in req.inputs]}")
         t = req.inputs[0]
         if t.datatype != DATATYPE:
-            raise ProtocolError(400, f"input {INPUT!r} has datatype {t.datatype!r}; model {self.name!r} takes "
-                                     f"{DATATYPE}")
+            raise ProtocolError(400, f"input {self.input_name!r} has datatype {t.datatype!r}; model {self.name!r} "
+                                     f"takes {DATATYPE}")
         shape = tuple(t.shape)
         if len(shape) != len(self.in_shape) + 1 or shape[1:] != self.in_shape:
-            raise ProtocolError(400, f"input {INPUT!r} has shape {list(shape)}; model {self.name!r} takes "
+            raise ProtocolError(400, f"input {self.input_name!r} has shape {list(shape)}; model {self.name!r} takes "
                                      f"[B, {', '.join(map(str, self.in_shape))}]")
         if not 1 <= shape[0] <= self.max_batch:
             raise ProtocolError(400, f"a batch of {shape[0]} inputs: this server takes 1 to {self.max_batch} per "
@@ -200,10 +204,11 @@ class ModelSpec:
         size = t.parameters.get("binary_data_size")
         if size is None:
             if rest:
-                raise ProtocolError(400, f"{len(rest)} bytes follow the JSON header but input {INPUT!r} has no "
-                                         "binary_data_size parameter")
+                raise ProtocolError(400, f"{len(rest)} bytes follow the JSON header but input {self.input_name!r} has "
+                                         "no binary_data_size parameter")
             if t.data is None:
-                raise ProtocolError(400, f"input {INPUT!r} has neither 'data' nor a binary_data_size parameter")
+                raise ProtocolError(400, f"input {self.input_name!r} has neither 'data' nor a binary_data_size "
+                                         "parameter")
             nested = isinstance(t.data, list) and bool(t.data) and isinstance(t.data[0], list)
             try:
                 data = _adapter(shape, nested).validate_python(t.data)
@@ -218,13 +223,14 @@ class ModelSpec:
                 raise ProtocolError(400, f"binary_data_size {size!r}: an FP32 tensor of shape {list(shape)} is "
                                          f"{want} bytes")
             if t.data is not None:
-                raise ProtocolError(400, f"input {INPUT!r} has both 'data' and binary_data_size")
+                raise ProtocolError(400, f"input {self.input_name!r} has both 'data' and binary_data_size")
             if len(rest) != want:
                 raise ProtocolError(400, f"{len(rest)} bytes of binary tensor data follow the JSON header; "
                                          f"binary_data_size says {want}")
             x = np.frombuffer(rest, dtype="<f4").reshape(shape).astype(np.float32)
         if not np.isfinite(x).all():
-            raise ProtocolError(400, f"input {INPUT!r} holds NaN or infinite values: send finite float32 numbers")
+            raise ProtocolError(400, f"input {self.input_name!r} holds NaN or infinite values: send finite float32 "
+                                     "numbers")
         return x
 
     def _binary_output(self, req: InferBody) -> bool:
@@ -238,8 +244,9 @@ class ModelSpec:
         if req.outputs is None:
             return every
         names = [o.name for o in req.outputs]
-        if names != [OUTPUT]:
-            raise ProtocolError(400, f"model {self.name!r} has one output named {OUTPUT!r}; requested {names}")
+        if names != [self.output_name]:
+            raise ProtocolError(400, f"model {self.name!r} has one output named {self.output_name!r}; requested "
+                                     f"{names}")
         if "classification" in req.outputs[0].parameters:
             raise ProtocolError(400, "the classification extension is not served: request the raw output")
         return flag(req.outputs[0].parameters, "binary_data", every)
@@ -262,7 +269,7 @@ def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
     if any(degraded):  # a decoded answer's estimated error sd (null: no estimate)
         sd = [float(r.uncertainty) if r.degraded and math.isfinite(r.uncertainty) else None for r in results]
         params["uncertainty"] = sd[0] if len(sd) == 1 else sd
-    out: dict[str, Any] = {"name": OUTPUT, "datatype": DATATYPE, "shape": list(y.shape)}
+    out: dict[str, Any] = {"name": spec.output_name, "datatype": DATATYPE, "shape": list(y.shape)}
     blob = b""
     if inf.binary_output:
         blob = y.astype("<f4").tobytes()
