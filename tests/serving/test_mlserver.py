@@ -19,6 +19,7 @@ from gencc.engine.remote import check_fleet
 from gencc.serving import Service
 
 from ..engine.mlserver_replica import MLServerReplica, mlserver_executable
+from .upstream_checks import assert_exact_where_not_degraded, serve_all, worst_latency_with_a_slow_replica
 
 pytestmark = pytest.mark.skipif(mlserver_executable() is None,
                                 reason="MLServer is not installed: make .venv-mlserver as .ci/run does, or set "
@@ -44,11 +45,6 @@ def fleet(tmp_path_factory):
             r.kill()
 
 
-def _serve(svc: Service, xs: np.ndarray, timeout: float = 30.0) -> list:
-    futs = [svc.submit(x) for x in xs]
-    return [f.result(timeout=timeout) for f in futs]
-
-
 def test_the_fleet_check_reads_mlservers_own_metadata(fleet) -> None:
     f = check_fleet([fleet[r].url for r in "abc"])
     assert f.in_shape == (4,) and f.out_shape == (3,) and f.codable
@@ -63,7 +59,7 @@ def test_every_answer_that_is_not_degraded_is_mlservers_own(fleet, scheme: str |
     svc = Service.build(None, scheme=scheme, K=K, upstreams=[fleet[r].url for r in "abc"], gate="off")
     try:
         assert svc.config.backend == "remote" and svc.scheme == (scheme or "sgcc") and svc.tensor_names == ("x", "y")
-        reqs = _serve(svc, X)
+        reqs = serve_all(svc, X)
     finally:
         svc.close()
     assert [r.status for r in reqs] == [200] * len(X)
@@ -82,7 +78,7 @@ def test_a_replica_answering_nan_is_never_an_answer(fleet) -> None:
         svc = Service.build(None, scheme=scheme, K=K, upstreams=[fleet[r].url for r in ("nan", "a", "b", "c")],
                             gate="off")
         try:
-            reqs = _serve(svc, X)
+            reqs = serve_all(svc, X)
         finally:
             svc.close()
         assert [r.status for r in reqs] == [200] * len(X)
@@ -97,19 +93,7 @@ def test_a_replica_slow_by_its_own_code_is_cut_from_the_tail(fleet) -> None:
     """8 requests at once on 4 replicas, one of which sleeps 2 s per call in its model: uncoded sends two to it
     and waits; sgcc answers them from the coded tasks without it."""
     urls = [fleet[r].url for r in ("slow", "a", "b", "c")]
-    own = fleet["a"].answer(X[:8])
-    worst = {}
-    for scheme, K in (("uncoded", None), ("sgcc", 2)):
-        svc = Service.build(None, scheme=scheme, K=K, upstreams=urls, gate="off", redundancy="full")
-        try:
-            reqs = _serve(svc, X[:8])
-        finally:
-            svc.close(drain_s=3)
-        assert [r.status for r in reqs] == [200] * 8
-        for i, r in enumerate(reqs):
-            if not r.degraded:
-                np.testing.assert_array_equal(r.output, own[i])
-        worst[scheme] = max(r.t_done - r.t_arrival for r in reqs)
+    worst = worst_latency_with_a_slow_replica(urls, X[:8], fleet["a"].answer(X[:8]), drain_s=3)
     assert worst["uncoded"] >= 1.9 and worst["sgcc"] < 1.5, worst
 
 
@@ -126,15 +110,12 @@ def test_a_replica_killed_mid_run_loses_no_request(fleet) -> None:
     own = fleet["a"].answer(X)
     svc = Service.build(None, scheme="sgcc", K=2, upstreams=[fleet[r].url for r in "abcd"], gate="off")
     try:
-        reqs = _serve(svc, X)
+        reqs = serve_all(svc, X)
         fleet["d"].kill()
-        reqs += _serve(svc, X) + _serve(svc, X)
+        reqs += serve_all(svc, X) + serve_all(svc, X)
     finally:
         svc.close()
-    assert [r.status for r in reqs] == [200] * len(reqs), {r.status for r in reqs}
-    for i, r in enumerate(reqs):
-        if not r.degraded:
-            np.testing.assert_array_equal(r.output, own[i % len(X)])
+    assert_exact_where_not_degraded(reqs, own)
     assert svc.pool.counts["crash"] >= 1
 
 

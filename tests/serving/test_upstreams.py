@@ -26,6 +26,7 @@ from gencc.serving import Service, ServiceConfig, create_app, start_in_thread
 
 from ..engine.oip_replica import Replica as RawReplica
 from ..engine.oip_replica import dead_url
+from .upstream_checks import assert_exact_where_not_degraded, serve_all, worst_latency_with_a_slow_replica
 
 IN, OUT = (4,), (3,)
 X = np.random.default_rng(1).normal(size=(24, 4)).astype(np.float32)
@@ -88,11 +89,6 @@ def fleet():
         r.kill()
 
 
-def _serve(svc: Service, xs: np.ndarray, timeout: float = 20.0) -> list:
-    futs = [svc.submit(x) for x in xs]
-    return [f.result(timeout=timeout) for f in futs]
-
-
 @pytest.mark.parametrize(("scheme", "K"), [("uncoded", None), ("replication", None), ("hedged", None),
                                            (None, 2), ("gcc", 2)])
 def test_every_answer_that_is_not_degraded_is_the_replicas_own(fleet, scheme: str | None, K: int | None) -> None:
@@ -102,7 +98,7 @@ def test_every_answer_that_is_not_degraded_is_the_replicas_own(fleet, scheme: st
     try:
         assert svc.config.workers == 4 and svc.config.backend == "remote"
         assert svc.scheme == (scheme or "sgcc") and svc.in_shape == IN and svc.model.out_shape == OUT
-        reqs = _serve(svc, X)
+        reqs = serve_all(svc, X)
     finally:
         svc.close()
     assert [r.status for r in reqs] == [200] * len(X)
@@ -141,20 +137,8 @@ def test_a_slow_replica_is_cut_from_the_tail_by_the_coded_scheme(fleet) -> None:
     """Replica 0 sleeps 5 s per call in its own model: 8 requests at once on 4 replicas, uncoded sends two to it
     and waits; sgcc's coded tasks (or a decode of the request it sent there) answer without it."""
     reps = fleet([Slow(5.0), model, model, model])
-    urls = [r.url for r in reps]
     own = np.stack([reps[1].answer(x) for x in X[:8]])
-    worst = {}
-    for scheme, K in (("uncoded", None), ("sgcc", 2)):
-        svc = Service.build(None, scheme=scheme, K=K, upstreams=urls, gate="off", redundancy="full")
-        try:
-            reqs = _serve(svc, X[:8])
-        finally:
-            svc.close(drain_s=5)
-        assert [r.status for r in reqs] == [200] * 8
-        for i, r in enumerate(reqs):
-            if not r.degraded:
-                np.testing.assert_array_equal(r.output, own[i])
-        worst[scheme] = max(r.t_done - r.t_arrival for r in reqs)
+    worst = worst_latency_with_a_slow_replica([r.url for r in reps], X[:8], own, drain_s=5)
     assert worst["uncoded"] >= 4.9  # 8 requests on 4 replicas: two wait for the slow one
     assert worst["sgcc"] < 3.0, worst  # far from the slow replica's 5 s, on a loaded machine too
 
@@ -171,14 +155,11 @@ def test_a_replica_killed_mid_run_loses_no_request(fleet) -> None:
             for i in range(3):
                 if i == 1:
                     reps[2].kill()
-                reqs += _serve(svc, X)
+                reqs += serve_all(svc, X)
             health = svc.health()
         finally:
             svc.close()
-        assert [r.status for r in reqs] == [200] * len(reqs), {r.status for r in reqs}
-        for i, r in enumerate(reqs):
-            if not r.degraded:
-                np.testing.assert_array_equal(r.output, own[i % len(X)])
+        assert_exact_where_not_degraded(reqs, own)
         assert svc.pool.counts["crash"] >= 1 and health["workers"] == 4
 
 
@@ -192,7 +173,7 @@ def test_a_replica_answering_garbage_is_a_straggler_never_an_answer(fleet, mode:
             svc = Service.build(None, scheme=scheme, K=K, upstreams=[bad.url] + [r.url for r in reps], gate="off")
             bad.mode = mode
             try:
-                reqs = _serve(svc, X)
+                reqs = serve_all(svc, X)
             finally:
                 svc.close()
             assert [r.status for r in reqs] == [200] * len(X)
