@@ -74,7 +74,7 @@ def measure(args: argparse.Namespace) -> dict:
     import ray
 
     import gencc
-    from gencc.engine.ray.backend import NODE_RESOURCE, LocalCluster
+    from gencc.engine.ray.cluster import NODE_RESOURCE, LocalCluster
     from gencc.runtime import RayExecutor, run
 
     t0 = time.perf_counter()
