@@ -61,8 +61,12 @@ def test_a_timeout_and_failed_retries_are_answered_on_the_loop(model):
     failing = Service.build(model, "replication", workers=3, faults=Faults(raise_p=1.0))
     with TestClient(create_app(failing)) as c:
         r = c.post("/predict", json={"input": [0.1, 0.2, 0.3, 0.4]})
-        assert r.status_code == 503 and "attempts failed" in r.json()["detail"]
+        assert r.status_code == 503 and "attempts failed on workers (the model raised)" in r.json()["detail"]
     assert failing.pool.errors == [] and failing.dispatcher.errors == {}
+    overflowing = Service.build(model, "replication", workers=3, faults=Faults(nan_p=1.0))
+    with TestClient(create_app(overflowing)) as c:  # every output not finite: the 503 says so
+        r = c.post("/predict", json={"input": [0.1, 0.2, 0.3, 0.4]})
+        assert r.status_code == 503 and "(the output was not finite)" in r.json()["detail"], r.json()
 
 
 def test_a_coded_scheme_on_a_local_pool_attaches_to_the_loop(model):

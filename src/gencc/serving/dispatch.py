@@ -55,6 +55,10 @@ MAX_ERRORS = 20
 MAX_ERROR_KINDS = 64
 #: uniform draws `Dispatcher.least_loaded` takes from its generator at a time
 NOISE_BATCH = 4096
+#: a failed task's reason (`gencc.faults.FAULTS`) in a 503's words: a non-finite output may be the model's own
+#: answer to that input (an overflow), not a worker's fault
+FAILED_BECAUSE = {"nan": "the output was not finite", "raise": "the model raised", "crash": "the worker was lost",
+                  "hang": "no answer in time"}
 #: where requests wait (`Dispatcher.schedule`): in the workers' queues as they arrive, or here, earliest deadline
 #: first
 SCHEDULES = ("fifo", "edf")
@@ -516,7 +520,10 @@ class Dispatcher:
         if req.status or self.live(req):
             return
         if req.retries >= self.max_retries:
-            self.answer(req, None, status=503, error=f"all {req.retries + 1} attempts failed on workers")
+            why = "; ".join(FAILED_BECAUSE.get(r, r) for r in sorted({t.reason for t in req.tasks
+                                                                       if not t.ok and t.reason}))
+            self.answer(req, None, status=503, error=f"all {req.retries + 1} attempts failed on workers"
+                                                     + (f" ({why})" if why else ""))
             return
         req.retries += 1
         tried = {t.worker for t in req.tasks}
