@@ -38,3 +38,14 @@ def worst_latency_with_a_slow_replica(urls: list[str], xs: np.ndarray, own: np.n
         assert_exact_where_not_degraded(reqs, own)
         worst[scheme] = max(r.t_done - r.t_arrival for r in reqs)
     return worst
+
+
+def assert_the_replicas_answers(reqs: Sequence, own: np.ndarray) -> None:
+    """`assert_exact_where_not_degraded`, at least one answer exact, and every degraded one (gate off: sent whatever
+    its accuracy) a decode of the replicas' answers: finite and within twice the spread of the model's outputs
+    (a decode at K = 2 is rough, never garbage)."""
+    assert_exact_where_not_degraded(reqs, own)
+    assert any(not r.degraded for r in reqs)
+    spread = np.ptp(own, axis=0)
+    for i, r in enumerate(reqs):
+        assert np.all(np.isfinite(r.output)) and np.all(np.abs(r.output - own[i % len(own)]) <= 2 * spread), i
