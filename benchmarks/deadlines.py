@@ -26,6 +26,20 @@ service time, so every request carries the target without the client sending one
 by `gencc.loadgen`'s open-loop HTTP client at a few loads; per scheme and load the share answered inside the
 target as the client measured it, the shares exact, degraded and 504, and the latest answer against the target
 (client-side: it includes the loopback round trip and the client's own scheduling on a shared machine).
+
+`--frontier`: the equal-work view, in virtual time and without a latency target (every request is answered, as a
+service without `--deadline-ms` answers it): per setting of each scheme, p99.9 latency against the tasks run per
+request, at `--frontier-loads` (default 0.3 and 0.6 of uncoded's capacity); `--png` draws it, one panel per load.
+
+    python benchmarks/run.py deadlines --frontier --duration 30 --seeds 2 --out docs/generated/frontier.md \
+        --png docs/figures/frontier.png
+
+Settings: uncoded; replication (2 copies); hedged requests with the hedge sent after the observed quantile q of
+latency, q = 0.5, 0.75, 0.9, 0.95, 0.99; sgcc (the default: K = 8, load-adaptive redundancy) at K = 4, 6, 8, 10
+(on 12 workers N = min(W, 1.5 K) must exceed K, so K = 12 cannot run), and at K = 4 and 8 with every coded task
+sent ("full"); gcc at K = 8. The coded schemes run digits-cnn with their gates calibrated per K, as a service
+calibrates them. Tasks run count every task a worker started (a queued copy cancelled before it started is not
+work; a started one runs to its end); tasks sent count those too.
 """
 
 from __future__ import annotations
@@ -95,6 +109,14 @@ def add_arguments(ap) -> None:
     ap.add_argument("--real", action="store_true", help="a real server from an HTTP client instead (see above)")
     ap.add_argument("--real-loads", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     ap.add_argument("--real-schemes", nargs="+", default=["sgcc", "hedged", "uncoded"])
+    ap.add_argument("--frontier", action="store_true",
+                    help="the equal-work view instead: p99.9 against tasks per request per setting (see above)")
+    ap.add_argument("--frontier-loads", type=float, nargs="+", default=[0.3, 0.6],
+                    help="--frontier: loads, fractions of uncoded's capacity (default 0.3 0.6)")
+    ap.add_argument("--frontier-settings", nargs="+", default=None, metavar="SETTING",
+                    help="--frontier: only these settings, named as in its table (default: all; e.g. "
+                         "'hedged q=0.9' 'sgcc K=8')")
+    ap.add_argument("--png", type=Path, default=None, help="--frontier: also draw the figure to this PNG")
 
 
 def capacity(a: argparse.Namespace) -> float:
@@ -217,13 +239,168 @@ def real(a: argparse.Namespace, argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: --frontier's settings: (label, scheme, K, hedge quantile, redundancy "adaptive" (the default) / "full")
+FRONTIER = ([("uncoded", "uncoded", None, None, None), ("replication", "replication", None, None, None)]
+            + [(f"hedged q={q:g}", "hedged", None, q, None) for q in HEDGE_QS]
+            + [(f"sgcc K={k}", "sgcc", k, None, "adaptive") for k in (4, 6, 8, 10)]
+            + [(f"sgcc K={k} full", "sgcc", k, None, "full") for k in (4, 8)]
+            + [("gcc K=8", "gcc", 8, None, "adaptive")])
+DEFAULT_SETTING = "sgcc K=8"
+
+
+def frontier_point(setting: tuple, load: float, a: argparse.Namespace, coded: dict, X: np.ndarray) -> dict:
+    """One setting at one load, seeds pooled, no latency target: p50 / p99 / p99.9 (ms), tasks run and sent per
+    request."""
+    label, scheme, K, q, red = setting
+    c = coded.get((scheme, K))
+    lat, run, sent, n = [], 0, 0, 0
+    for seed in range(a.seeds):
+        env = VirtualWorkers(a.workers, ServiceTimes(a.service_ms / 1000),
+                             PersistentStragglers(a.workers, a.F, a.X, 1.0, seed=seed), seed=seed,
+                             functions=c.functions if c is not None else None)
+        kw: dict = {"seed": seed, "request_timeout": 120.0}
+        if q is not None:
+            kw["quantile"] = q
+        if c is not None:
+            kw["gate"] = Gate(c.threshold)
+            if red == "full":
+                kw["redundancy"] = None
+
+        def make(e, kw=kw, c=c, K=K):
+            return c.make(e, K, **kw) if c is not None else make_dispatcher(scheme, e, K=a.K, **kw)
+
+        reqs = simulate_load(make, env, load * capacity(a), a.duration, inputs=X if c is not None else None,
+                             seed=seed, drain=300.0)
+        if any(r.status != 200 for r in reqs):
+            raise RuntimeError(f"{label}: {sum(r.status != 200 for r in reqs)} requests not answered 200")
+        lat.append(np.array([r.latency for r in reqs]) * 1000)
+        run += len(env.executed)
+        sent += len(env.executed) + env.dropped
+        n += len(reqs)
+    p50, p99, p999 = (float(v) for v in np.percentile(np.concatenate(lat), [50, 99, 99.9]))
+    return {"setting": label, "scheme": scheme, "load": load, "p50": p50, "p99": p99, "p999": p999,
+            "tasks": run / n, "sent": sent / n, "n": n}
+
+
+def frontier_table(rows: list[dict], a: argparse.Namespace, argv: list[str], coded: dict) -> str:
+    """Markdown: per load, one line per setting; for a hedged one, the coded settings that run no more tasks per
+    request and have a lower p99.9."""
+    lines = [generated_by(SUITE, argv), "",
+             f"Virtual time, no latency target; {machine()} W = {a.workers}, {a.service_ms:g} ms service, slow "
+             f"x{a.X:g} {a.F:.0%} of the time; {a.seeds} seeds x {a.duration:g} s per point, pooled; load as a "
+             f"fraction of uncoded's capacity ({capacity(a):.0f} requests/s); coded schemes on {a.model}, gate "
+             "thresholds " + ", ".join(f"{s} K={k} {c.threshold:.3g}" for (s, k), c in coded.items())
+             + f". {DEFAULT_SETTING} (load-adaptive redundancy) is the default. Tasks run: tasks a worker started, "
+             "per request; sent: those and the queued copies cancelled before they started. Last column, for a "
+             "hedged setting: the coded settings with no more tasks run per request and a lower p99.9 at that "
+             "load.", "",
+             "| load | setting | tasks run / request | tasks sent / request | p50 (ms) | p99 (ms) | p99.9 (ms) | "
+             "coded, <= tasks and lower p99.9 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        beat = ""
+        if r["scheme"] == "hedged":
+            better = [o["setting"] for o in rows if o["load"] == r["load"] and o["scheme"] in ("sgcc", "gcc")
+                      and o["tasks"] <= r["tasks"] and o["p999"] < r["p999"]]
+            beat = ", ".join(better) or "none"
+        name = r["setting"] + (" (default)" if r["setting"] == DEFAULT_SETTING else "")
+        lines.append(f"| {r['load']:g} | {name} | {r['tasks']:.3f} | {r['sent']:.3f} | {r['p50']:,.0f} | "
+                     f"{r['p99']:,.0f} | {r['p999']:,.0f} | {beat} |")
+    return "\n".join(lines) + "\n"
+
+
+def frontier_figure(rows: list[dict], a: argparse.Namespace, path: Path) -> None:
+    """p99.9 against tasks run per request, one marker per setting, the default ringed; one panel per load."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    loads = list(dict.fromkeys(r["load"] for r in rows))
+    fig, axes = plt.subplots(1, len(loads), figsize=(5.6 * len(loads), 4.4), sharey=True, squeeze=False)
+    style = {"uncoded": ("s", "black"), "replication": ("D", "grey"), "hedged": ("o", "tab:blue"),
+             "sgcc": ("^", "tab:orange"), "gcc": ("v", "tab:green")}
+    for ax, load in zip(axes[0], loads, strict=True):
+        seen = set()
+        for r in (r for r in rows if r["load"] == load):
+            marker, color = style[r["scheme"]]
+            full = r["setting"].endswith("full")
+            family = r["scheme"] + (" (every coded task)" if full else "")
+            ax.scatter(r["tasks"], r["p999"], marker=marker, s=46, label=None if family in seen else family,
+                       facecolors="none" if full else color, edgecolors=color)
+            seen.add(family)
+            short = r["setting"].removeprefix(r["scheme"]).strip() or r["scheme"]
+            ax.annotate(short, (r["tasks"], r["p999"]), textcoords="offset points", xytext=(5, 3), fontsize=7)
+            if r["setting"] == DEFAULT_SETTING:
+                ax.scatter(r["tasks"], r["p999"], marker="o", s=260, facecolors="none", edgecolors="red",
+                           linewidths=1.6, label="the default (sgcc K=8)")
+        ax.set_title(f"load {load:g} of uncoded's capacity", fontsize=10)
+        ax.set_xlabel("tasks run per request")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+        ax.grid(alpha=0.3, which="both")
+    axes[0][0].set_ylabel("p99.9 latency (ms)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"Equal work: W = {a.workers}, {a.service_ms:g} ms service, {a.F:.0%} of the time slow x{a.X:g} "
+                 f"(virtual time, {a.seeds} seeds x {a.duration:g} s)", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def frontier(a: argparse.Namespace, argv: list[str]) -> str:
+    """`--frontier`: every setting of FRONTIER at every load (see above); returns the table, draws `--png`."""
+    import copy
+
+    from gencc.workloads import load as load_workload
+
+    t0 = time.perf_counter()
+    w = load_workload(a.model, progress=False)
+    X = np.asarray(w.X_test[:2000], dtype=np.float32)
+    settings = [s for s in FRONTIER if a.frontier_settings is None or s[0] in a.frontier_settings]
+    coded = {}
+    for _, scheme, K, _, _ in settings:
+        if scheme in ("sgcc", "gcc") and (scheme, K) not in coded:
+            b = copy.copy(a)
+            b.K = K
+            coded[(scheme, K)] = Coded(scheme, b, X)
+            print(f"{scheme} K={K}: gate threshold {coded[(scheme, K)].threshold:.3g} "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    rows = []
+    for load in a.frontier_loads:
+        for setting in settings:
+            rows.append(frontier_point(setting, load, a, coded, X))
+            r = rows[-1]
+            print(f"load {load:g} {r['setting']}: tasks {r['tasks']:.3f} p99.9 {r['p999']:.0f} ms", flush=True)
+    if a.png is not None:
+        frontier_figure(rows, a, a.png)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    return frontier_table(rows, a, argv, coded)
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     add_arguments(ap)
     a = ap.parse_args(argv)
     if a.seeds < 1 or not a.duration > 0:
         ap.error("--seeds must be >= 1 and --duration positive")
+    if a.frontier and (a.real or not all(0 < x < 3 for x in a.frontier_loads)):
+        ap.error("--frontier runs in virtual time (not with --real), at --frontier-loads in (0, 3)")
+    unknown = sorted(set(a.frontier_settings or []) - {s[0] for s in FRONTIER})
+    if unknown:
+        ap.error(f"unknown --frontier-settings {unknown[0]!r}; choose among " + ", ".join(s[0] for s in FRONTIER))
     print(machine(), flush=True)
+    if a.frontier:
+        text = frontier(a, argv or [])
+        print(text)
+        if a.out is not None:
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            a.out.write_text(text)
+        return 0
     if a.real:
         text = real(a, argv or [])
         print(text)
