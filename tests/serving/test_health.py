@@ -32,8 +32,9 @@ def crashing_service(restart_s: float | None) -> Service:
 
 
 def crash_both_workers_under_three_requests(svc: Service) -> list:
-    """Three requests at once, two copies each: each worker's first task crashes it and the two queued behind
-    it are lost with it. The answered requests."""
+    """Three requests at once, two copies each: each worker's first task crashes it, and the tasks queued behind
+    it by then are lost with it (all six on a quiet machine; a request submitted after both crashed is answered
+    503 at once, sending none). The answered requests."""
     x = np.zeros(IN, np.float32)
     reqs = [f.result(timeout=10) for f in [svc.submit(x) for _ in range(3)]]
     assert all(r.status != 200 for r in reqs)
@@ -54,13 +55,14 @@ def test_a_crashed_worker_is_replacing_then_alive_and_counted_once_while_its_los
         reqs = crash_both_workers_under_three_requests(svc)
         h = svc.health()
         assert (h["status"], h["alive"], h["replacing"], h["live"], h["needed"]) == ("down", 0, 2, 0, 2), h
-        assert (h["restarts"], h["lost_tasks"]) == (0, lost(reqs)) and lost(reqs) == 6  # nothing re-created yet
+        n_lost = lost(reqs)  # at least each worker's own task
+        assert (h["restarts"], h["lost_tasks"]) == (0, n_lost) and 2 <= n_lost <= 6  # nothing re-created yet
         deadline = time.monotonic() + 10
         while svc.health()["alive"] < 2:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         h = svc.health()
-        assert (h["status"], h["alive"], h["replacing"], h["restarts"], h["lost_tasks"]) == ("ok", 2, 0, 2, 6), h
+        assert (h["status"], h["alive"], h["replacing"], h["restarts"], h["lost_tasks"]) == ("ok", 2, 0, 2, n_lost), h
     finally:
         svc.close()
 
@@ -93,13 +95,13 @@ def test_the_routes_report_the_same_and_turn_ready_again_when_the_worker_is_back
     svc = crashing_service(restart_s=0.5)
     with TestClient(create_app(svc)) as c:
         assert c.get("/healthz").status_code == 200 and c.get("/v2/health/ready").status_code == 200
-        crash_both_workers_under_three_requests(svc)
+        n_lost = lost(crash_both_workers_under_three_requests(svc))
         body = c.get("/healthz").json()
-        assert c.get("/healthz").status_code == 503 and (body["replacing"], body["lost_tasks"]) == (2, 6)
+        assert c.get("/healthz").status_code == 503 and (body["replacing"], body["lost_tasks"]) == (2, n_lost)
         assert c.get("/v2/health/ready").status_code == 503 and c.get("/v2/health/live").status_code == 200
         text = c.get("/metrics").text
         for line in ('gencc_workers{state="alive"} 0.0', 'gencc_workers{state="replacing"} 2.0',
-                     "gencc_workers_live 0.0", "gencc_ready 0.0", "gencc_lost_tasks_total 6.0",
+                     "gencc_workers_live 0.0", "gencc_ready 0.0", f"gencc_lost_tasks_total {float(n_lost)}",
                      "gencc_worker_restarts_total 0.0"):
             assert line in text, (line, text)
         deadline = time.monotonic() + 10
