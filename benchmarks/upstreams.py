@@ -283,6 +283,15 @@ def point(name: str, targets: list[str], servers: list[Any], pids: list[int], ra
     return row
 
 
+def shut_down(fronts: list[subprocess.Popen], servers: list[Any]) -> None:
+    """Stop the gencc front ends (SIGTERM, then wait) and kill the Triton replicas."""
+    for f in fronts:
+        f.terminate()
+        f.wait(30)
+    for s in servers:
+        s.kill()
+
+
 def pids_of(servers: list[Any], fronts: list[subprocess.Popen]) -> list[int]:
     tr = _triton()
     return [p for s in servers for p in (s.proc.pid, *tr._descendants(s.proc.pid))] + [f.pid for f in fronts]
@@ -318,11 +327,7 @@ def overhead(a: argparse.Namespace, env: dict, tmp: Path) -> dict:
                                         "per_s": float(np.median(v["per_s"])), "cores": float(np.max(v["cores"]))}
                                  for name, v in out.items()}}
     finally:
-        for f in fronts:
-            f.terminate()
-            f.wait(30)
-        for s in servers:
-            s.kill()
+        shut_down(fronts, servers)
 
 
 def tails(a: argparse.Namespace, env: dict, tmp: Path) -> list[dict]:
@@ -350,11 +355,7 @@ def tails(a: argparse.Namespace, env: dict, tmp: Path) -> list[dict]:
                     time.sleep(1.0)
         return rows
     finally:
-        for f in fronts:
-            f.terminate()
-            f.wait(30)
-        for s in servers:
-            s.kill()
+        shut_down(fronts, servers)
 
 
 def pooled(rows: list[dict]) -> list[dict]:
@@ -433,11 +434,7 @@ def perf_analyzer(binary: str, env: dict, tmp: Path) -> str:
                          f"{float(row['p50 latency']) / 1000:.1f} | {float(row['p99 latency']) / 1000:.1f} |")
         return "\n".join(lines)
     finally:
-        if front is not None:
-            front.terminate()
-            front.wait(30)
-        for s in servers:
-            s.kill()
+        shut_down([front] if front is not None else [], servers)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
