@@ -212,3 +212,44 @@ def test_the_factory_keeps_the_remote_backend_consistent(replicas) -> None:
             be.run(0, Task(0, X[0], fn=lambda x: x), 0, 1, "", 0, threading.Event())
         finally:
             be.close()
+
+
+def test_a_workers_queued_tasks_go_to_its_replica_as_one_batch(replicas) -> None:
+    gate = threading.Event()
+
+    def held(x):  # the first request waits until the test has queued more behind it
+        gate.wait(10)
+        y = linear(x)
+        y[x[:, 0] > 50] = np.nan  # an input the model overflows on: its own row only is not finite
+        return y
+
+    (a,) = replicas(1, model=held, max_batch=3)
+    pool = make_pool(1, RemoteBackend([a.url]), mark_dead=False)
+    done: list[Task] = []
+    finished = threading.Event()
+    rows = [X[0], X[1], X[2], X[3], X[4] + np.float32(100.0), X[5]]
+
+    def on_done(t: Task) -> None:
+        done.append(t)
+        if len(done) == len(rows):
+            finished.set()
+
+    try:
+        tasks = [Task(x=r, fn="f", on_done=on_done) for r in rows]
+        pool.send(0, tasks[0])
+        deadline = time.monotonic() + 5
+        while not a.batches and not (time.monotonic() > deadline):  # the first request is in the model
+            time.sleep(0.01)
+        pool.send_many((0, t) for t in tasks[1:])
+        gate.set()
+        assert finished.wait(10)
+        assert a.batches == [1, 3, 2]  # the head alone, then the queue in requests of the replica's max batch
+        for t, r in zip(tasks, rows, strict=True):
+            if r[0] > 50:
+                assert (t.ok, t.reason) == (False, "nan")
+            else:
+                assert t.ok
+                np.testing.assert_array_equal(t.output, linear(r[None]).astype(np.float32)[0])
+    finally:
+        gate.set()
+        pool.close()

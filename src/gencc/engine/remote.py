@@ -13,11 +13,13 @@ ends know `in_shape` and `out_shape` without a local model) and whether the inpu
 block of them in requests of at most the replica's max batch size) travels as one infer request, its tensors
 binary (Triton's binary tensor extension) where the replica's server metadata (`GET /v2`) lists
 `binary_tensor_data`, JSON otherwise, on a keep-alive `httpx.Client` per replica, with bounded timeouts and at
-most `max_in_flight` requests out to a replica at once. Its faults are real and end as the engine's outcomes,
-never as a crash of the master nor a wrong answer used: a refused or reset connection makes the task lost
-(ConnectionError: the worker is marked dead, then tried again); a 4xx/5xx answer, a timeout, or an answer that is
-not the protocol, has the wrong shape or is not finite fails the task (a straggler; a non-finite output is
-`InjectedFault("nan")`).
+most `max_in_flight` requests out to a replica at once. Tasks queued for a worker while its replica is busy go
+to it as one request when it is free, up to its max batch size (`run_group`): a replica that batches (Triton's
+dynamic batcher) runs them as one batch, and each request's own overhead is paid once. Its faults are real and
+end as the engine's outcomes, never as a crash of the master nor a wrong answer used: a refused or reset
+connection makes the task lost (ConnectionError: the worker is marked dead, then tried again); a 4xx/5xx answer,
+a timeout, or an answer that is not the protocol, has the wrong shape or is not finite fails the task (a
+straggler; a non-finite output is `InjectedFault("nan")`).
 httpx is imported when a fleet is checked or a backend starts, so `import gencc` never imports it.
 """
 
@@ -38,7 +40,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ..errors import ConfigError, RemoteError
-from ..faults import run_injected
+from ..faults import InjectedFault, run_injected
 from ..model import Model
 from .task import Task
 
@@ -594,6 +596,28 @@ class RemoteBackend:
         if task.block:  # a block of inputs: their outputs as one block, non-finite rows left to the task's owner
             return call(np.asarray(task.x))
         return run_injected(call, np.asarray(task.x), extra_s, slow, fault, hang_s, stop, True, task.delay)
+
+    def group_limit(self, worker: int) -> int:
+        """The most queued tasks of a worker the engine may send to its replica as one request: the replica's
+        largest batch (1 for a model without a batch axis)."""
+        sig = self.signature
+        return sig.max_batch if sig.batched else 1
+
+    def run_group(self, worker: int, tasks: Sequence[Task]) -> list[Any]:
+        """Plain tasks of one worker (one input each, nothing injected) as one request to its replica: per task,
+        its float64 output or the exception that fails it (a non-finite row fails its own task only; a lost
+        replica loses them all)."""
+        try:
+            if not 0 <= worker < len(self.replicas):
+                raise ConnectionError(f"no replica for worker {worker}: the fleet has {len(self.replicas)}")
+            X = np.stack([np.asarray(t.x) for t in tasks])
+            Y = self._call(worker, tasks[0])(X)
+        except Exception as e:  # noqa: BLE001 - every task of the request fails with it
+            return [e] * len(tasks)
+        out: list[Any] = []
+        for y in np.asarray(Y, dtype=np.float64):
+            out.append(y if np.all(np.isfinite(y)) else InjectedFault("nan", y))
+        return out
 
     def close(self) -> None:
         for rep in self.replicas:

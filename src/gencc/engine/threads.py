@@ -164,11 +164,33 @@ class WorkerThreads:
             if task is None:
                 queued.discard(w)
                 continue
-            if not q:
-                queued.discard(w)
             self._start_task(s, w, task, now)
             picked.append(task)
+            if q and self._group_limit is not None:
+                self._take_group(s, w, task, q, now, picked)
+            if not q:
+                queued.discard(w)
         return picked
+
+    def _take_group(self, s: int, w: int, head: Task, q: Any, now: float, picked: list[Task]) -> None:
+        """Worker w's backend takes several of its queued tasks as one request (a replica's batch): more of the
+        tasks queued behind `head`, started with it, up to the backend's limit, when nothing is injected and
+        they are plain inputs of the same function."""
+        if head.block or head.delay or self.wrong is not None or self._injects():
+            return
+        room = self._group_limit(w) - 1
+        while room > 0 and q:
+            task = q[0]
+            if task.cancelled:
+                q.popleft()
+                self.dropped += 1
+                continue
+            if task.fn != head.fn or task.block or task.delay:
+                return
+            q.popleft()
+            self._start_task(s, w, task, now)
+            picked.append(task)
+            room -= 1
 
     def _next_live(self, q: Any) -> Task | None:
         """The first task of queue q not cancelled (the cancelled ones before it dropped and counted), or None."""
@@ -341,6 +363,11 @@ class WorkerThreads:
                 if it.fault == "crash":
                     it.outcome = ConnectionError("worker crashed")
             self.backend.run_items([it for it in items if it.fault != "crash"] if self.faults is not None else items)
+            return
+        if len(items) > 1 and self._group_limit is not None and items[0].task.worker == items[-1].task.worker:
+            for it, o in zip(items, self.backend.run_group(items[0].task.worker, [it.task for it in items]),
+                             strict=True):  # one worker's tasks taken as one request (`_take_group`)
+                it.outcome = o
             return
         for it in items:
             t = it.task

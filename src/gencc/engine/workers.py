@@ -3,12 +3,14 @@ thread that runs every callback (so the front end above, a job's collector or a 
 single-threaded; with `inline` the callbacks run in the worker threads, for a front end whose callbacks are
 thread-safe).
 
-Each worker runs one task at a time from its own queue and drops a task cancelled before it starts. A thread
+Each worker runs one call at a time from its own queue and drops a task cancelled before it starts. A thread
 serves one worker (default) or, with `threads=T`, workers w with w % T equal: it takes the head task of each
 of its idle workers and runs those that share a function as one batched call (`gencc.engine.batch`; a failing
 batch is retried task by task; a block task, `Task.block`, brings several inputs that join the call's stack as
-rows and gets their outputs back as one block). A task costs its backend's real compute plus injected time
-(`gencc.faults`): `ServiceTimes` x the worker's persistent-straggler multiplier (compute is slowed by the same
+rows and gets their outputs back as one block). A backend that takes several tasks of one worker as one call
+(`group_limit`, `run_group`: a remote replica's batch) gets, when nothing is injected, the worker's queued tasks
+behind the head one too, up to its limit, started together. A task costs its backend's real compute plus
+injected time (`gencc.faults`): `ServiceTimes` x the worker's persistent-straggler multiplier (compute is slowed by the same
 factor); `Faults` make it fail, `WrongResults` corrupt its output; its `delay` (a job's injected latency) then
 passes before the outcome is delivered. The injected time is a hold the thread waits out for all its workers
 at once, the worker busy meanwhile (with the thread backend; other backends hold it inside their `run`, Ray on
@@ -95,6 +97,8 @@ class Workers(WorkerThreads):
         self._n_calls = 0
         self.restart_s, self.task_timeout, self.max_abandoned = restart_s, task_timeout, int(max_abandoned)
         self._batching = hasattr(backend, "run_items")
+        #: a backend that takes several queued tasks of one worker as one call (a replica's batch): its limit
+        self._group_limit = getattr(backend, "group_limit", None) if not self._batching else None
         self._blas = blas.resolve(blas_threads, 2 if threads is None else threads)
         self._blas_held = False
         self.service = service or ServiceTimes(0.0)
@@ -256,7 +260,7 @@ class Workers(WorkerThreads):
                 return
             task.on_cancel = None
             w = task.worker
-            if self._current[w] is not task:  # still queued
+            if not task.state:  # still queued
                 self._loads[w] -= 1
                 return
             if task.state == "claimed":  # a shared thread took it to run after its current call: not started
