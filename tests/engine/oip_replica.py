@@ -1,8 +1,9 @@
 """A small Open Inference Protocol server for the tests: a real HTTP server on a free 127.0.0.1 port, in a thread,
 serving a model the test gives (a numpy batch callable), whose faults the test switches on: `mode` "ok", "nan"
 (answers NaN), "shape" (answers a wrong shape), "500" (answers 500), "garbage" (a body that is not JSON), "reset"
-(closes the connection without answering). `kill()` stops it as a killed process stops: its open connections
-are closed (a request in flight gets no answer) and its port then refuses connections."""
+(closes the connection without answering), "unready" (503 to inference and to its ready route). `kill()` stops
+it as a killed process stops: its open connections are closed (a request in flight gets no answer) and its port
+then refuses connections."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class Replica:
         self.in_shape, self.out_shape, self.datatype, self.max_batch = in_shape, out_shape, datatype, max_batch
         self.input_name, self.output_name = input_name, output_name
         self.calls = 0
+        self.posts = 0  # infer requests received, answered or not
         self.batches: list[int] = []
         self.conns: set[socket.socket] = set()  # the open connections (kill closes them)
         self.lock = threading.Lock()
@@ -71,7 +73,7 @@ class Replica:
                 if self.path == base:
                     self._send(200, replica.metadata())
                 elif self.path == base + "/ready":
-                    self._send(200, {})
+                    self._send(503 if replica.mode == "unready" else 200, {})
                 elif self.path == base + "/config" and replica.max_batch is not None:
                     self._send(200, {"name": replica.name, "max_batch_size": replica.max_batch})
                 else:
@@ -83,13 +85,14 @@ class Replica:
                 if self.path != f"/v2/models/{replica.name}/infer":
                     self._send(404, {"error": "not found"})
                     return
+                replica.posts += 1
                 mode = replica.mode
                 if mode == "reset":
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if mode == "500":
-                    self._send(500, {"error": "model failed"})
+                if mode in ("500", "unready"):
+                    self._send(500 if mode == "500" else 503, {"error": "model failed"})
                     return
                 if mode == "garbage":
                     self._send(200, None, raw=b"\x00not json")

@@ -19,7 +19,8 @@ from typing import Any
 
 from .backends import Constant, ThreadBackend, backend_name
 from .ray.backend import RayBackend, check_address
-from .remote import Fleet, RemoteBackend, check_upstreams
+from .remote import Fleet, check_upstreams
+from .remote_backend import RemoteBackend
 from .workers import Workers
 
 #: the most threads of a shared pool, whatever the cores
@@ -45,7 +46,7 @@ def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | Non
     to join ("auto", HOST:PORT or ray://HOST:PORT; checked before Ray starts: a ValueError names the forms),
     None for a private Ray on 127.0.0.1; ray_options: `RayBackend`'s other keyword arguments (num_cpus,
     max_concurrency, max_restarts, actor_options, init_kwargs, temp_dir, ready_timeout, on_ready, connect_timeout).
-    "remote": a `gencc.engine.remote.RemoteBackend`, worker w being replica w of `upstreams` (their URLs,
+    "remote": a `gencc.engine.remote_backend.RemoteBackend`, worker w being replica w of `upstreams` (their URLs,
     checked by `gencc.engine.remote.check_fleet` first, or a checked `Fleet`); `n_workers` must be their number,
     `functions` and `factories` do not apply (the replicas hold the model); its options (connect_s, read_s,
     max_in_flight, allow_degraded) come in `ray_options`' place. A ValueError for an unknown kind, or an option

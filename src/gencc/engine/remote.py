@@ -9,29 +9,23 @@ replicas whose signatures differ, a model of several inputs, shapes that are not
 ends know `in_shape` and `out_shape` without a local model) and whether the inputs can be coded
 (`Fleet.codable`: float inputs only; integer inputs take copies, hedging and replication).
 
-`RemoteBackend` is the engine's backend over a fleet: worker w is replica w. A task's input (one input, or a
-block of them in requests of at most the replica's max batch size) travels as one infer request, its tensors
-binary (Triton's binary tensor extension) where the replica's server metadata (`GET /v2`) lists
-`binary_tensor_data`, JSON otherwise, on a keep-alive `httpx.Client` per replica, with bounded timeouts and at
-most `max_in_flight` requests out to a replica at once. Tasks queued for a worker while its replica is busy go
-to it as one request when it is free, up to its max batch size (`run_group`): a replica that batches (Triton's
-dynamic batcher) runs them as one batch, and each request's own overhead is paid once. Its faults are real and
-end as the engine's outcomes, never as a crash of the master nor a wrong answer used: a refused or reset
-connection makes the task lost (ConnectionError: the worker is marked dead, then tried again); a 4xx/5xx answer,
-a timeout, or an answer that is not the protocol, has the wrong shape or is not finite fails the task (a
-straggler; a non-finite output is `InjectedFault("nan")`).
+A request to a replica (`Replica.infer`: one input, or a block of them in requests of at most the replica's max
+batch size) carries its tensors binary (Triton's binary tensor extension) where the replica's server metadata
+(`GET /v2`) lists `binary_tensor_data`, JSON otherwise, on a keep-alive `httpx.Client` per replica, with bounded
+timeouts and at most `max_in_flight` requests out to a replica at once; a refused or reset connection raises
+ConnectionError, an answer that cannot be used `RemoteError`. The engine's backend over a fleet is
+`gencc.engine.remote_backend.RemoteBackend`.
 httpx is imported when a fleet is checked or a backend starts, so `import gencc` never imports it.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +34,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ..errors import ConfigError, RemoteError
-from ..faults import InjectedFault, run_injected
 from ..model import Model
-from .task import Task
 
 #: seconds to open a connection to a replica, and to wait for its answer (per request)
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 2.0, 30.0
@@ -554,71 +546,3 @@ def _probe_output(fleet: Fleet, up: Upstream, connect_s: float, read_s: float) -
         shape = (1,)
     out = Tensor(sig.output.name, sig.output.datatype, shape)
     return Fleet(fleet.upstreams, Signature(sig.input, out, sig.batched, sig.max_batch), fleet.up)
-
-
-# ----- the backend -----------------------------------------------------------------------------------------------
-class RemoteBackend:
-    """The engine's backend over a `Fleet` (or the URLs of one, checked first by `check_fleet`): worker w is
-    replica w, so a pool has as many workers as the fleet has replicas. Only the function "f" runs remotely; a
-    task carrying another function (a parity model) fails. Injected latency and faults (tests, benchmarks)
-    apply as on the local backend, around the real call."""
-
-    def __init__(self, fleet: Fleet | Iterable[str], *, connect_s: float = CONNECT_TIMEOUT_S,
-                 read_s: float = READ_TIMEOUT_S, max_in_flight: int = MAX_IN_FLIGHT, allow_degraded: bool = False):
-        if not isinstance(fleet, Fleet):
-            fleet = check_fleet(fleet, allow_degraded=allow_degraded, connect_s=connect_s)
-        for name, v in (("connect_s", connect_s), ("read_s", read_s)):
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
-        self.fleet, self.signature = fleet, fleet.signature
-        self.replicas = [Replica(up, connect_s, read_s, max_in_flight) for up in fleet.upstreams]
-
-    @property
-    def n_workers(self) -> int:
-        return len(self.replicas)
-
-    def _call(self, worker: int, task: Task) -> Callable[[Any], np.ndarray]:
-        if task.fn not in (None, "f"):
-            raise ValueError("a replica runs the model only: the task's own function (a parity model) cannot be "
-                             "sent to it")
-        rep, sig = self.replicas[worker], self.signature
-        return functools.partial(rep.infer_rows, sig)
-
-    def run(self, worker: int, task: Task, extra_s: float, slow: float, fault: str, hang_s: float,
-            stop: threading.Event) -> np.ndarray:
-        if not 0 <= worker < len(self.replicas):
-            raise ConnectionError(f"no replica for worker {worker}: the fleet has {len(self.replicas)}")
-        if fault == "crash":
-            raise ConnectionError("worker crashed")
-        call = self._call(worker, task)
-        if task.block:  # a block of inputs: their outputs as one block, non-finite rows left to the task's owner
-            return call(np.asarray(task.x))
-        return run_injected(call, np.asarray(task.x), extra_s, slow, fault, hang_s, stop, True, task.delay)
-
-    def group_limit(self, worker: int) -> int:
-        """The most queued tasks of a worker the engine may send to its replica as one request: the replica's
-        largest batch (1 for a model without a batch axis)."""
-        sig = self.signature
-        return sig.max_batch if sig.batched else 1
-
-    def run_group(self, worker: int, tasks: Sequence[Task]) -> list[Any]:
-        """Plain tasks of one worker (one input each, nothing injected) as one request to its replica: per task,
-        its float64 output or the exception that fails it (a non-finite row fails its own task only; a lost
-        replica loses them all)."""
-        try:
-            if not 0 <= worker < len(self.replicas):
-                raise ConnectionError(f"no replica for worker {worker}: the fleet has {len(self.replicas)}")
-            X = np.stack([np.asarray(t.x) for t in tasks])
-            Y = self._call(worker, tasks[0])(X)
-        except Exception as e:  # noqa: BLE001 - every task of the request fails with it
-            return [e] * len(tasks)
-        out: list[Any] = []
-        for y in np.asarray(Y, dtype=np.float64):
-            out.append(y if np.all(np.isfinite(y)) else InjectedFault("nan", y))
-        return out
-
-    def close(self) -> None:
-        for rep in self.replicas:
-            rep.close()

@@ -131,8 +131,12 @@ class WorkerThreads:
             log.info("%s: workers %s served again by a fresh thread", self.name, self._members[s])
 
     def _revive(self, w: int) -> None:
+        can_serve = getattr(self.backend, "can_serve", None)  # a backend that knows (a replica out of rotation)
         with self._lock:
             if self._stopped or not self.dead[w]:
+                return
+            if can_serve is not None and not can_serve(w):  # not yet: asked again later, the worker dead meanwhile
+                self.call_later(self.restart_s or 0.5, lambda: self._revive(w))
                 return
             self.dead[w] = False
             self.restarts[w] += 1

@@ -9,8 +9,9 @@ of its idle workers and runs those that share a function as one batched call (`g
 batch is retried task by task; a block task, `Task.block`, brings several inputs that join the call's stack as
 rows and gets their outputs back as one block). A backend that takes several tasks of one worker as one call
 (`group_limit`, `run_group`: a remote replica's batch) gets, when nothing is injected, the worker's queued tasks
-behind the head one too, up to its limit, started together. A task costs its backend's real compute plus
-injected time (`gencc.faults`): `ServiceTimes` x the worker's persistent-straggler multiplier (compute is slowed by the same
+behind the head one too, up to its limit, started together (and, where it has `can_serve`, a dead worker is
+re-created only once its backend says it can serve). A task costs its backend's real compute plus injected time
+(`gencc.faults`): `ServiceTimes` x the worker's persistent-straggler multiplier (compute is slowed by the same
 factor); `Faults` make it fail, `WrongResults` corrupt its output; its `delay` (a job's injected latency) then
 passes before the outcome is delivered. The injected time is a hold the thread waits out for all its workers
 at once, the worker busy meanwhile (with the thread backend; other backends hold it inside their `run`, Ray on

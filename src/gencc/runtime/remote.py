@@ -1,7 +1,7 @@
 """RemoteExecutor: a job's logical workers on model replicas gencc does not run, reached over the Open Inference
 Protocol (KServe v2 REST: Triton, KServe, MLServer, `gencc serve`). A thin executor: its backend is the engine's
-`gencc.engine.remote.RemoteBackend` (one pooled keep-alive client per replica), built by the engine's one backend
-factory (`gencc.engine.make_backend("remote", ...)`).
+`gencc.engine.remote_backend.RemoteBackend` (one pooled keep-alive client per replica), built by the engine's one
+backend factory (`gencc.engine.make_backend("remote", ...)`).
 
 - The fleet is checked when the executor is built (`gencc.engine.remote.check_fleet`: every replica's metadata and
   ready route, one signature), so a bad fleet is a `gencc.errors.ConfigError` naming "upstreams" before any work;
