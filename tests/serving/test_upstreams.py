@@ -184,6 +184,49 @@ def test_a_replica_answering_garbage_is_a_straggler_never_an_answer(fleet, mode:
         bad.kill()
 
 
+
+def test_a_replica_that_keeps_failing_leaves_the_rotation_and_comes_back(fleet) -> None:
+    reps = fleet([model] * 2)
+    bad = RawReplica(model, name="m", in_shape=IN, out_shape=OUT, input_name="input", output_name="output")
+    svc = Service.build(None, scheme="uncoded", upstreams=[bad.url] + [r.url for r in reps])
+    server, thread, port = start_in_thread(create_app(svc, name="front"))
+    base = f"http://127.0.0.1:{port}"
+
+    def until(cond, timeout: float = 10.0) -> bool:
+        end = time.monotonic() + timeout
+        while not cond() and time.monotonic() < end:
+            time.sleep(0.05)
+        return cond()
+
+    try:
+        own = np.stack([reps[0].answer(x) for x in X])
+        bad.mode = "unready"  # 503 to inference and to its ready route
+        assert_exact_where_not_degraded(serve_all(svc, X), own)  # its failures retried on the others
+        assert until(lambda: svc.upstream_states()[0]["state"] == "out")
+        posts = bad.posts
+        assert_exact_where_not_degraded(serve_all(svc, X), own)
+        assert bad.posts == posts  # out of rotation: no request went to it
+        health = httpx.get(base + "/healthz", trust_env=False).json()
+        assert [u["state"] for u in health["upstreams"]] == ["out", "in", "in"]
+        assert health["upstreams"][0]["url"] == bad.url and health["alive"] == 2
+        meta = httpx.get(base + "/v2/models/front", trust_env=False).json()
+        assert meta["parameters"]["upstreams"][0]["state"] == "out"
+        text = httpx.get(base + "/metrics", trust_env=False).text
+        assert f'gencc_upstream_in_rotation{{upstream="{bad.url}"}} 0.0' in text
+        assert f'gencc_upstream_ejections_total{{upstream="{bad.url}"}} 1.0' in text
+        bad.mode = "ok"  # recovered: its ready route answers, the probe puts it back and its worker is re-created
+        assert until(lambda: svc.upstream_states()[0]["state"] == "in" and svc.health()["alive"] == 3)
+        calls = bad.calls
+        assert_exact_where_not_degraded(serve_all(svc, X), own)
+        assert bad.calls > calls
+        text = httpx.get(base + "/metrics", trust_env=False).text
+        assert f'gencc_upstream_in_rotation{{upstream="{bad.url}"}} 1.0' in text
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        svc.close()
+        bad.kill()
+
 def test_a_fleet_that_cannot_serve_is_refused_by_the_library(fleet) -> None:
     (r,) = fleet([model])
     ints = [RawReplica(model, name="m", in_shape=IN, out_shape=OUT, datatype="INT32", input_name="input",

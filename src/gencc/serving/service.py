@@ -343,6 +343,13 @@ class Service:
                 "restarts": int(recreated() if callable(recreated) else np.sum(getattr(pool, "restarts", 0))),
                 "lost_tasks": int(d.failures.get("crash", 0))}
 
+    def upstream_states(self) -> list[dict[str, Any]] | None:
+        """In front of replicas: each one's URL, "in" or "out" of rotation (and why), its failed requests in a row
+        and how many times it was taken out (`gencc.engine.remote_backend.RemoteBackend.replica_states`); None
+        on other backends."""
+        states = getattr(getattr(self.pool, "backend", None), "replica_states", None)
+        return states() if callable(states) else None
+
     def close(self, drain_s: float = 30.0) -> None:
         """Stop admitting, wait up to `drain_s` for in-flight requests, answer any left with 503, stop workers
         (once: a second call returns at once)."""

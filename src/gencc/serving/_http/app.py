@@ -69,6 +69,12 @@ class Metrics:
                                  "actor)", registry=self.registry)
         self.lost = Counter("gencc_lost_tasks", "tasks lost with their worker (a crash, a dead actor or node)",
                             registry=self.registry)
+        #: in front of replicas (`Service.upstream_states`), set at each scrape
+        self.upstream_in = Gauge("gencc_upstream_in_rotation", "1 while a replica is in rotation, 0 while it is out "
+                                 "(failed requests in a row, or its connection lost; its ready route probed)",
+                                 ["upstream"], registry=self.registry)
+        self.ejections = Counter("gencc_upstream_ejections", "times a replica was taken out of rotation",
+                                 ["upstream"], registry=self.registry)
         self.scheme = scheme
 
 
@@ -311,13 +317,16 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
     spec = ModelSpec(name, in_shape, out_shape, limits.max_batch, *getattr(service, "tensor_names", ()))
     app.add_middleware(V2Routes, spec=spec, scheme=service.scheme,
                        settle=settle, health=service.health, count=count, server=server_metadata(__version__),
-                       parse_inline_bytes=limits.parse_inline_bytes)
+                       parse_inline_bytes=limits.parse_inline_bytes, upstreams=service.upstream_states)
     app.add_middleware(DoorGuard, limits=limits, max_body_bytes=max_body, on_refuse=count,
                        protocol_prefix="/v2/")  # outermost
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
         h = service.health()  # 503 unless the live workers can serve the scheme
+        ups = service.upstream_states()
+        if ups is not None:
+            h["upstreams"] = ups
         return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
 
     @app.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
@@ -341,6 +350,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         m.ready.set(1 if h["status"] == "ok" else 0)
         _catch_up(m.recreated, h["restarts"])
         _catch_up(m.lost, h["lost_tasks"])
+        for up in service.upstream_states() or ():
+            m.upstream_in.labels(up["url"]).set(1 if up["state"] == "in" else 0)
+            _catch_up(m.ejections.labels(up["url"]), up["ejections"])
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

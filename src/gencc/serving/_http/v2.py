@@ -290,14 +290,16 @@ class V2Routes:
 
     `settle(x, deadline_ms, exact_only)` submits one input and awaits its answered `Request`; `health()` is
     `Service.health`; `count` counts a refusal by status (the app's metrics); bodies over `parse_inline_bytes` are
-    parsed in a thread."""
+    parsed in a thread; `upstreams()` lists the replicas behind the server and their state (None: none), which the
+    model's metadata carries in its `parameters`."""
 
     def __init__(self, app: Any, spec: ModelSpec, scheme: str,
                  settle: Callable[[np.ndarray, float | None, bool], Awaitable[Any]],
                  health: Callable[[], dict[str, Any]], count: Callable[[int], None], server: dict[str, Any],
-                 parse_inline_bytes: int = 64 * 1024):
+                 parse_inline_bytes: int = 64 * 1024, upstreams: Callable[[], Any] | None = None):
         self.app, self.spec, self.scheme, self.settle = app, spec, scheme, settle
         self.health, self.count, self.server = health, count, server
+        self.upstreams = upstreams
         self.parse_inline_bytes = int(parse_inline_bytes)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -355,7 +357,11 @@ class V2Routes:
             return 200, {"models": [self.spec.metadata()]}
         tail, _ = self._model(path)
         if tail == "":
-            return 200, self.spec.metadata()
+            meta = self.spec.metadata()
+            ups = self.upstreams() if self.upstreams is not None else None
+            if ups is not None:  # in front of replicas: where each stands
+                meta["parameters"] = {"upstreams": ups}
+            return 200, meta
         if tail == "/config":
             return 200, self.spec.config()
         if tail == "/ready":
