@@ -33,6 +33,7 @@ from gencc.engine.remote import (
 from gencc.errors import ConfigError, RemoteError
 from gencc.serving import Service
 
+from ..processes import stop_process
 from .oip_replica import Replica as RawReplica
 from .triton_models import smooth
 from .triton_replica import TritonServer, free_port, triton_python
@@ -271,9 +272,4 @@ def test_tritonclient_talks_to_gencc_in_front_of_triton_as_to_triton(tritons) ->
             np.testing.assert_array_equal(got[exact], own[exact])  # bit for bit: Triton's answers
             assert np.all(np.isfinite(got)) and np.all(np.abs(got - own) <= 2 * np.ptp(own, axis=0))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)

@@ -26,6 +26,7 @@ from gencc.serving import Service, ServiceConfig, create_app, start_in_thread
 
 from ..engine.oip_replica import Replica as RawReplica
 from ..engine.oip_replica import dead_url
+from ..processes import stop_process
 from .upstream_checks import (
     assert_exact_where_not_degraded,
     assert_the_replicas_answers,
@@ -323,9 +324,4 @@ def test_gencc_serve_runs_in_front_of_the_replicas(fleet, tmp_path) -> None:
         got = np.asarray(r.json()["outputs"][0]["data"]).reshape(2, 3)
         np.testing.assert_array_equal(got, np.stack([reps[0].answer(x) for x in X[:2]]))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)
