@@ -14,7 +14,7 @@ from typing import Any
 __all__ = [
     "BadRequest", "BodyTooLarge", "CalibrationStopped", "Cancelled", "ClientDisconnected", "ClientError",
     "ClusterUnreachable", "ConfigError", "GenccError", "InjectedFault", "JobFailed", "JobTimeout", "ModelError",
-    "ProtocolError", "RemoteError", "WorkerError",
+    "ProtocolError", "RemoteError", "StartStopped", "WorkerError",
 ]
 
 
@@ -123,6 +123,15 @@ class ClientDisconnected(GenccError):
 
 class CalibrationStopped(GenccError):
     """A calibration abandoned (its service closed)."""
+
+
+class StartStopped(GenccError):
+    """A stop (SIGTERM, SIGINT) requested while `gencc serve` was starting: not a failure (the command exits 0).
+    `name`: the signal's."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
 
 
 class ClientError(GenccError):

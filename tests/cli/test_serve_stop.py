@@ -99,6 +99,65 @@ def test_a_signal_answers_the_requests_in_flight_and_exits_0(sig, tmp_path: Path
     assert " ERROR " not in out and "Traceback" not in out, out
 
 
+def test_a_signal_while_starting_stops_it_with_exit_0(tmp_path: Path) -> None:
+    """SIGTERM while the model loads (its module takes long to import) is a requested stop: exit 0, one line
+    saying so, no error; the same model failing to load instead exits non-zero with its reason."""
+    marker = tmp_path / "loading"
+    (tmp_path / "slow_model.py").write_text(MODEL + f"""
+import os, time
+if os.environ.get("SLOW_MODEL_FAILS"):
+    raise RuntimeError("slow_model: the weights are missing")
+open({str(marker)!r}, "w").close()
+time.sleep(60)
+""")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    argv = [sys.executable, "-m", "gencc.cli", "serve", "--model", "slow_model:f", "--input-shape", "2,5",
+            "--scheme", "replication", "--workers", "2", "--port", str(free_port())]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
+    assert out.count("stopped on SIGTERM while starting") == 1 and took < 10, (took, out)
+    assert " ERROR " not in out and "Traceback" not in out, out
+    failed = subprocess.run(argv, env={**env, "SLOW_MODEL_FAILS": "1"}, capture_output=True, text=True, timeout=60)
+    assert failed.returncode not in (0, None) and "the weights are missing" in failed.stdout + failed.stderr
+
+
+def test_a_start_runs_beside_the_signals_and_its_outcome_comes_back() -> None:
+    """The start runs in its own thread, so that nothing it calls (Ray's driver) takes SIGTERM over: a signal
+    stops the wait at once, even while the start blocks; otherwise its value or its exception comes back, and
+    the handlers there before are back."""
+    from gencc.cli.serve import start_or_stop
+    from gencc.errors import StartStopped
+
+    before = signal.getsignal(signal.SIGTERM)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        threading.Timer(0.3, lambda sig=sig: os.kill(os.getpid(), sig)).start()
+        t0 = time.monotonic()
+        with pytest.raises(StartStopped) as info:
+            start_or_stop(lambda: time.sleep(5))
+        assert info.value.name == signal.Signals(sig).name and time.monotonic() - t0 < 2
+    assert start_or_stop(lambda: 42) == 42
+    for error in (SystemExit(3), ValueError("bad input")):
+        def fail(error=error):
+            raise error
+        with pytest.raises(type(error)):
+            start_or_stop(fail)
+    assert signal.getsignal(signal.SIGTERM) is before and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_a_server_that_cannot_start_exits_non_zero() -> None:
     """uvicorn cannot bind a port held by another socket: serve_until_stopped lets its non-zero SystemExit through
     (the command then exits with it), never as a clean stop."""

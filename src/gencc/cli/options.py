@@ -174,6 +174,47 @@ SlowFactor = Annotated[float | None, typer.Option(
                                        f"{SLOW_FACTOR:g})", callback=number(at_least=1), rich_help_panel=SLOW)]
 #: a progress bar on stderr while the work runs
 ShowProgress = Annotated[bool, typer.Option(help="show a progress bar", rich_help_panel=OUTPUT)]
+#: where the Ray backend's actors run (run, serve): a strategy and a resource request per worker
+WorkerPlacement = Annotated[str | None, typer.Option(
+    "--worker-placement", metavar="MODE", show_default=False, rich_help_panel=WORKERS,
+    help="ray: spread the workers over the nodes (rebalanced as nodes join) or pack (default)")]
+WorkerCpus = Annotated[float | None, typer.Option(
+    "--worker-cpus", metavar="N", show_default=False, rich_help_panel=WORKERS,
+    help="ray: CPUs each worker reserves on its node, e.g. 0.5 (default none)", callback=number(at_least=0))]
+WorkerResource = Annotated[list[str] | None, typer.Option(
+    "--worker-resource", metavar="NAME=N", show_default=False, rich_help_panel=WORKERS,
+    help="ray: a custom resource each worker asks of its node, repeatable")]
+#: the option of each placement field (`gencc.engine.ray.placement.check_placement`)
+PLACEMENT_OPTIONS = {"worker_placement": "--worker-placement", "worker_cpus": "--worker-cpus",
+                     "worker_resources": "--worker-resource"}
+
+
+def placement_options(backend: str, worker_placement: str | None, worker_cpus: float | None,
+                      worker_resource: list[str] | None) -> dict[str, Any]:
+    """--worker-placement, --worker-cpus and --worker-resource checked (for --backend ray only) as the keyword
+    arguments `worker_placement`, `worker_cpus`, `worker_resources` of the Ray backend (none given: {})."""
+    given = {"--worker-placement": worker_placement, "--worker-cpus": worker_cpus,
+             "--worker-resource": worker_resource or None}
+    for option, value in given.items():
+        if value is not None and backend != "ray":
+            raise refuse(option, f"{option} places the workers' Ray actors: it needs --backend ray")
+    if all(v is None for v in given.values()):
+        return {}
+    from ..engine.ray.placement import check_placement, parse_resource
+
+    resources: dict[str, float] = {}
+    for item in worker_resource or []:
+        try:
+            name, amount = parse_resource(item)
+        except ValueError as e:
+            raise refuse("--worker-resource", str(e)) from None
+        resources[name] = amount
+    try:
+        checked = check_placement(worker_placement, worker_cpus, resources)
+    except ValueError as e:
+        raise reported(e, PLACEMENT_OPTIONS, "--worker-placement") from None
+    return {"worker_placement": checked.strategy, "worker_cpus": worker_cpus,
+            "worker_resources": dict(checked.resources) or None}
 
 
 def code_options(items: list[str], schemes: Sequence[str], front: str) -> dict[str, dict[str, Any]]:

@@ -20,6 +20,7 @@ from .options import (
 from .options import (
     JOBS,
     MODEL,
+    PLACEMENT_OPTIONS,
     SCHEME,
     SLOW,
     SLOW_FACTOR,
@@ -27,12 +28,16 @@ from .options import (
     ServiceMs,
     ShowProgress,
     SlowFactor,
+    WorkerCpus,
+    WorkerPlacement,
+    WorkerResource,
     check_backend,
     check_ray_address,
     code_options,
     integer,
     not_used,
     number,
+    placement_options,
     refuse,
     reported,
     upstream_urls,
@@ -95,6 +100,9 @@ def run_command(
                                                callback=integer(at_least=1), rich_help_panel=WORKERS)] = None,
     address: Annotated[str | None, typer.Option(metavar="ADDRESS", help="ray: an existing cluster's address",
                                                 rich_help_panel=WORKERS)] = None,
+    worker_placement: WorkerPlacement = None,
+    worker_cpus: WorkerCpus = None,
+    worker_resource: WorkerResource = None,
     isolate: Annotated[bool, typer.Option(help="ray without --address: run in a loopback-only network "
                                           "namespace (unshare -n)",
                                           rich_help_panel=WORKERS)] = True,
@@ -167,6 +175,7 @@ def run_command(
     opts = code_options(opt or [], (scheme,), "jobs").get(scheme, {})
     code, wait_for = _checked_options(backend, scheme, K, workers, wait_for, deadline, hedge_delay, actors, address,
                                       own=workload != "digits-cnn", opts=opts, given=given)
+    where = placement_options(backend, worker_placement, worker_cpus, worker_resource)
     if scheme == "hedged" and hedge_delay is None and lat_model is None:
         raise refuse("--hedge-delay-ms", "--scheme hedged sends a second copy after --hedge-delay-ms: give it, or "
                                       "inject latency (--service-ms, --slow-task-fraction) to hedge at its p95")
@@ -209,9 +218,14 @@ def run_command(
                       + (f" on {address}" if address else ""))
         with Progress(console=console, disable=not progress) as bar:
             task = bar.add_task("Ray actors ready", total=n)
-            ex = RayExecutor(factory=w.factory, num_actors=actors, address=address,
+            ex = RayExecutor(factory=w.factory, num_actors=actors, address=address, **where,
                              on_ready=lambda ready, total: bar.update(task, completed=ready))
-            ex.start(None, code.N)
+            try:
+                ex.start(None, code.N)
+            except ValueError as e:  # no node offers what --worker-cpus / --worker-resource ask for
+                if getattr(e, "field", None) not in PLACEMENT_OPTIONS:
+                    raise
+                raise reported(e, PLACEMENT_OPTIONS, "--worker-resource") from None
         f = None
     elif urls:
         ex, f = RemoteExecutor(fleet), None

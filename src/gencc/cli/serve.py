@@ -7,11 +7,11 @@ import ipaddress
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ..errors import ClusterUnreachable
+from ..errors import ClusterUnreachable, StartStopped
 from ..serving.config import BASELINES, CHECKED_SCHEMES, SCHEME_HELP, default_scheme
 from ..serving.parity import MAX_PARITY_K
 from .isolate import rerun_isolated
@@ -20,17 +20,22 @@ from .options import (
     CODED,
     LIMITS,
     MODEL,
+    PLACEMENT_OPTIONS,
     SCHEME,
     WORKERS,
     ServiceMs,
     SlowFactor,
     SlowFraction,
+    WorkerCpus,
+    WorkerPlacement,
+    WorkerResource,
     check_backend,
     check_ray_address,
     code_options,
     integer,
     not_used,
     number,
+    placement_options,
     refuse,
     reported,
     upstream_urls,
@@ -49,7 +54,7 @@ CONFIG_OPTIONS = {"scheme": "--scheme", "workers": "--workers", "K": "--K", "par
                   "check": "--check-results", "packed_parity": "--packed-parity", "gate": "--gate",
                   "redundancy": "--redundancy", "code_options": "--opt", "service_ms": "--service-ms",
                   "slow_fraction": "--slow-fraction", "slow_factor": "--slow-factor", "upstreams": "--upstream",
-                  "start_degraded": "--start-degraded", "deadline_ms": "--deadline-ms"}
+                  "start_degraded": "--start-degraded", "deadline_ms": "--deadline-ms", **PLACEMENT_OPTIONS}
 #: the most inputs `--max-batch` allows in one batch request, and the largest `--max-body` (bytes)
 MAX_BATCH, MAX_BODY = 4096, 2 ** 30
 
@@ -83,6 +88,9 @@ def serve_command(
                                          rich_help_panel=WORKERS)] = "local",
     address: Annotated[str | None, typer.Option(metavar="ADDRESS", help="ray: an existing cluster's address",
                                                 rich_help_panel=WORKERS)] = None,
+    worker_placement: WorkerPlacement = None,
+    worker_cpus: WorkerCpus = None,
+    worker_resource: WorkerResource = None,
     service_ms: ServiceMs = 0.0,
     slow_fraction: SlowFraction = 0.0,
     slow_factor: SlowFactor = None,
@@ -132,7 +140,7 @@ def serve_command(
                                                   "bacc, sgcc), repeatable, e.g. gcc.lam_dec=0.01",
                                                   rich_help_panel=CODED)] = None,
     isolate: Annotated[bool, typer.Option(help="ray without --address: run in a loopback-only network namespace "
-                                          "(the port is bound outside it)", rich_help_panel=WORKERS)] = True,
+                                          "(port bound outside)", rich_help_panel=WORKERS)] = True,
     upstream: Annotated[list[str] | None, typer.Option(
         "--upstream", metavar="URL", show_default=False, rich_help_panel=WORKERS,
         help="a model replica you run, by its URL http://HOST:PORT/v2/models/NAME (repeatable)")] = None,
@@ -169,13 +177,15 @@ def serve_command(
     workload = workload or ("digits-cnn" if model is None and not urls else None)
     backend = check_backend(backend)
     _check_serve_options(workload, workers, address)
+    where = placement_options(backend, worker_placement, worker_cpus, worker_resource)
     opts = code_options(opt or [], (scheme,), "serving").get(scheme, {})
     try:
         config = ServiceConfig(scheme=scheme, workers=workers, K=K, backend=backend, address=address,
                                max_wait_ms=50.0 if max_wait_ms is None else max_wait_ms, parm_k=parm_k,
                                max_pending=max_pending, check=check_results, packed_parity=packed_parity, gate=gate,
                                redundancy=redundancy, code_options=opts, upstreams=urls,
-                               start_degraded=start_degraded, deadline_ms=deadline_ms)
+                               start_degraded=start_degraded, deadline_ms=deadline_ms,
+                               **{k: v for k, v in where.items() if v is not None})
         slowdown = Slowdown(service_ms=service_ms, slow_fraction=slow_fraction,
                             slow_factor=10.0 if slow_factor is None else slow_factor)
     except ValueError as e:
@@ -192,9 +202,22 @@ def serve_command(
     limits = _check_access(host, api_key, read_timeout_ms / 1e3, max_batch, max_body)
     if sock is None and backend == "ray" and address is None and isolate:
         rerun_isolated(ctx, "serving from", host=host, port=port)
-    import uvicorn
+    try:
+        svc = start_or_stop(lambda: _start(workload, model, input_shape, data, parity, scheme, K, workers, parm_k,
+                                           check_results, packed_parity, urls, backend, config, slowdown))
+    except StartStopped as e:  # a requested stop, not a failure: exit 0
+        typer.echo(f"stopped on {e.name} while starting: nothing was served")
+        _end_now()
+        return
+    _serve(svc, workload, model, urls, host, port, name, sock, limits, workers, K, max_pending)
 
-    from ..serving import Service, create_app, freeze_heap, uvicorn_options
+
+def _start(workload: str | None, model: str | None, input_shape: Any, data: Any, parity: Any, scheme: str,
+           K: int, workers: int, parm_k: int, check_results: str, packed_parity: bool,  # noqa: N803
+           urls: Any, backend: str, config: Any, slowdown: Any) -> Any:
+    """Load the model, start the workers and calibrate the gate: the `Service`, or an error (a usage error for
+    bad input, exit 2). Run by `start_or_stop`, in its own thread."""
+    from ..serving import Service
 
     target, X, parity_model = workload, None, None
     if model is not None:
@@ -210,15 +233,32 @@ def serve_command(
     except ValueError as e:
         if urls:  # the fleet's check: an unreachable or mismatched replica, inputs the scheme cannot code
             raise reported(e, CONFIG_OPTIONS, "--upstream") from None
+        if getattr(e, "field", None) in PLACEMENT_OPTIONS:  # no Ray node offers what each worker asks for
+            raise reported(e, CONFIG_OPTIONS, "--worker-resource") from None
         raise  # bad input: the CLI's usage error (exit 2)
     except ClusterUnreachable as e:  # nothing answers at --address (within its connection timeout)
         raise refuse("--address", str(e)) from None
     except Exception:
         log.exception("could not start serving %s with %s", workload or model, scheme)
         raise
-    if svc.gate is not None and not svc.gate.ready.is_set():
-        typer.echo("calibrating the gate on the model's training inputs (virtual time)...")
-        svc.gate.ready.wait()
+    try:
+        if svc.gate is not None and not svc.gate.ready.is_set():
+            typer.echo("calibrating the gate on the model's training inputs (virtual time)...")
+            svc.gate.ready.wait()
+    except BaseException:
+        svc.close(0)
+        raise
+    return svc
+
+
+def _serve(svc: Any, workload: str | None, model: str | None, urls: Any, host: str, port: int, name: str,
+           sock: Any, limits: Limits, workers: int, K: int, max_pending: int) -> None:  # noqa: N803
+    """Serve `svc` with uvicorn until a stop (see `serve_until_stopped`)."""
+    import uvicorn
+
+    from ..serving import create_app, freeze_heap, uvicorn_options
+
+    backend = svc.config.backend if getattr(svc, "config", None) is not None else "local"
     freeze_heap()
     workload = workload if model is None and not urls else svc.model.identity
     url = f"http://{host}:{port}"
@@ -254,6 +294,88 @@ def serve_command(
     if stop is not None:  # the one line a supervisor sees on a clean stop (exit status 0)
         typer.echo(f"stopped on {stop}: answered the requests in flight, service closed")
     log.info("stopped serving at %s", url)
+
+
+def _end_now() -> None:
+    """End the process at once with status 0, its output flushed: the start it abandoned may still be running in
+    its thread (loading a model, inside Ray), which neither a return nor Ray's exit hooks would end cleanly.
+    Where Ray was started, the processes this one started (a private Ray's) are killed and its private temp
+    folders removed; a joined cluster ends this driver's actors when the driver is gone."""
+    import os
+    import sys
+
+    if "ray" in sys.modules:
+        try:
+            import psutil  # a dependency of Ray's
+
+            for child in psutil.Process().children(recursive=True):
+                child.kill()
+        except Exception as e:  # noqa: BLE001 - ending anyway
+            log.debug("ending the processes of a stopped start: %s", e)
+        from ..engine.ray.start import remove_own_temp_dirs
+
+        remove_own_temp_dirs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class _NotMainThread(logging.Filter):
+    """Drops Ray's warning that it sets no SIGTERM handler outside the main thread (`start_or_stop` starts Ray
+    in another thread on purpose)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "not the main thread" not in record.getMessage()
+
+
+T = TypeVar("T")
+
+
+def start_or_stop(start: Callable[[], T], poll_s: float = 0.02) -> T:
+    """`start()` run in another thread while this one waits for it or for SIGTERM / SIGINT, which raise
+    `StartStopped` here at once (the start is left running: see `_end_now`). Its result, or its exception.
+
+    The start runs outside the main thread so that nothing it calls takes the signals over: Ray's driver sets a
+    Python handler for SIGTERM only from the main thread (one that exits with status 15, which a supervisor
+    reads as a crash), and its C++ core installs a handler that prints a stack; this thread puts its own handler
+    back every `poll_s` seconds. In another thread than the main one (where Python lets no handler be set) it
+    just calls `start()`."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return start()
+    out: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            out["value"] = start()
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            out["error"] = e
+        finally:
+            done.set()
+
+    def stop(sig: int, _frame: Any) -> None:
+        raise StartStopped(signal.Signals(sig).name)
+
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {sig: signal.signal(sig, stop) for sig in sigs}
+    quiet, ray_log = _NotMainThread(), logging.getLogger("ray._private.worker")
+    ray_log.addFilter(quiet)
+    try:
+        threading.Thread(target=run, name="gencc-serve-start", daemon=True).start()
+        while not done.wait(poll_s):
+            for sig in sigs:  # over any handler installed meanwhile at the C level (Ray's core)
+                signal.signal(sig, stop)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        ray_log.removeFilter(quiet)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def serve_until_stopped(run: Callable[[], None]) -> str | None:

@@ -45,7 +45,8 @@ def make_backend(kind: str, n_workers: int, functions: dict[str, Callable] | Non
     the actor), or, without `factories`, holding a pickled copy of each of `functions`. address: the Ray cluster
     to join ("auto", HOST:PORT or ray://HOST:PORT; checked before Ray starts: a ValueError names the forms),
     None for a private Ray on 127.0.0.1; ray_options: `RayBackend`'s other keyword arguments (num_cpus,
-    max_concurrency, max_restarts, actor_options, init_kwargs, temp_dir, ready_timeout, on_ready, connect_timeout).
+    max_concurrency, max_restarts, worker_placement, worker_cpus, worker_resources, actor_options, init_kwargs,
+    temp_dir, ready_timeout, on_ready, connect_timeout).
     "remote": a `gencc.engine.remote_backend.RemoteBackend`, worker w being replica w of `upstreams` (their URLs,
     checked by `gencc.engine.remote.check_fleet` first, or a checked `Fleet`); `n_workers` must be their number,
     `functions` and `factories` do not apply (the replicas hold the model); its options (connect_s, read_s,

@@ -29,6 +29,7 @@ from typing import Any
 from .._util.validate import check_int, check_positive
 from ..engine import Constant, Task, Workers, make_backend, make_pool
 from ..engine.ray import RayBackend, check_address
+from ..engine.ray.placement import check_placement
 from .executor import Batch, EngineBatch, Executor
 
 
@@ -46,6 +47,11 @@ class RayExecutor(Executor):
     If Ray is already initialised in this process, it is used as it is.
     max_concurrency: threads per actor (tasks of several logical workers and jobs overlap on one actor).
     max_restarts: how many times each dead actor is replaced by a fresh one (-1: no limit; 0: never).
+    worker_placement: "spread" puts the actors across the cluster's nodes (Ray's SPREAD) and moves them onto nodes that
+    join; "pack" (None) is Ray's default. worker_cpus: CPUs each actor reserves (None: none);
+    worker_resources: the custom resources each asks of its node, e.g. {"gpu_node": 1} (Ray then places it
+    only on nodes offering them). Checked at once: a `gencc.errors.ConfigError` names the one to fix.
+    actor_options: any other option of Ray's `.options()` for the actors (it overrides those above).
     on_ready: called as on_ready(ready, total) when the actors are created and as each one has built f (building
     a torch model on each of 16 actors takes tens of seconds on a small machine: worth showing).
     ready_timeout: seconds the actors may take to start and build f (`start`, before a job's clock starts: a
@@ -57,7 +63,9 @@ class RayExecutor(Executor):
                  address: str | None = None, *, num_cpus: int | None = None, max_concurrency: int = 64,
                  max_restarts: int = -1, actor_options: dict | None = None, init_kwargs: dict | None = None,
                  temp_dir: str | None = None, ready_timeout: float = 180.0,
-                 on_ready: Callable[[int, int], None] | None = None, connect_timeout: float | None = None):
+                 on_ready: Callable[[int, int], None] | None = None, connect_timeout: float | None = None,
+                 worker_placement: str | None = None, worker_cpus: float | None = None,
+                 worker_resources: dict[str, float] | None = None):
         if factory is not None and not callable(factory):
             raise ValueError("factory must be a zero-argument callable that builds f")
         num_actors = check_int("num_actors", num_actors, 1, optional=True)
@@ -70,6 +78,7 @@ class RayExecutor(Executor):
         self.factory, self.num_actors, self.address = factory, num_actors, address
         self.num_cpus, self.max_concurrency, self.max_restarts = num_cpus, max_concurrency, max_restarts
         self.actor_options = dict(actor_options or {})
+        self.placement_options = check_placement(worker_placement, worker_cpus, worker_resources)
         self.init_kwargs = dict(init_kwargs or {})
         self.temp_dir, self.ready_timeout, self.on_ready = temp_dir, ready_timeout, on_ready
         self._f: Callable | None = None
@@ -89,6 +98,11 @@ class RayExecutor(Executor):
     @property
     def _own_tmp(self) -> str | None:
         return self._backend._own_tmp if self._backend is not None else None
+
+    @property
+    def rebalanced(self) -> int:
+        """Workers moved onto nodes that joined so far (the "spread" placement)."""
+        return self._backend.nodes.rebalanced if self._backend is not None else 0
 
     @property
     def restarts(self) -> list[int]:
@@ -130,7 +144,10 @@ class RayExecutor(Executor):
                                          max_restarts=self.max_restarts, actor_options=self.actor_options,
                                          init_kwargs=self.init_kwargs, temp_dir=self.temp_dir,
                                          ready_timeout=self.ready_timeout, on_ready=self.on_ready,
-                                         connect_timeout=self.connect_timeout)
+                                         connect_timeout=self.connect_timeout,
+                                         worker_placement=self.placement_options.strategy,
+                                         worker_cpus=self.placement_options.cpus,
+                                         worker_resources=dict(self.placement_options.resources))
             self._workers = make_pool(max(n, num_workers or 1), self._backend, preempt=True, mark_dead=False,
                                       name="gencc-ray-worker")
             self.num_actors = n

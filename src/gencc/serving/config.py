@@ -151,7 +151,11 @@ class ServiceConfig:
     can no longer be met is answered 504 unrun), "fifo" (the workers' queues, in arrival order) or "auto" (edf
     when deadline_ms is set);
     code_options: keyword arguments of the code of gcc, bacc or sgcc (and their -hedge forms), a dict or
-    (key, value) pairs, e.g. {"lam_dec": 0.01}; kept as sorted pairs."""
+    (key, value) pairs, e.g. {"lam_dec": 0.01}; kept as sorted pairs;
+    worker_placement, worker_cpus, worker_resources (backend ray): where the workers' actors run, "spread" across the
+    nodes (and moved onto nodes that join) or "pack" (Ray's default; None: pack), the CPUs each reserves (None:
+    none) and the custom resources each asks of its node, a dict or (name, amount) pairs, kept as sorted pairs
+    (`gencc.engine.ray.placement.check_placement`)."""
 
     scheme: str = DEFAULTS[False]
     workers: int = 12
@@ -173,6 +177,9 @@ class ServiceConfig:
     start_degraded: bool = False
     deadline_ms: float | None = None
     schedule: str = "auto"
+    worker_placement: str | None = None
+    worker_cpus: float | None = None
+    worker_resources: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self):
         with ConfigError.about("scheme"):
@@ -188,6 +195,7 @@ class ServiceConfig:
             if self.address is not None and self.backend != "ray":
                 raise ValueError("address needs backend ray (the local backend runs its workers as threads in this "
                                  "process)")
+        self._check_placement()
         with ConfigError.about("max_wait_ms"):
             object.__setattr__(self, "max_wait_ms", check_real("max_wait_ms", self.max_wait_ms, 0.0))
         with ConfigError.about("request_timeout"):
@@ -241,6 +249,24 @@ class ServiceConfig:
         if self.schedule == "auto":
             return "edf" if self.deadline_ms is not None else "fifo"
         return self.schedule
+
+    def _check_placement(self) -> None:
+        """worker_placement, worker_cpus and worker_resources: checked, for backend ray only."""
+        from ..engine.ray.placement import check_placement
+
+        res = self.worker_resources
+        with ConfigError.about("worker_resources"):
+            if isinstance(res, dict):
+                res = tuple(res.items())
+            if not isinstance(res, tuple | list) or not all(isinstance(p, tuple | list) and len(p) == 2 for p in res):
+                raise ValueError(f"worker_resources must map resource names to amounts, got {res!r}")
+        given = [name for name, v in (("worker_placement", self.worker_placement), ("worker_cpus", self.worker_cpus),
+                                      ("worker_resources", res)) if v not in (None, (), [])]
+        if given and self.backend != "ray":
+            raise ConfigError(f"{given[0]} places the workers' Ray actors: it needs backend ray", given[0])
+        checked = check_placement(self.worker_placement, self.worker_cpus, dict(res))
+        object.__setattr__(self, "worker_cpus", None if self.worker_cpus is None else checked.cpus)
+        object.__setattr__(self, "worker_resources", tuple(sorted(checked.resources.items())))
 
     def _check_upstreams(self) -> None:
         """upstreams: the replicas' URLs, one worker each (`gencc.serving.upstreams`); they imply backend "remote"

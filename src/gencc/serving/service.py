@@ -195,8 +195,10 @@ class Service:
         factories = None
         if c.backend == "ray":  # each actor builds its models from picklable factories
             factories = {"f": factory} | ({"parity": parity.factory} if parity is not None else {})
+        ray_options = {"worker_placement": c.worker_placement, "worker_cpus": c.worker_cpus,
+                       "worker_resources": dict(c.worker_resources)} if c.backend == "ray" else {}
         be = make_backend(c.backend, c.workers, fns, factories=factories, dtype=np.float32, address=c.address,
-                          upstreams=fleet)
+                          upstreams=fleet, **ray_options)
         on_loop = c.backend in ("local", "remote")  # the dispatcher may run on the front door's loop: see LoopEnv
         pool = make_pool(c.workers, be, slowdown.service_times(), slowdown.stragglers(c.workers, c.seed), faults,
                          seed=c.seed, wrong=wrong, mark_dead=c.backend != "ray",  # Ray replaces dead actors
@@ -324,7 +326,8 @@ class Service:
         live as the scheme uses at once (`Dispatcher.workers_needed`: N for a coded group), "degraded" when fewer
         but some are, "down" when none is (or the service is closing). `/healthz` answers it, 503 unless ok.
         "restarts" counts workers re-created after they died, "lost_tasks" the service's tasks lost with their
-        worker (run there when it died, queued on it, or sent to it while dead)."""
+        worker (run there when it died, queued on it, or sent to it while dead), "rebalanced" the workers moved
+        onto Ray nodes that joined (worker_placement "spread")."""
         pool, d = self.pool, self.dispatcher
         states = worker_states(pool)
         alive = np.array([s == "alive" for s in states], dtype=bool)
@@ -335,13 +338,15 @@ class Service:
         status = "down" if self._closing or live == 0 else ("ok" if live >= need else "degraded")
         config = getattr(self, "config", None)
         recreated = getattr(pool, "recreated", None)
+        rebalanced = getattr(pool, "rebalanced", None)
         return {"status": status, "scheme": self.scheme,
                 "backend": config.backend if config is not None else type(getattr(pool, "backend", pool)).__name__,
                 "workers": int(pool.n_workers), "alive": int(alive.sum()), "replacing": states.count("replacing"),
                 "dead": states.count("dead"), "live": live, "needed": need, "quarantined": quarantined,
                 "in_flight": self.pending, "errors": int(sum(d.errors.values())),
                 "restarts": int(recreated() if callable(recreated) else np.sum(getattr(pool, "restarts", 0))),
-                "lost_tasks": int(d.failures.get("crash", 0))}
+                "lost_tasks": int(d.failures.get("crash", 0)),
+                "rebalanced": int(rebalanced() if callable(rebalanced) else 0)}
 
     def upstream_states(self) -> list[dict[str, Any]] | None:
         """In front of replicas: each one's URL, "in" or "out" of rotation (and why), its failed requests in a row

@@ -11,7 +11,7 @@ HERE = Path(__file__).parent
 
 
 @pytest.mark.slow
-@pytest.mark.ray_suite(HERE / "test_ray_reliability.py")
+@pytest.mark.ray_suite(HERE / "test_ray_reliability.py", HERE / "test_ray_churn.py")
 def test_ray_reliability_in_loopback_namespace(run_ray_tests_in_namespace):
     pytest.importorskip("fastapi")
     run_ray_tests_in_namespace()

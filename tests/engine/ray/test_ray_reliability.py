@@ -157,8 +157,11 @@ class Factory:
 def test_replacements_that_die_before_ready_back_off_and_a_failing_factory_ends_dead(tmp_path: Path) -> None:
     """Slot 0's replacements die while they build (os._exit): each next one comes after a longer wait (0.5 s,
     then 1 s, ...), the slot says "replacing" all along, and once building works again it is alive. Slot 1's
-    replacements' factory raises: after three the slot is dead, and its worker says so."""
-    from gencc.engine import make_backend, make_pool
+    replacements' factory raises: after three the slot is dead, and its worker says so; the pool then treats that
+    worker as dead (no task goes to it: one sent fails at once as lost)."""
+    import numpy as np
+
+    from gencc.engine import Task, make_backend, make_pool
     from gencc.engine.ray.backend import BACKOFF_S
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable on the actors
@@ -191,6 +194,16 @@ def test_replacements_that_die_before_ready_back_off_and_a_failing_factory_ends_
         os.kill(be.actor_pids[1], signal.SIGKILL)
         states, _ = _poll(lambda: pool.worker_states(), lambda s: s[1] == "dead", 120, 0.05)
         assert states == ["alive", "dead"] and be.restarts[1] == 3, (states, be.restarts)
+        # the pool treats it as dead: no dispatcher picks it (load inf), and a task sent to it fails at once as
+        # lost without a call to an actor, while worker 0 answers
+        _poll(lambda: list(pool.loads()), lambda loads: loads[1] == float("inf") and loads[0] == 0, 5, 0.02)
+        done: dict[int, Task] = {}
+        for w in (0, 1):
+            pool.post(lambda w=w: pool.send(w, Task(w, np.ones(3), on_done=lambda t: done.setdefault(t.worker, t))))
+        _poll(lambda: len(done), lambda n: n == 2, 30, 0.02)
+        assert done[0].ok and np.allclose(done[0].output, np.tanh(np.ones(3))), done[0]
+        assert (done[1].ok, done[1].reason, done[1].error) == (False, "crash", "worker lost"), done[1]
+        assert not be.nodes._out.get(be.actors[1]), be.nodes._out  # no call went to slot 1's actor
     finally:
         pool.close()
 

@@ -30,11 +30,12 @@ that saw the loss kills its handle for good and creates a fresh actor in its slo
 (Ray's own restarts are off, so there is one mechanism; an injected crash is `ray.kill`). Later tasks of that
 slot queue on the new actor while it builds its models. `max_restarts` bounds the replacements per slot (-1:
 no limit); a slot whose last REPLACE_STREAK replacements failed to build their models (a factory that raises)
-is not replaced again. A replacement that dies before it is ready for another reason (Ray placed it on a node
-being removed, which it has not marked dead yet) is tried again after a backoff (BACKOFF_S, doubled each time, at
-most BACKOFF_MAX_S), by which time Ray places it elsewhere. Each slot's state (`states`: "alive", "replacing"
-while the fresh actor builds its models, "dead" when not replaced) is what health reports; `restarts` counts the
-re-created actors per slot (a lost task is not one).
+is not replaced again. A replacement is not placed on a node Ray still lists alive but whose raylet is gone
+(being removed; `gencc.engine.ray.nodes.Nodes`). One that dies before it is ready for another reason is tried
+again after a backoff (BACKOFF_S, doubled each time, at most BACKOFF_MAX_S). Each slot's state (`states`:
+"alive", "replacing" while the fresh actor builds its models, "dead" when not replaced) is what health reports;
+`restarts` counts the re-created actors per slot (a lost task is not one). With the "spread" placement, workers
+move onto nodes that join (`rebalanced` in `nodes` counts them).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ from ..._util.lru import LRU
 from ...faults import Cancelled, InjectedFault, run_injected
 from ..backends import FunctionTable
 from ..task import Task, WorkerError, describe_error
+from .nodes import Nodes
+from .placement import check_placement
 from .start import (  # noqa: F401 - re-exported: starting or joining Ray lives in `start`
     CONNECT_ENV,
     CONNECT_TIMEOUT_S,
@@ -77,6 +80,8 @@ ALIVE, REPLACING, DEAD = "alive", "replacing", "dead"
 #: seconds before a slot's next replacement when its last one died before it was ready (placed on a node being
 #: removed, which Ray has not marked dead yet): BACKOFF_S, doubled at each such death, at most BACKOFF_MAX_S
 BACKOFF_S, BACKOFF_MAX_S = 0.5, 8.0
+#: seconds the view of the nodes may be old when a replacement is placed
+FRESH_S = 0.2
 
 
 class _Actor:
@@ -173,13 +178,19 @@ class RayBackend:
     the actors come up (building a torch model on 16 actors takes tens of seconds on a small machine).
     max_restarts: replacements of a dead actor per slot (-1: no limit; 0: a dead actor stays dead); `restarts`
     counts them per slot, `states` says where each slot stands. connect_timeout: seconds a cluster's `address`
-    may take to answer (`init_ray`; None: $GENCC_RAY_CONNECT_MS, else CONNECT_TIMEOUT_S)."""
+    may take to answer (`init_ray`; None: $GENCC_RAY_CONNECT_MS, else CONNECT_TIMEOUT_S). worker_placement
+    ("spread" or "pack"), worker_cpus, worker_resources: where the actors go
+    (`gencc.engine.ray.placement.check_placement`, checked before Ray starts; `actor_options` override them);
+    `nodes` keeps replacements off nodes being removed and, with "spread", moves workers onto nodes that join
+    (`gencc.engine.ray.nodes.Nodes`)."""
 
     def __init__(self, n_actors: int, factories: dict[str, Callable[[], Callable]], address: str | None = None,
                  *, num_cpus: int | None = None, max_concurrency: int = 64, max_restarts: int = -1,
                  actor_options: dict | None = None, init_kwargs: dict | None = None, temp_dir: str | None = None,
                  ready_timeout: float = 120.0, on_ready: Callable[[int, int], None] | None = None,
-                 connect_timeout: float | None = None):
+                 connect_timeout: float | None = None, worker_placement: str | None = None,
+                 worker_cpus: float | None = None, worker_resources: dict[str, float] | None = None):
+        self.placement_options = check_placement(worker_placement, worker_cpus, worker_resources)  # before Ray starts
         ray, self._owns, self._own_tmp = init_ray(address, num_cpus=num_cpus, temp_dir=temp_dir,
                                                   init_kwargs=init_kwargs, connect_timeout=connect_timeout)
         self.ray = ray
@@ -196,9 +207,12 @@ class RayBackend:
         self._crashed: set[Any] = set()  # actors killed by an injected crash (their loss says nothing of f)
         self._lock = threading.Lock()
         self._factories = factories
-        self._opts = {"num_cpus": 0, "max_concurrency": max_concurrency, "max_restarts": 0, "max_task_retries": 0,
-                      **(actor_options or {})}
+        self._opts = {"max_concurrency": max_concurrency, "max_restarts": 0, "max_task_retries": 0,
+                      **self.placement_options.actor_options(), **(actor_options or {})}
+        self._where: list[Any] = [None] * n_actors  # per slot: its actor's node id, or the ref of its `node` call
+        self.nodes = Nodes(self, ready_timeout)
         try:
+            self.nodes.check_fit()
             self._cls = _actor_class(ray)
             self.actors = [self._new_actor(slot) for slot in range(n_actors)]
             self.actor_pids = self._wait_ready([a.ready.remote() for a in self.actors], ready_timeout, on_ready)
@@ -218,10 +232,17 @@ class RayBackend:
             on_ready(len(refs), len(refs))
         return self.ray.get(refs)
 
-    def _new_actor(self, slot: int) -> Any:
-        actor = self._cls.options(**self._opts).remote(self._factories)
-        self._watches[actor.watch.options(concurrency_group=WATCH_GROUP).remote()] = (slot, actor)
+    def _new_actor(self, slot: int, node: str | None = None, watch: bool = True) -> Any:
+        """A fresh actor for `slot` (on `node` only, if given), its `watch` call out unless not `watch`."""
+        opts = self._opts if node is None else {**self._opts, "scheduling_strategy": self.nodes.on(node)}
+        actor = self._cls.options(**opts).remote(self._factories)
+        if watch:
+            self._watch(slot, actor)
+            self._where[slot] = actor.node.remote()
         return actor
+
+    def _watch(self, slot: int, actor: Any) -> None:
+        self._watches[actor.watch.options(concurrency_group=WATCH_GROUP).remote()] = (slot, actor)
 
     def check_actors(self) -> int:
         """Replace the actors found dead since the last look (their `watch` call failed), whether or not a
@@ -254,7 +275,9 @@ class RayBackend:
                             continue
                         self.states[slot] = ALIVE
                         self._streak[slot] = self._unready[slot] = 0
+                        self.actor_pids[slot] = ray.get(ref, timeout=0)
                         log.info("Ray actor of slot %d replaced and ready", slot)
+        self.nodes.step()
         return len(ready)
 
     def _spawn_due(self) -> None:
@@ -269,7 +292,7 @@ class RayBackend:
 
     def _spawn(self, slot: int) -> None:
         """A fresh actor in `slot` (under the lock), replacing until it is ready."""
-        actor = self.actors[slot] = self._new_actor(slot)
+        actor = self.actors[slot] = self._new_actor(slot, self.nodes.target())
         self._starting[actor.ready.remote()] = (slot, actor)
         self.states[slot] = REPLACING
         self.restarts[slot] += 1
@@ -301,6 +324,7 @@ class RayBackend:
         replacement died before it was ready otherwise (Ray placed it on a node being removed) gets its next one
         after a backoff. True when the slot holds a fresh actor now or soon (replaced by this call or, the loss
         seen twice, by another: a call out to it and the actor's watch)."""
+        self.nodes.look(FRESH_S)  # which nodes are going: the replacement goes elsewhere
         with self._lock:
             if slot >= len(self.actors):
                 return False
@@ -316,6 +340,7 @@ class RayBackend:
             except Exception:  # already gone
                 pass
             self._crashed.discard(dead)
+            self.nodes.forget(dead)
             if unready and not init_failed:
                 k = self._unready[slot] = self._unready[slot] + 1
                 self._due[slot] = time.monotonic() + min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (k - 1))
@@ -335,13 +360,13 @@ class RayBackend:
         """Send `task` to worker `worker`'s actor and return at once: the `Call` to wait on (`ray.wait` over its
         `ref`) and to read with `result`. An injected crash kills the actor first (the call then fails as lost)."""
         ray, actor = self.ray, self.actor_for(worker)
+        self.nodes.sent(actor, key := next(self._keys))
         if fault == "crash":
             self._crashed.add(actor)
             ray.kill(actor, no_restart=True)
         fn = task.fn
         spec: tuple = (None, ()) if fn is None else (fn, ()) if isinstance(fn, str) else (None, self.ship(fn))
         x = np.asarray(task.x) if not hasattr(task.x, "detach") else task.x
-        key = next(self._keys)
         ref = actor.compute.remote(key, spec[0], x, extra_s, slow, fault, hang_s, float(task.delay), *spec[1])
         call = task.key = Call(key, ref, actor, worker % len(self.actors), fault == "crash")
         return call
@@ -351,6 +376,7 @@ class RayBackend:
         ConnectionError when the actor is lost (a dead actor replaced first), InjectedFault, WorkerError when f
         raised, Cancelled."""
         ray = self.ray
+        self.nodes.answered(call)
         try:
             status, val, extra = ray.get(call.ref)
         except ray.exceptions.TaskCancelledError:
@@ -399,6 +425,7 @@ class RayBackend:
 
     def drop(self, call: Call) -> None:
         """Cancel a call nobody waits for any more (see `cancel`); nothing if its actor is gone."""
+        self.nodes.answered(call)
         try:
             self.ray.cancel(call.ref)
         except Exception:  # finished, or its actor is gone: nothing to cancel
@@ -412,7 +439,8 @@ class RayBackend:
         """Kill the actors; shut Ray down if this backend started it; remove the temp dir it created."""
         with getattr(self, "_lock", threading.Lock()):
             actors, self.actors = getattr(self, "actors", []), []
-        for a in actors:
+        nodes = getattr(self, "nodes", None)
+        for a in actors + (nodes.close() if nodes is not None else []):
             try:
                 self.ray.kill(a, no_restart=True)
             except Exception:  # already dead

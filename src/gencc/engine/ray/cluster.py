@@ -10,6 +10,8 @@ from .start import private_auth, private_temp_dir, remove_temp_dir
 
 #: the custom resource each worker node of `local_cluster` offers (actors asking for it avoid the head)
 NODE_RESOURCE = "gencc_node"
+#: failed health checks after which Ray marks a node dead, when `LocalCluster`'s `dead_after_s` is set
+DEAD_CHECKS = 5
 
 
 class LocalCluster:
@@ -17,9 +19,14 @@ class LocalCluster:
     nodes, each its own raylet and object store, all on 127.0.0.1: run it inside the loopback-only network
     namespace of `gencc.engine.ray.namespace`). Each worker node offers `NODE_RESOURCE`, so actors that ask for a
     share of it run on the worker nodes, never on the head; `remove(node)` kills a worker node's processes (its actors
-    die with it), as a lost machine. Its temp dir is private (see `private_temp_dir`), removed at `close`."""
+    die with it), as a lost machine; `add()` adds a worker node, as a machine that joins. `dead_after_s`: seconds
+    Ray's control store takes to mark a lost node dead (None: Ray's default, which on one machine is at once, as
+    the killed raylet refuses connections; a longer time stands for a lost machine that does not answer at all,
+    which Ray lists alive until its health checks fail). Its temp dir is private (see `private_temp_dir`),
+    removed at `close`."""
 
-    def __init__(self, nodes: int, *, node_cpus: int = 1, head_cpus: int = 1, object_store_mb: int = 100):
+    def __init__(self, nodes: int, *, node_cpus: int = 1, head_cpus: int = 1, object_store_mb: int = 100,
+                 dead_after_s: float | None = None):
         from ray.cluster_utils import Cluster
 
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -32,16 +39,29 @@ class LocalCluster:
         os.makedirs(os.path.join(self._own, "ray"), exist_ok=True)
         mem = object_store_mb * 1024 * 1024
         common = {"node_ip_address": "127.0.0.1", "object_store_memory": mem}
+        self._common, self.node_cpus = common, node_cpus
+        head: dict = {**common, "num_cpus": head_cpus, "temp_dir": self._tmp, "include_dashboard": False}
+        if dead_after_s is not None:
+            ms = max(1, round(dead_after_s * 1000 / DEAD_CHECKS))
+            head["_system_config"] = {"health_check_initial_delay_ms": ms, "health_check_period_ms": ms,
+                                      "health_check_timeout_ms": ms, "health_check_failure_threshold": DEAD_CHECKS}
         try:
-            self.cluster = Cluster(initialize_head=True, head_node_args={
-                **common, "num_cpus": head_cpus, "temp_dir": self._tmp, "include_dashboard": False})
-            self.nodes = [self.cluster.add_node(**common, num_cpus=node_cpus, resources={NODE_RESOURCE: 10_000})
-                          for _ in range(nodes)]
+            self.cluster = Cluster(initialize_head=True, head_node_args=head)
+            self.nodes: list = []
+            for _ in range(nodes):
+                self.add(wait=False)
             self.cluster.wait_for_nodes()
         except BaseException:
             self.close()
             raise
         self.address: str = self.cluster.address
+
+    def add(self, *, wait: bool = True) -> int:
+        """Add a worker node (`node_cpus` CPUs, offering `NODE_RESOURCE`), as a machine that joins; its index
+        (in `node_ids`). `wait`: return once Ray lists it (whatever the state of the nodes removed before)."""
+        self.nodes.append(self.cluster.add_node(wait=wait, **self._common, num_cpus=self.node_cpus,
+                                                resources={NODE_RESOURCE: 10_000}))
+        return len(self.nodes) - 1
 
     def node_ids(self) -> list[str]:
         """The Ray node ids of the worker nodes, in the order they were added."""
@@ -56,11 +76,11 @@ class LocalCluster:
         import psutil  # a dependency of Ray's
 
         node = self.nodes[index]
-        raylet = node.all_processes.get("raylet") or []
-        workers = [c for info in raylet for c in psutil.Process(info.process.pid).children(recursive=True)]
-        for w in workers:
+        raylets = [psutil.Process(info.process.pid) for info in node.all_processes.get("raylet") or []]
+        workers = [c for r in raylets for c in r.children(recursive=True)]
+        for p in raylets + workers:  # the raylet first: no time to tell Ray's control store it is going
             try:
-                w.send_signal(signal.SIGKILL)
+                p.send_signal(signal.SIGKILL)
             except psutil.NoSuchProcess:
                 pass
         self.cluster.remove_node(node, allow_graceful=False)

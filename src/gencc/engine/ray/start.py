@@ -238,10 +238,23 @@ when that path is too long for Ray's socket paths), removed by `remove_temp_dir`
         base = "/tmp"  # Ray's socket paths under it must stay within 107 bytes
     own = tempfile.mkdtemp(prefix="gcr", dir=base)
     atexit.register(remove_temp_dir, own)
+    _OWN_DIRS.add(own)
     return os.path.join(own, "r"), own
+
+
+#: the folders `private_temp_dir` made that are not removed yet
+_OWN_DIRS: set[str] = set()
 
 
 def remove_temp_dir(path: str | None) -> None:
     """Remove a folder made by `private_temp_dir` (nothing if None or already gone)."""
     if path is not None:
         shutil.rmtree(path, ignore_errors=True)
+        _OWN_DIRS.discard(path)
+
+
+def remove_own_temp_dirs() -> None:
+    """Remove every folder `private_temp_dir` made that is still there (for a process that ends without its
+    exit hooks)."""
+    for path in list(_OWN_DIRS):
+        remove_temp_dir(path)

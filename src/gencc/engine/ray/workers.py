@@ -60,6 +60,7 @@ class RayWorkers(Workers):
         self._calls: dict[Any, tuple[int, int, Item, Call]] = {}  # ref -> (slot, its generation, item, call)
         self._out: dict[int, Any] = {}  # slot -> the ref of its call out
         self._checked = 0.0  # when the waiting thread last looked for dead actors (time.monotonic)
+        self._gone: set[int] = set()  # workers marked dead: their actor is not replaced
         self.wait_failures = 0  # rounds of the waiting thread that failed (their calls out failed as lost)
         super().__init__(n_workers, backend, *args, **options)
         self._waiter = threading.Thread(target=self._wait_loop, daemon=True, name=f"{self.name}-wait")
@@ -167,13 +168,28 @@ class RayWorkers(Workers):
                 log.error("%s: failing a call as lost failed: %s", self.name, describe_error(e))
 
     def _sync_restarts(self) -> None:
-        """Count each worker's re-created actors in `restarts` (the actor of worker w is slot w % actors)."""
-        made = list(self.backend.restarts)
+        """Count each worker's re-created actors in `restarts` (the actor of worker w is slot w % actors), and
+        mark dead the workers whose actor the backend gave up on (not replaced): they get no task (`loads` says
+        inf, a task sent fails at once as lost) and what they held fails as lost, till their actor is back."""
+        made, states = list(self.backend.restarts), list(self.backend.states)
         n = len(made)
-        if n:
-            with self._lock:
-                for w in range(min(self.n_workers, len(self.restarts))):
-                    self.restarts[w] = made[w % n]
+        if not n:
+            return
+        lost: list[Task] = []
+        with self._lock:
+            for w in range(min(self.n_workers, len(self.restarts), len(self.dead))):
+                self.restarts[w] = made[w % n]
+                gone = states[w % n] == "dead"
+                if gone and w not in self._gone:
+                    self._gone.add(w)
+                    self.dead[w] = True
+                    self._lose_queue(w, lost)
+                    log.warning("%s: worker %d is dead: its Ray actor is not replaced", self.name, w)
+                elif w in self._gone and not gone:
+                    self._gone.discard(w)
+                    self.dead[w] = False
+                    self._kicks.put(self._slot[w])
+        self._emit(lost)
 
     def worker_states(self) -> list[str]:
         """Per worker, the state of the actor it runs on: "alive", "replacing" (its actor died; a fresh one is
@@ -181,6 +197,10 @@ class RayWorkers(Workers):
         states = list(self.backend.states)
         n = len(states)
         return [states[w % n] for w in range(self.n_workers)] if n else ["dead"] * self.n_workers
+
+    def rebalanced(self) -> int:
+        """Workers moved onto Ray nodes that joined, so far (the "spread" placement)."""
+        return int(self.backend.nodes.rebalanced)
 
     def recreated(self) -> int:
         """Actors re-created after they died, so far (a task lost with its actor is not one)."""

@@ -69,6 +69,8 @@ class Metrics:
                                  "actor)", registry=self.registry)
         self.lost = Counter("gencc_lost_tasks", "tasks lost with their worker (a crash, a dead actor or node)",
                             registry=self.registry)
+        self.rebalanced = Counter("gencc_workers_rebalanced", "workers moved onto Ray nodes that joined "
+                                  "(--worker-placement spread)", registry=self.registry)
         #: in front of replicas (`Service.upstream_states`), set at each scrape
         self.upstream_in = Gauge("gencc_upstream_in_rotation", "1 while a replica is in rotation, 0 while it is out "
                                  "(failed requests in a row, or its connection lost; its ready route probed)",
@@ -353,6 +355,7 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         for up in service.upstream_states() or ():
             m.upstream_in.labels(up["url"]).set(1 if up["state"] == "in" else 0)
             _catch_up(m.ejections.labels(up["url"]), up["ejections"])
+        _catch_up(m.rebalanced, h["rebalanced"])
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
