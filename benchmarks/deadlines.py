@@ -4,7 +4,7 @@ for every scheme per seed).
 
     python benchmarks/run.py deadlines --out docs/generated/deadlines.md      # the docs' table (a few minutes)
     python benchmarks/run.py deadlines --duration 20 --seeds 1               # a quick look
-    python benchmarks/run.py deadlines --real --duration 30 --out docs/generated/deadlines-real.md  # a real server
+    python benchmarks/run.py deadlines --real --duration 20 --seeds 3 --out docs/generated/deadlines-real.md
 
 Setting: W = 12 workers for every scheme, K = 8, 50 ms service, each worker slow x10 about 10% of the time
 (exponential periods, mean 1 s); load is a fraction of uncoded's capacity W / E[task time], about 126 requests
@@ -21,11 +21,9 @@ so each degraded answer is checked against the model's own top-1 on its input; t
 Per scheme and bound: the largest load of the grid up to which every load keeps >= 99% (99.9%) inside, and at
 that load the share answered exactly inside and the top-1 agreement of the degraded answers with the model.
 
-`--real`: a short check on a real `gencc serve` (digits-cnn, the same injected slowdown, `--deadline-ms` at 2x the
-service time, so every request carries the target without the client sending one), driven in its own process
-by `gencc.loadgen`'s open-loop HTTP client at a few loads; per scheme and load the share answered inside the
-target as the client measured it, the shares exact, degraded and 504, and the latest answer against the target
-(client-side: it includes the loopback round trip and the client's own scheduling on a shared machine).
+`--real`: a real `gencc serve` per scheme in its own process, loaded from an HTTP client in this one, several
+arrival draws pooled per load, every answer checked against the model computed here, the latest answer against
+its target (client- and server-side) and the server's CPU per request beside its misses: see deadlines_real.py.
 
 `--frontier`: the equal-work view, in virtual time and without a latency target (every request is answered, as a
 service without `--deadline-ms` answers it): per setting of each scheme, p99.9 latency against the tasks run per
@@ -58,7 +56,7 @@ from measure import generated_by, machine  # noqa: E402
 
 from gencc.engine import VirtualWorkers  # noqa: E402
 from gencc.faults import PersistentStragglers, ServiceTimes  # noqa: E402
-from gencc.serving import Gate, calibrate_gate, make_dispatcher, simulate_load  # noqa: E402
+from gencc.serving import SCHEMES, Gate, calibrate_gate, make_dispatcher, simulate_load  # noqa: E402
 
 SUITE = "deadlines"
 LOADS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]
@@ -107,8 +105,10 @@ def add_arguments(ap) -> None:
     ap.add_argument("--X", type=float, default=10.0, help="slowdown factor (default 10)")
     ap.add_argument("--out", type=Path, default=None, help="also write the tables (markdown) to this file")
     ap.add_argument("--real", action="store_true", help="a real server from an HTTP client instead (see above)")
-    ap.add_argument("--real-loads", type=float, nargs="+", default=[0.3, 0.5, 0.7])
-    ap.add_argument("--real-schemes", nargs="+", default=["sgcc", "hedged", "uncoded"])
+    ap.add_argument("--real-loads", type=float, nargs="+", default=[0.3, 0.5, 0.7, 1.2, 2.0],
+                    help="--real: loads, fractions of uncoded's capacity (default 0.3 0.5 0.7 1.2 2)")
+    ap.add_argument("--real-schemes", nargs="+", default=["sgcc", "hedged", "uncoded"],
+                    help="--real: the schemes served, one server each (default sgcc hedged uncoded)")
     ap.add_argument("--frontier", action="store_true",
                     help="the equal-work view instead: p99.9 against tasks per request per setting (see above)")
     ap.add_argument("--frontier-loads", type=float, nargs="+", default=[0.3, 0.6],
@@ -185,58 +185,6 @@ def carried(curve: dict[float, dict], share: float) -> float:
 
 def fmt_share(v: float) -> str:
     return "-" if math.isnan(v) else f"{v:.3f}"
-
-
-def real(a: argparse.Namespace, argv: list[str]) -> str:
-    """`--real`: each scheme served by `gencc serve` in its own process, loaded from this one (see above)."""
-    import subprocess
-
-    from measure import free_port, server_ready
-
-    from gencc.loadgen.load import run_http
-    from gencc.workloads import load as load_workload
-
-    target = 2 * a.service_ms
-    inputs = [x.tolist() for x in load_workload(a.model, progress=False).X_test[:500]]
-    lines = [generated_by(SUITE, argv), "", f"A real `gencc serve` (threads), {machine()} {a.model}, W = "
-             f"{a.workers}, K = {a.K}, {a.service_ms:g} ms service, slow x{a.X:g} {a.F:.0%} of the time, "
-             f"--deadline-ms {target:g}; {a.duration:g} s of Poisson arrivals per point from gencc.loadgen's HTTP "
-             "client in another process; latencies as the client measured them (inside target: a 200 the client "
-             "received within it; 200 exact / degraded / 504: shares of all requests, whenever received).", "",
-             "| scheme | load | requests | inside target | 200 exact | 200 degraded | 504 "
-             "| latest answer - target (ms) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for scheme in a.real_schemes:
-        port = free_port()
-        cmd = [sys.executable, "-c", "from gencc.cli import main; main()", "serve", "--workload", a.model,
-               "--scheme", scheme, "--workers", str(a.workers), "--service-ms", str(a.service_ms),
-               "--slow-fraction", str(a.F), "--slow-factor", str(a.X), "--deadline-ms", str(target),
-               "--port", str(port)]
-        if scheme not in ("uncoded", "hedged", "replication"):
-            cmd += ["--K", str(a.K)]
-        srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            t_end = time.monotonic() + 300
-            while not server_ready(port) and time.monotonic() < t_end and srv.poll() is None:
-                time.sleep(1)
-            if not server_ready(port):
-                raise RuntimeError(f"gencc serve --scheme {scheme} did not become ready")
-            time.sleep(60 if scheme not in ("uncoded", "hedged", "replication") else 0)  # the gate's calibration
-            for load in a.real_loads:
-                rows = run_http(f"http://127.0.0.1:{port}", load * capacity(a), a.duration, inputs,
-                                timeout=10.0)
-                n = len(rows)
-                ok = [r for r in rows if r["status"] == 200]
-                inside = sum(r["latency_ms"] <= target for r in ok)
-                deg = sum(r["degraded"] for r in ok)
-                late = max(r["latency_ms"] for r in rows if r["status"] in (200, 504)) - target
-                lines.append(f"| {scheme} | {load:g} | {n} | {inside / n:.4f} | {(len(ok) - deg) / n:.4f} | "
-                             f"{deg / n:.4f} | {sum(r['status'] == 504 for r in rows) / n:.4f} | {late:+.1f} |")
-                print(lines[-1], flush=True)
-        finally:
-            srv.terminate()
-            srv.wait(60)
-    return "\n".join(lines) + "\n"
 
 
 #: --frontier's settings: (label, scheme, K, hedge quantile, redundancy "adaptive" (the default) / "full")
@@ -390,6 +338,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         ap.error("--seeds must be >= 1 and --duration positive")
     if a.frontier and (a.real or not all(0 < x < 3 for x in a.frontier_loads)):
         ap.error("--frontier runs in virtual time (not with --real), at --frontier-loads in (0, 3)")
+    if a.real and not all(0 < x < 3 for x in a.real_loads):
+        ap.error("--real-loads are fractions of uncoded's capacity in (0, 3)")
+    if a.real and not set(a.real_schemes) <= set(SCHEMES):
+        ap.error(f"unknown --real-schemes {sorted(set(a.real_schemes) - set(SCHEMES))[0]!r}; choose among "
+                 + ", ".join(SCHEMES))
     unknown = sorted(set(a.frontier_settings or []) - {s[0] for s in FRONTIER})
     if unknown:
         ap.error(f"unknown --frontier-settings {unknown[0]!r}; choose among " + ", ".join(s[0] for s in FRONTIER))
@@ -402,6 +355,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             a.out.write_text(text)
         return 0
     if a.real:
+        from deadlines_real import real
+
         text = real(a, argv or [])
         print(text)
         if a.out is not None:

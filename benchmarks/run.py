@@ -34,6 +34,8 @@ SUITES: dict[str, tuple[str, str]] = {
     "serving-floor": ("serving_floor", "`gencc serve` against a minimal FastAPI app on one model (minutes)"),
     "deadlines": ("deadlines", "per scheme, the most Poisson load answered 99% inside 2x / 4x the service time "
                   "(virtual time, minutes); --frontier: p99.9 against tasks per request"),
+    "deadlines-real": ("deadlines_real", "the same as deadlines --real: a real `gencc serve` per scheme under "
+                       "latency targets, answers checked, CPU per request (minutes)"),
     "soak": ("soak", "a long open-loop run of a service: p99 and RSS per minute (10 minutes)"),
     "hostile-input": ("hostile_input", "hostile requests to a real `gencc serve`: status, time, health, memory"),
     "fleet": ("bench_ray_cluster", "a Ray cluster of several nodes losing one mid-stream (needs Ray)"),
