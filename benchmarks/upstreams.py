@@ -462,6 +462,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
     print(machine(), flush=True)
     env = {**os.environ, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    if a.perf_analyzer:  # before the minutes of work: a binary that cannot start (a missing library) says so now
+        try:
+            p = subprocess.run([a.perf_analyzer, "--help"], capture_output=True, text=True, timeout=30, env=env)
+        except OSError as e:
+            ap.error(f"--perf-analyzer {a.perf_analyzer}: {e.strerror}")
+        if p.returncode == 127 or "error while loading shared libraries" in p.stderr:
+            ap.error(f"--perf-analyzer {a.perf_analyzer} cannot start: {p.stderr.strip()[:300]} (see "
+                     "benchmarks/investigations/perf_analyzer_load.py for its libraries)")
     with tempfile.TemporaryDirectory() as tmp:
         over = None if a.skip_overhead else overhead(a, env, Path(tmp))
         if over is not None:
