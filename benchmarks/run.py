@@ -40,6 +40,8 @@ SUITES: dict[str, tuple[str, str]] = {
     "hostile-input": ("hostile_input", "hostile requests to a real `gencc serve`: status, time, health, memory"),
     "fleet": ("bench_ray_cluster", "a Ray cluster of several nodes losing one mid-stream (needs Ray)"),
     "upstreams": ("upstreams", "gencc in front of 12 Triton replicas against a direct client (needs .venv-triton)"),
+    "gate-fleet": ("gate_fleet", "the gate's calibration over 12 loopback replicas: wall time and requests, one "
+                   "call per coded task against batched (minutes)"),
     "training": ("training", "time to a target accuracy per training scheme under stragglers (needs torch)"),
     "instructions": ("instructions", "instructions per job counted by valgrind, beside the minimal job"),
 }

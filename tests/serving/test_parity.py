@@ -110,7 +110,7 @@ def test_coded_slots_get_the_group_sum_and_a_late_member_is_recovered_exactly():
     reqs, d, rec = group_run({0: 3})  # member 0's worker busy 30 ms; coded results back at 10 ms
     X = np.stack([r.x for r in reqs])
     # each parity query is the sum of a coding group (the mean times s = 2), as ParM's parity model expects
-    got = np.stack([z[0] for z in rec.inputs])
+    got = np.stack([row for z in rec.inputs for row in z])  # every coded task's input, batched together or not
     want = np.stack([X[g].sum(axis=0) for g in d.code.groups])
     assert len(got) == len(want) and all(np.abs(want - z).max(axis=1).min() < 1e-5 for z in got)
     assert reqs[0].degraded and reqs[0].latency == pytest.approx(0.01)
@@ -121,7 +121,7 @@ def test_coded_slots_get_the_group_sum_and_a_late_member_is_recovered_exactly():
 def test_packed_coded_slots_get_the_stacked_group_and_a_late_member_is_recovered_exactly():
     rec = PackedRecorder()
     reqs, d, _, X = run_coded(4, 6, {0: 3}, rec=rec, decode_wait=0.015, cover=True)
-    got = sorted((z[0] for z in rec.inputs), key=lambda z: float(z[0, 0]))
+    got = sorted((row for z in rec.inputs for row in z), key=lambda z: float(z[0, 0]))
     want = sorted((X[g] for g in d.code.groups), key=lambda z: float(z[0, 0]))
     assert len(got) == 2 and all(g.shape == (2, 3) and np.allclose(g, w) for g, w in zip(got, want, strict=True))
     assert reqs[0].degraded and reqs[0].latency == pytest.approx(0.01)

@@ -261,10 +261,59 @@ class Memo:
         return out
 
 
+class Pooled:
+    """A batched f shared by `n` simulations running side by side in threads: a call waits until every simulation
+    still running is waiting in a call (or has ended: `leave`), then one call of f on all their rows answers them
+    all. A model whose rows do not depend on each other gives each simulation the outputs it would get alone; a
+    remote one (a request per call) answers the simulations in a fraction of the calls."""
+
+    batched = True
+
+    def __init__(self, f: Callable, n: int):
+        self.f, self.live = f, int(n)
+        self.calls = 0  # calls of f made
+        self._cv = threading.Condition()
+        self._waiting: list[dict[str, Any]] = []
+
+    def __call__(self, Z: Any) -> np.ndarray:
+        slot: dict[str, Any] = {"x": np.asarray(Z)}
+        with self._cv:
+            self._waiting.append(slot)
+            self._flush()
+            while "y" not in slot:
+                self._cv.wait()
+        if isinstance(slot["y"], BaseException):
+            raise slot["y"]
+        return slot["y"]
+
+    def leave(self) -> None:
+        """A simulation ended: the others no longer wait for it."""
+        with self._cv:
+            self.live -= 1
+            self._flush()
+
+    def _flush(self) -> None:
+        """With every live simulation waiting (the condition's lock held): one call of f for all of them."""
+        if not self._waiting or len(self._waiting) < self.live:
+            return
+        batch, self._waiting = self._waiting, []
+        sizes = [len(s["x"]) for s in batch]
+        try:
+            self.calls += 1
+            Y = apply_batch(self.f, np.concatenate([s["x"] for s in batch]))
+            for s, y in zip(batch, np.split(Y, np.cumsum(sizes)[:-1]), strict=True):
+                s["y"] = y
+        except BaseException as e:  # noqa: BLE001 - every simulation waiting gets the model's error (a stop)
+            for s in batch:
+                s["y"] = e
+        self._cv.notify_all()
+
+
 def calibrate_gate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict[str, Callable], X: np.ndarray, *,
                    workers: int, service_ms: float = 0.0, slow_fraction: float = 0.1, slow_factor: float = 10.0,
                    load: float | None = None, duration: float = 60.0, seed: int = 0, runs: int = CALIBRATION_RUNS,
-                   target: float = DEFAULT_TARGET, stop: threading.Event | None = None) -> GateCalibration:
+                   target: float = DEFAULT_TARGET, stop: threading.Event | None = None,
+                   batch: bool = True) -> GateCalibration:
     """The gate's threshold for a model: the dispatcher `make(gate)` in virtual time on `workers` workers
     running `functions` ("f": the model; "parity" if the scheme runs one), fed the *training* inputs X, its gate
     recording every decode (and holding it, so each request also gets its copy), `runs` times (seeds seed,
@@ -272,7 +321,11 @@ def calibrate_gate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict
     decoder gave error estimates.
     Service time `service_ms` with persistent stragglers (slow_fraction, slow_factor), Poisson arrivals at
     `load` of uncoded capacity; service_ms 0 (unknown): the REFERENCE conditions. `stop` set: raises
-    CalibrationStopped at the next model call."""
+    CalibrationStopped at the next model call.
+    f runs on the training inputs once, in one batch (`Memo`); the coded inputs the runs make are evaluated in
+    batches: the runs are simulated side by side (threads) and each call of f takes the inputs of every task
+    running at that moment in every run (`VirtualWorkers`, `Pooled`). batch False: one call per task, run after
+    run; for a model whose rows do not depend on each other, the threshold is the same."""
     from ...faults import PersistentStragglers, ServiceTimes
 
     if not service_ms > 0:
@@ -282,20 +335,51 @@ def calibrate_gate(make: Callable[[Gate], Callable[[Env], Any]], functions: dict
     X = np.asarray(X)
     if X.shape[0] == 0:
         raise ValueError("gate calibration needs training inputs")
-    functions = {**functions, "f": Memo(functions["f"], X, stop)}
-    top = np.argmax(functions["f"](X).reshape(len(X), -1), axis=1)
+    memo = Memo(functions["f"], X, stop)
+    functions = {**functions, "f": memo}
+    top = np.argmax(memo(X).reshape(len(X), -1), axis=1)
     s = service_ms / 1000
     rate = load * workers / (s * (1 - slow_fraction + slow_fraction * slow_factor))
+    n = int(runs)
+    pooled = Pooled(memo.f, n) if batch and n > 1 else None
+    if pooled is not None:
+        memo.f = pooled
+    gates: list[Gate | None] = [None] * n
+    errors: list[BaseException | None] = [None] * n
+
+    def run(i: int) -> None:
+        try:
+            env = VirtualWorkers(workers, ServiceTimes(s), PersistentStragglers(
+                workers, slow_fraction, slow_factor, 1.0, seed=seed + i), functions=functions, seed=seed + i,
+                batch=batch)
+            gates[i] = Gate(math.inf, record=True)
+            simulate_load(make(gates[i]), env, rate, duration, inputs=X, seed=seed + i)
+        except BaseException as e:  # noqa: BLE001 - raised below, in run order
+            errors[i] = e
+        finally:
+            if pooled is not None:
+                pooled.leave()
+
+    if pooled is None:
+        for i in range(n):
+            run(i)
+            if errors[i] is not None:
+                raise errors[i]
+    else:
+        threads = [threading.Thread(target=run, args=(i,), name=f"gencc-gate-run-{i}", daemon=True)
+                   for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for e in errors:
+            if e is not None:
+                raise e
     records: list[tuple[int, float, int]] = []
     estimated = False
-    for i in range(int(runs)):
-        env = VirtualWorkers(workers, ServiceTimes(s), PersistentStragglers(
-            workers, slow_fraction, slow_factor, 1.0, seed=seed + i), functions=functions, seed=seed + i)
-        gate = Gate(math.inf, record=True)
-        simulate_load(make(gate), env, rate, duration, inputs=X, seed=seed + i)
+    for i, gate in enumerate(gates):
         estimated |= gate.estimated
-        off = i * RUN_IDS
-        records += [(off + rid, z, top_) for rid, z, top_ in gate.records]
+        records += [(i * RUN_IDS + rid, z, top_) for rid, z, top_ in gate.records]
     return choose_threshold(records, lambda rid: int(top[(rid % RUN_IDS) % len(X)]), target, seed=seed,
                             floor=score_floor(target) if estimated and target < 1 else 0.0)
 
