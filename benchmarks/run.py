@@ -39,6 +39,8 @@ SUITES: dict[str, tuple[str, str]] = {
     "soak": ("soak", "a long open-loop run of a service: p99 and RSS per minute (10 minutes)"),
     "hostile-input": ("hostile_input", "hostile requests to a real `gencc serve`: status, time, health, memory"),
     "fleet": ("bench_ray_cluster", "a Ray cluster of several nodes losing one mid-stream (needs Ray)"),
+    "chaos": ("chaos", "`gencc serve` on a 4-node Ray cluster under load, nodes, actors, the head lost, hostile "
+              "traffic, bursts: per-minute table and recovery per fault (10 minutes; needs Ray)"),
     "upstreams": ("upstreams", "gencc in front of 12 Triton replicas against a direct client (needs .venv-triton)"),
     "gate-fleet": ("gate_fleet", "the gate's calibration over 12 loopback replicas: wall time and requests, one "
                    "call per coded task against batched (minutes)"),

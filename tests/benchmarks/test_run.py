@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = [sys.executable, str(ROOT / "benchmarks" / "run.py")]
 #: the suites a user runs, by name
 NAMED = ("codes", "runtime", "scale", "serving", "serving-sweep", "http-tail", "serving-floor", "soak",
-         "hostile-input", "fleet", "upstreams", "gate-fleet", "training", "instructions", "deadlines",
+         "hostile-input", "fleet", "chaos", "upstreams", "gate-fleet", "training", "instructions", "deadlines",
          "deadlines-real")
 
 
