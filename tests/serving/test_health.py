@@ -110,3 +110,43 @@ def test_the_routes_report_the_same_and_turn_ready_again_when_the_worker_is_back
             time.sleep(0.05)
         text = c.get("/metrics").text
         assert "gencc_worker_restarts_total 2.0" in text and "gencc_ready 1.0" in text, text
+
+
+def test_workers_that_stop_answering_without_dying_turn_health_down_and_back() -> None:
+    """Every call hangs (as on a Ray cluster whose head is gone: the actors still listed alive): once requests
+    have waited `stall_s` with no output, health says down, ready is 503 and says why; outputs again: ok."""
+    pytest.importorskip("httpx")
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from gencc.serving import create_app
+
+    go = threading.Event()
+    go.set()
+
+    def held(X):
+        go.wait(30)
+        return lin(X)
+
+    held.batched = True
+    pool = Workers(2, ThreadBackend({"f": held}, dtype=np.float32), ServiceTimes(0.0))
+    svc = Service(pool, lambda env: make_dispatcher("uncoded", env))
+    svc.in_shape, svc.stall_s = IN, 0.5
+    x = np.zeros(IN, np.float32)
+    with TestClient(create_app(svc)) as c:
+        assert svc.submit(x).result(timeout=10).status == 200
+        assert c.get("/healthz").json()["stalled_s"] == 0
+        go.clear()  # the workers stop answering, alive all the while
+        futs = [svc.submit(x) for _ in range(3)]
+        deadline = time.monotonic() + 10
+        while c.get("/healthz").status_code == 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        body = c.get("/healthz").json()
+        assert body["status"] == "down" and body["stalled_s"] > 0.5 and body["alive"] == 2
+        ready = c.get("/v2/health/ready")
+        assert ready.status_code == 503 and "no task has returned an output" in ready.json()["error"]
+        go.set()
+        assert [f.result(timeout=10).status for f in futs] == [200] * 3
+        assert c.get("/healthz").status_code == 200 and c.get("/healthz").json()["stalled_s"] == 0

@@ -197,6 +197,7 @@ class Dispatcher:
         self.last_errors: deque[str] = deque(maxlen=MAX_ERRORS)
         self.tasks_sent = 0
         self.pending = 0
+        self.last_ok = -math.inf  # when a task last returned an output (the env's clock): the workers' progress
         # requests in flight -> (their answer deadline, seq); a heap of (deadline, seq) with the requests by seq,
         # so a timer holds no request and an answered one is freed at once, not at its deadline
         self._deadlines: dict[Request, tuple[float, int]] = {}
@@ -499,6 +500,8 @@ class Dispatcher:
         if not task.ok:
             self.failures[task.reason] = self.failures.get(task.reason, 0) + 1
         elif task.t_end >= task.t_start:
+            if task.t_end > self.last_ok:
+                self.last_ok = task.t_end
             state = "slow" if task.slow else "normal"
             self.run_seconds[state] += task.t_end - task.t_start
             self.runs[state] += 1

@@ -38,6 +38,10 @@ from .config import scheme as scheme_entry
 from .dispatch import Dispatcher, Env, Request
 from .parity import calibrate_sgcc, coded_workers, parity_k, service_model
 
+#: seconds the service may hold requests with no task returning an output (and 20 mean task times) before health
+#: says "down": its workers no longer answer (a Ray cluster that lost its head, a fleet gone silent)
+STALL_S = 10.0
+
 __all__ = ["Service", "freeze_heap", "make_dispatcher", "worker_states"]
 
 
@@ -133,6 +137,7 @@ class Service:
         self._lock = threading.Lock()
         self._inflight: dict[int, Request] = {}
         self._closing = False
+        self.stall_s = STALL_S
         self.rejected = 0
         self.invalid = 0  # inputs refused with 422
         self.in_shape: tuple[int, ...] | None = None  # inputs of another shape get a 422 (from_config: the workload's)
@@ -324,7 +329,8 @@ class Service:
         way: a crashed thread re-created after a pause, a Ray actor building its models) or "dead" (not coming
         back); `live` counts the alive ones the dispatcher has not quarantined. "ok" when at least as many are
         live as the scheme uses at once (`Dispatcher.workers_needed`: N for a coded group), "degraded" when fewer
-        but some are, "down" when none is (or the service is closing). `/healthz` answers it, 503 unless ok.
+        but some are, "down" when none is, when the service is closing, or when it is stalled (`stalled_s`: requests
+        held and no output for `stall_s` seconds). `/healthz` answers it, 503 unless ok.
         "restarts" counts workers re-created after they died, "lost_tasks" the service's tasks lost with their
         worker (run there when it died, queued on it, or sent to it while dead), "rebalanced" the workers moved
         onto Ray nodes that joined (worker_placement "spread")."""
@@ -335,7 +341,8 @@ class Service:
         usable = alive.copy()
         usable[[w for w in quarantined if w < len(usable)]] = False
         live, need = int(usable.sum()), d.workers_needed()
-        status = "down" if self._closing or live == 0 else ("ok" if live >= need else "degraded")
+        stalled = self.stalled_s()
+        status = "down" if self._closing or live == 0 or stalled else ("ok" if live >= need else "degraded")
         config = getattr(self, "config", None)
         recreated = getattr(pool, "recreated", None)
         rebalanced = getattr(pool, "rebalanced", None)
@@ -346,7 +353,21 @@ class Service:
                 "in_flight": self.pending, "errors": int(sum(d.errors.values())),
                 "restarts": int(recreated() if callable(recreated) else np.sum(getattr(pool, "restarts", 0))),
                 "lost_tasks": int(d.failures.get("crash", 0)),
-                "rebalanced": int(rebalanced() if callable(rebalanced) else 0)}
+                "rebalanced": int(rebalanced() if callable(rebalanced) else 0),
+                "stalled_s": round(stalled, 3)}
+
+    def stalled_s(self) -> float:
+        """Seconds the service has held requests while no task returned an output, once that is past `stall_s` and
+        20 mean task times (0: not stalled; the time counts from the later of the last output and the oldest
+        request in flight). Workers that stop answering without dying (a Ray cluster that lost its head: every
+        call hangs, every actor still listed alive) show here, and health says "down"."""
+        with self._lock:
+            oldest = min((r.t_arrival for r in self._inflight.values()), default=None)
+        if oldest is None:
+            return 0.0
+        d = self.dispatcher
+        since = float(self.pool.now()) - max(oldest, d.last_ok)
+        return since if since > max(self.stall_s, 20 * d.task_seconds()) else 0.0
 
     def upstream_states(self) -> list[dict[str, Any]] | None:
         """In front of replicas: each one's URL, "in" or "out" of rotation (and why), its failed requests in a row

@@ -332,6 +332,9 @@ class V2Routes:
         h = self.health()
         if h["status"] == "ok":
             return 200, {"ready": True}
+        if h.get("stalled_s"):
+            return 503, {"error": f"not ready: no task has returned an output for {h['stalled_s']:.0f} s while "
+                                  f"{h['in_flight']} requests wait (the workers do not answer)"}
         return 503, {"error": f"not ready: the service is {h['status']} ({h['live']} live workers, {h['scheme']} "
                               f"needs {h['needed']})"}
 
