@@ -16,23 +16,9 @@ from gencc.engine.remote_backend import RemoteBackend
 from gencc.errors import ConfigError
 from gencc.faults import InjectedFault
 
-from .oip_replica import Replica, dead_url, linear
+from .oip_replica import dead_url, linear
 
 X = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
-
-
-@pytest.fixture
-def replicas():
-    made: list[Replica] = []
-
-    def make(n: int = 2, **kw) -> list[Replica]:
-        new = [Replica(**kw) for _ in range(n)]
-        made.extend(new)
-        return new
-
-    yield make
-    for r in made:
-        r.kill()
 
 
 def test_an_upstream_url_names_a_model_route() -> None:

@@ -13,23 +13,9 @@ import pytest
 from gencc.engine import Task, make_pool
 from gencc.engine.remote_backend import RemoteBackend
 
-from .oip_replica import Replica, linear
+from .oip_replica import linear
 
 X = np.random.default_rng(1).normal(size=(20, 4)).astype(np.float32)
-
-
-@pytest.fixture
-def replicas():
-    made: list[Replica] = []
-
-    def make(n: int = 2, **kw) -> list[Replica]:
-        new = [Replica(**kw) for _ in range(n)]
-        made.extend(new)
-        return new
-
-    yield make
-    for r in made:
-        r.kill()
 
 
 def _run(backend: RemoteBackend, worker: int, x: np.ndarray) -> np.ndarray:
