@@ -164,13 +164,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     check(ap, args)
-    from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace, run_forwarding
+    from measure import rerun_in_namespace
 
-    if not in_loopback_namespace():
-        ok, why = can_unshare()
-        if not ok:
-            ap.error(f"Ray runs here only inside a loopback-only network namespace, which cannot be made: {why}")
-        return run_forwarding([sys.executable, str(Path(__file__).resolve()), *argv])
+    status = rerun_in_namespace(ap, argv, __file__)
+    if status is not None:
+        return status
     page = render(measure(args), argv)
     print(page, flush=True)
     if args.out is not None:

@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,3 +101,20 @@ def server_ready(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def rerun_in_namespace(ap: Any, argv: Sequence[str], script: str) -> int | None:
+    """A Ray suite runs inside a loopback-only network namespace (Ray never binds a routable address there):
+    outside one, run `script` with `argv` again inside one and return its exit status (argparse's error where none
+    can be made); None inside one."""
+    import sys
+    from pathlib import Path
+
+    from gencc.engine.ray.namespace import can_unshare, in_loopback_namespace, run_forwarding
+
+    if in_loopback_namespace():
+        return None
+    ok, why = can_unshare()
+    if not ok:
+        ap.error(f"Ray runs here only inside a loopback-only network namespace, which cannot be made: {why}")
+    return run_forwarding([sys.executable, str(Path(script).resolve()), *argv])
