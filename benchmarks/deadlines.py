@@ -129,7 +129,6 @@ def run_point(row: str, q: float | None, load: float, bound: int, a, coded: dict
     """One scheme at one load and bound, seeds pooled: inside share, exact inside share, degraded agreement."""
     scheme = row.split(" ")[0]
     schedule = "fifo" if row.endswith("(fifo)") else "edf"
-    target = bound * a.service_ms / 1000
     n = inside = exact = deg = agree = tasks = 0
     for seed in range(a.seeds):
         c = coded.get(scheme)
@@ -144,18 +143,10 @@ def run_point(row: str, q: float | None, load: float, bound: int, a, coded: dict
             kw["gate"] = Gate(c.threshold)
 
         def make(e, kw=kw, c=c):
-            d = c.make(e, a.K, **kw) if c is not None else make_dispatcher(scheme, e, K=a.K, **kw)
-            submit = d.submit
-
-            def with_target(req):
-                req.deadline = req.t_arrival + target
-                submit(req)
-
-            d.submit = with_target
-            return d
+            return c.make(e, a.K, **kw) if c is not None else make_dispatcher(scheme, e, K=a.K, **kw)
 
         reqs = simulate_load(make, env, load * capacity(a), a.duration, inputs=X if model else None, seed=seed,
-                             drain=120.0)
+                             drain=120.0, deadline_ms=bound * a.service_ms)
         late = max(r.t_done - r.deadline for r in reqs)
         if late > 1e-6:
             raise RuntimeError(f"{row} answered {late * 1000:.3f} ms after a deadline")

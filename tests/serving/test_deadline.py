@@ -94,17 +94,9 @@ def test_no_answer_after_its_deadline_at_any_load(scheme, load):
     target = 2 * s
 
     def make(e):
-        d = make_dispatcher(scheme, e, schedule="edf")
-        submit = d.submit
+        return make_dispatcher(scheme, e, schedule="edf")
 
-        def with_target(r):
-            r.deadline = r.t_arrival + target
-            submit(r)
-
-        d.submit = with_target
-        return d
-
-    reqs = simulate_load(make, env, rate=load * W / (s * 1.9), duration=20.0, seed=3)
+    reqs = simulate_load(make, env, rate=load * W / (s * 1.9), duration=20.0, seed=3, deadline_ms=target * 1000)
     late = [r.t_done - r.deadline for r in reqs]
     assert len(reqs) > 1000 and all(r.status in (200, 504) for r in reqs)
     assert max(late) <= 1e-6
@@ -193,17 +185,9 @@ def test_overload_edf_carries_more_inside_the_target_than_fifo_and_wastes_less()
         env = VirtualWorkers(W, ServiceTimes(s), seed=5)
 
         def make(e):
-            d = make_dispatcher("uncoded", e, schedule=schedule, queue_depth=1)
-            submit = d.submit
+            return make_dispatcher("uncoded", e, schedule=schedule, queue_depth=1)
 
-            def with_target(r):
-                r.deadline = r.t_arrival + 4 * s
-                submit(r)
-
-            d.submit = with_target
-            return d
-
-        reqs = simulate_load(make, env, rate=1.5 * W / s, duration=10.0, seed=5)
+        reqs = simulate_load(make, env, rate=1.5 * W / s, duration=10.0, seed=5, deadline_ms=4 * s * 1000)
         wasted = sum(1 for t in env.executed if t.owner.status != 200 or not t.owner.in_target)
         return np.mean([r.in_target for r in reqs]), wasted / len(env.executed)
 

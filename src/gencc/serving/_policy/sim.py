@@ -13,10 +13,11 @@ from ..dispatch import Request
 
 def simulate_load(make_dispatcher: Callable[[VirtualWorkers], object], env: VirtualWorkers, rate: float,
                   duration: float, inputs: np.ndarray | None = None, seed: int = 0, drain: float = 60.0,
-                  arrivals: np.ndarray | None = None) -> list[Request]:
+                  arrivals: np.ndarray | None = None, deadline_ms: float | None = None) -> list[Request]:
     """Drive a dispatcher with Poisson arrivals for `duration` virtual seconds (or replay the given `arrivals`
     times, e.g. a measured run's, ascending and non-negative); every request is answered by the end (drain up to
-    `drain` more seconds). Returns the requests (inputs cycled from `inputs`, or None)."""
+    `drain` more seconds). `deadline_ms`: each request's latency target after its arrival, as a server's
+    `--deadline-ms` sets it (None: none). Returns the requests (inputs cycled from `inputs`, or None)."""
     if arrivals is None:
         times = poisson_arrivals(rate, duration, np.random.default_rng([seed, 2]))
     else:
@@ -29,6 +30,8 @@ def simulate_load(make_dispatcher: Callable[[VirtualWorkers], object], env: Virt
     for i, t in enumerate(times):
         x = None if inputs is None else inputs[i % len(inputs)]
         r = Request(i, x, float(t))
+        if deadline_ms is not None:
+            r.deadline = r.t_arrival + deadline_ms / 1000
         reqs.append(r)
         env.deliver(t - env.t, lambda r=r: disp.submit(r))
     env.run(until=duration + drain)
