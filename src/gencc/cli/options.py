@@ -16,6 +16,7 @@ The shared vocabulary (docs/guides/cli.md has the table; tests/cli/test_vocabula
 import logging
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,9 +30,17 @@ def refuse(option: str, message: str) -> typer.BadParameter:
 
 
 def reported(error: ValueError, options: Mapping[str, str], default: str) -> typer.BadParameter:
-    """The usage error of a refusal by the library: its message as it is, naming the option of the parameter it is
-    about (the `field` of a `gencc.errors.ConfigError`, looked up in `options`), else `default`."""
-    return refuse(options.get(getattr(error, "field", ""), default), str(error))
+    """The usage error of a refusal by the library, naming the option of the parameter it is about (the `field` of
+    a `gencc.errors.ConfigError`, looked up in `options`), else `default`; the Python parameter names of `options`
+    in its message (those with an underscore: never a word of the sentence) read as their options."""
+    option, message = options.get(getattr(error, "field", ""), default), str(error)
+    for name, opt in options.items():
+        if "_" not in name or (name.endswith("_s") and opt.endswith("-ms")):  # a value in seconds stays so named
+            continue
+        if opt == option:  # the subject of the message is the option the usage error names already
+            message = re.sub(rf"^{re.escape(name)}:? ", "", message)
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", opt, message)
+    return refuse(option, message)
 
 
 def _name(param: Any) -> str:

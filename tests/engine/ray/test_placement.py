@@ -74,6 +74,7 @@ def test_the_command_line_refuses_a_bad_option_with_exit_2_naming_it(argv: list[
     r = runner.invoke(app, argv)
     assert r.exit_code == 2, r.output
     assert f"'{option}'" in r.output, r.output
+    assert not any(name in r.output for name in ("worker_placement", "worker_cpus", "worker_resources")), r.output
 
 
 def test_a_node_whose_raylet_does_not_answer_is_gone() -> None:

@@ -70,7 +70,7 @@ def check_placement(worker_placement: str | None = None, worker_cpus: float | No
     "GPU"; CPUs are `worker_cpus`). A `gencc.errors.ConfigError` naming the option otherwise."""
     strategy = "pack" if worker_placement is None else worker_placement
     if strategy not in PLACEMENTS:
-        raise ConfigError("worker_placement must be spread (across the nodes) or pack (Ray's default), got "
+        raise ConfigError("the workers' placement must be spread (across the nodes) or pack (Ray's default), got "
                           f"{worker_placement!r}", "worker_placement")
     cpus = 0.0 if worker_cpus is None else _amount("worker_cpus", worker_cpus, zero=True)
     resources: dict[str, float] = {}
