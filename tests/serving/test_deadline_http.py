@@ -109,6 +109,7 @@ def test_predict_takes_its_target_from_a_header_and_the_server_default_applies_o
         r = c.post("/predict", json={"input": inputs(SLOW)[0].tolist()}, headers={"X-Deadline-Ms": "60"})
         missed.append(time.perf_counter() - t)
         assert r.status_code == 504 and "deadline" in r.json()["error"]
+        assert 60.0 <= r.json()["latency_ms"] <= missed[-1] * 1000  # the server's own time: at the target, not before
         time.sleep(SLOW_S)
     check_on_time(svc, missed, 0.060)
     r = c.post("/predict", json={"input": inputs(0.3)[0].tolist()}, headers={"X-Deadline-Ms": "soon"})

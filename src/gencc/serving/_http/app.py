@@ -109,7 +109,10 @@ def _body(r: Any, scheme: str) -> tuple[int, dict[str, Any]]:
         return 200, {"output": np.asarray(r.output).tolist(), "degraded": bool(r.degraded), "scheme": scheme,
                      "latency_ms": round(r.latency * 1000, 3), "id": r.id, "gate": r.gate,
                      "uncertainty": r.uncertainty if math.isfinite(r.uncertainty) else None}  # the gate's estimate
-    return r.status, {"detail": r.error, "error": r.error, "scheme": scheme, "id": r.id}
+    body = {"detail": r.error, "error": r.error, "scheme": scheme, "id": r.id}
+    if math.isfinite(r.latency):  # arrival to answer on the server's clock: a 504 says how late it left
+        body["latency_ms"] = round(r.latency * 1000, 3)
+    return r.status, body
 
 
 def deadline_headers(headers: Any) -> tuple[float | None, bool]:
