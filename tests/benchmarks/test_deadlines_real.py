@@ -64,7 +64,8 @@ def test_judge_and_point_count_as_by_hand(real):
     _unrun = (504, 20.0, json.dumps({"error": "deadline cannot be met: no worker was free in time"}).encode())
     made = [  # (input, (status, client ms, body)); target 100 ms
         [(0, _ans(200, 40.0, near[0], server=35.0)), (1, _ans(200, 99.0, far[1], server=97.0)),
-         (2, _ans(200, 100.5, onehot[top[2]], True, server=99.9)), (3, _ans(504, 101.0))],
+         (2, _ans(200, 100.5, onehot[top[2]], True, server=99.9)),
+         (3, (504, 101.0, json.dumps({"error": "deadline", "latency_ms": 100.4}).encode()))],
         [(0, _ans(200, 130.0, ref[0], server=60.0)), (1, _ans(200, 60.0, onehot[wrong[1]], True, server=58.0)),
          (2, _ans(503, 3.0, None)), (3, _unrun), (0, _ans(0, 10_000.0))],
     ]
@@ -84,7 +85,7 @@ def test_judge_and_point_count_as_by_hand(real):
     assert p["equal"] == (2, 3) and p["max_diff"] == pytest.approx(0.05)  # the far one is not the model's
     assert p["agree"] == (1, 2)
     assert p["late_client"] == pytest.approx(30.0)  # 130 ms, a 200; the lost request (status 0) is no answer
-    assert p["late_server"] == pytest.approx(-0.1)
+    assert p["late_server"] == pytest.approx(0.4)  # the 504 the server sent at 100.4 ms (not a late 200)
     assert p["504_ms"] == pytest.approx((60.5, 101.0))
     assert p["late_200s"] == 0 and p["unrun"] == 1  # the 504 at 20 ms said its deadline could not be met
     assert p["cpu_ms"] == pytest.approx(1000 * 0.9 / 9) and p["cpu_above_idle_ms"] == pytest.approx(860 / 9)
@@ -92,9 +93,9 @@ def test_judge_and_point_count_as_by_hand(real):
     assert p["lag_p99"] == pytest.approx(np.percentile([0.5, 3.0, 1.0] * 2, 99))
     answers, timing, per_draw = real.rows_md("sgcc", 0.5, p)
     assert answers.startswith("| sgcc | 0.5 | 9 | 0.3333 | 0.2000 - 0.5000 |") and "0.6667 (2/3)" in answers
-    assert timing.startswith("| sgcc | 0.5 | +30.0 | -0.1 | 0 | 60.5 / 101.0 | 1/2 |")
+    assert timing.startswith("| sgcc | 0.5 | +30.0 | +0.4 | 0 | 60.5 / 101.0 | 1/2 |")
     assert timing.endswith("| 100.00 | 95.56 | 150 |")
-    assert per_draw == ["| sgcc | 0.5 | 0 | 4 | 0.5000 | +1.0 | -0.1 | 100 | 50 | 1.5 |",
+    assert per_draw == ["| sgcc | 0.5 | 0 | 4 | 0.5000 | +1.0 | +0.4 | 100 | 50 | 1.5 |",
                         "| sgcc | 0.5 | 1 | 5 | 0.2000 | +30.0 | -40.0 | 350 | 250 | 1.5 |"]
 
 
