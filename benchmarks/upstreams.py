@@ -4,9 +4,12 @@ W = 12 replicas, each its own `tritonserver` process (PyPI's nvidia-pytriton, on
 Triton's dynamic batcher on, max batch 8), serving a model this file defines (`classify`: a tanh of a linear map,
 16 -> 10). The replica's own model code makes it slow part of the time: it sleeps SERVICE_MS per input (a batch of
 B inputs sleeps B times as long, so Triton's batching adds no capacity), x SLOW_X while the replica is in a slow
-period (SLOW_F of the time, periods of MEAN_SLOW_S on average, each replica its own seeded on/off process on the
-wall clock). The sleep keeps the model's CPU use small: on a machine of 2 shared cores the work is waiting, and the
-page reports the CPU the run used (client, gencc and Triton together), so a point that ran short of CPU shows.
+period (SLOW_F of the time, periods of MEAN_SLOW_S on average, each replica its own seeded on/off process). The
+process restarts with each draw of the arrivals: the client writes the draw's start and seed to a file the
+replicas read, so every configuration meets the same slow periods at the same moments of the draw (a paired
+comparison; on the wall clock alone each configuration met slow periods of its own). The sleep keeps the model's
+CPU use small: on a machine of 2 shared cores the work is waiting, and the page reports the CPU the run used
+(client, gencc and Triton together), so a point that ran short of CPU shows.
 
 An open-loop Poisson client that shares no code with gencc (httpx and asyncio, in a process of its own; it reads the
 target's metadata for the tensor names, and checks each answer against `classify` computed here) sends the same
@@ -43,6 +46,7 @@ the replicas' model: it imports numpy and the standard library only at the top.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import os
@@ -75,24 +79,49 @@ def classify(X: Any) -> np.ndarray:
     return np.tanh(np.asarray(X, dtype=np.float64) @ _WEIGHTS)
 
 
+def slow_periods(replica: int, seed: int, draw: int, slow_fraction: float = SLOW_F, mean_slow_s: float = MEAN_SLOW_S,
+                 horizon_s: float = 3600.0) -> list[tuple[float, float]]:
+    """Replica `replica`'s slow periods (start, end) in seconds from a draw's start, up to `horizon_s`: an on/off
+    process of exponential periods (slow: mean_slow_s; normal: long enough that the replica is slow
+    slow_fraction of the time), its state at the start drawn from that fraction; seeded by (seed, replica, draw)."""
+    if slow_fraction <= 0:
+        return []
+    rng = np.random.default_rng([seed, replica, draw])
+    mean_normal = mean_slow_s * (1 - slow_fraction) / slow_fraction
+    slow, t, out = bool(rng.random() < slow_fraction), 0.0, []
+    while t < horizon_s:
+        end = t + rng.exponential(mean_slow_s if slow else mean_normal)
+        if slow:
+            out.append((t, end))
+        slow, t = not slow, end
+    return out
+
+
 def replica_model(replica: int = 0, service_ms: float = SERVICE_MS, slow_fraction: float = SLOW_F,
-                  slow_factor: float = SLOW_X, mean_slow_s: float = MEAN_SLOW_S, seed: int = 0) -> Any:
+                  slow_factor: float = SLOW_X, mean_slow_s: float = MEAN_SLOW_S, seed: int = 0,
+                  clock: str = "") -> Any:
     """Replica `replica`'s model: `classify` after sleeping service_ms per input, x slow_factor in its slow periods
-    (an on/off process on the wall clock, exponential periods: slow mean_slow_s, normal long enough that the
-    replica is slow slow_fraction of the time; its own seed)."""
-    rng = np.random.default_rng([seed, replica])
-    mean_normal = mean_slow_s * (1 - slow_fraction) / slow_fraction if slow_fraction > 0 else math.inf
-    slow = bool(rng.random() < slow_fraction)
-    state = {"slow": slow, "until": time.time() + rng.exponential(mean_slow_s if slow else mean_normal)}
+    (`slow_periods`). `clock`: a file holding "START DRAW" (a draw's start, Unix time, and its number), read
+    whenever it changes, so the periods restart with each draw (without one: draw 0 from the model's start)."""
+    state: dict[str, Any] = {"stamp": None, "start": time.time(), "periods": []}
+    state["periods"] = slow_periods(replica, seed, 0, slow_fraction, mean_slow_s)
     lock = threading.Lock()
 
     def f(X: Any) -> np.ndarray:
         now = time.time()
         with lock:
-            while now >= state["until"]:
-                state["slow"] = not state["slow"]
-                state["until"] += rng.exponential(mean_slow_s if state["slow"] else mean_normal)
-            factor = slow_factor if state["slow"] else 1.0
+            if clock:
+                try:
+                    stamp = os.stat(clock).st_mtime_ns
+                    if stamp != state["stamp"]:
+                        start, draw = Path(clock).read_text().split()
+                        state.update(stamp=stamp, start=float(start),
+                                     periods=slow_periods(replica, seed, int(draw), slow_fraction, mean_slow_s))
+                except (OSError, ValueError):
+                    pass  # no draw started yet: the periods go on
+            t, periods = now - state["start"], state["periods"]
+            i = bisect.bisect_right(periods, (t, math.inf)) - 1  # the last period starting by t
+            factor = slow_factor if i >= 0 and t < periods[i][1] else 1.0
         time.sleep(service_ms / 1000 * len(X) * factor)
         return classify(X)
 
@@ -109,10 +138,11 @@ def inputs(n: int = 512) -> np.ndarray:
 
 
 # ---- the independent client (httpx, asyncio) ---------------------------------------------------------------------
-def client(targets: list[str], rate: float, requests: int, seed: int, closed: int = 0, duration: float = 0.0
-           ) -> dict:
+def client(targets: list[str], rate: float, requests: int, seed: int, closed: int = 0, duration: float = 0.0,
+           clock: str = "") -> dict:
     """Open-loop Poisson load at `rate` req/s, request i to targets[i % len(targets)] (or, with `closed` > 0, that
-    many requests kept in flight for `duration` s): every latency of the 200 answers (ms), the other answers (and
+    many requests kept in flight for `duration` s; `clock`: a file this draw's start and seed are written to as
+    it starts, which restarts the replicas' slow periods): every latency of the 200 answers (ms), the other answers (and
     the requests whose connection failed), the degraded ones and how many of them (and of the rest) agree with
     `classify`."""
     import asyncio
@@ -131,6 +161,8 @@ def client(targets: list[str], rate: float, requests: int, seed: int, closed: in
     async def run() -> float:
         limits = httpx.Limits(max_connections=1024, max_keepalive_connections=1024)
         async with httpx.AsyncClient(timeout=120, limits=limits, trust_env=False) as c:
+            if clock:
+                Path(clock).write_text(f"{time.time()!r} {seed}\n")
             t0 = time.perf_counter()
 
             async def one(i: int) -> None:
@@ -187,8 +219,8 @@ def _triton() -> Any:
     return triton_replica
 
 
-def fleet(slow_fraction: float, seed: int) -> list[Any]:
-    """W Triton servers, started together, each replica_model(replica=i)."""
+def fleet(slow_fraction: float, seed: int, clock: str = "") -> list[Any]:
+    """W Triton servers, started together, each replica_model(replica=i), reading `clock` (see `replica_model`)."""
     tr = _triton()
     py, why = tr.triton_python()
     if py is None:
@@ -198,7 +230,8 @@ def fleet(slow_fraction: float, seed: int) -> list[Any]:
         for i in range(W):
             servers.append(tr.TritonServer(py, f"{Path(__file__).resolve()}:replica_model", in_shape=(D_IN,),
                                            out_shape=(D_OUT,), wait=False,
-                                           params={"replica": i, "slow_fraction": slow_fraction, "seed": seed}))
+                                           params={"replica": i, "slow_fraction": slow_fraction, "seed": seed,
+                                                   "clock": clock}))
         for s in servers:
             s.wait_ready(300)
     except BaseException:
@@ -208,19 +241,21 @@ def fleet(slow_fraction: float, seed: int) -> list[Any]:
     return servers
 
 
-def serve(urls_file: Path, options: list[str], env: dict) -> tuple[subprocess.Popen, str]:
-    """`gencc serve --upstreams FILE OPTIONS` on a free port: (process, its model's URL)."""
+def serve(urls_file: Path, options: list[str], env: dict, launcher: list[str] | None = None,
+          name: str = "gencc serve") -> tuple[subprocess.Popen, str]:
+    """`gencc serve --upstreams FILE OPTIONS` on a free port: (process, its model's URL); `launcher`: the command
+    before `serve` (default: this Python's `-m gencc.cli`), `name` what an error calls it."""
     import httpx
 
     port = _triton().free_port()
-    cmd = [sys.executable, "-m", "gencc.cli", "serve", "--upstreams", str(urls_file), "--port", str(port),
-           "--name", "m", "--max-pending", "100000", *options]
+    cmd = [*(launcher or [sys.executable, "-m", "gencc.cli"]), "serve", "--upstreams", str(urls_file), "--port",
+           str(port), "--name", "m", "--max-pending", "100000", *options]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v2/models/m"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"gencc serve exited {proc.returncode}: {proc.stdout.read()[-2000:]}")
+            raise SystemExit(f"{name} exited {proc.returncode}: {proc.stdout.read()[-2000:]}")
         try:
             if httpx.get(url + "/ready", timeout=2, trust_env=False).status_code == 200:
                 return proc, url
@@ -228,7 +263,7 @@ def serve(urls_file: Path, options: list[str], env: dict) -> tuple[subprocess.Po
             pass
         time.sleep(0.5)
     proc.terminate()
-    raise SystemExit("gencc serve was not ready in 300 s")
+    raise SystemExit(f"{name} was not ready in 300 s")
 
 
 def inferences(servers: list[Any]) -> int:
@@ -254,11 +289,11 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def drive(targets: list[str], rate: float, requests: int, seed: int, env: dict, closed: int = 0,
-          duration: float = 0.0) -> dict:
+          duration: float = 0.0, clock: str = "") -> dict:
     """The client in its own process (its CPU time included in `client_cpu_s`)."""
     args = [sys.executable, str(Path(__file__).resolve()), "--client", json.dumps(
         {"targets": targets, "rate": rate, "requests": requests, "seed": seed, "closed": closed,
-         "duration": duration})]
+         "duration": duration, "clock": clock})]
     t = os.times()
     out = subprocess.run(args, env=env, capture_output=True, text=True)
     if out.returncode != 0:
@@ -269,10 +304,10 @@ def drive(targets: list[str], rate: float, requests: int, seed: int, env: dict, 
 
 
 def point(name: str, targets: list[str], servers: list[Any], pids: list[int], rate: float, requests: int,
-          seed: int, env: dict) -> dict:
+          seed: int, env: dict, clock: str = "") -> dict:
     """One configuration at one load and seed: the client's figures, the replicas' inferences, the CPU used."""
     n0, c0, t0 = inferences(servers), cpu_seconds(pids), time.monotonic()
-    row = drive(targets, rate, requests, seed, env)
+    row = drive(targets, rate, requests, seed, env, clock=clock)
     time.sleep(1.0)  # hedges and coded tasks still out finish, and are counted
     wall = time.monotonic() - t0
     row["tasks"] = inferences(servers) - n0
@@ -331,8 +366,10 @@ def overhead(a: argparse.Namespace, env: dict, tmp: Path) -> dict:
 
 
 def tails(a: argparse.Namespace, env: dict, tmp: Path) -> list[dict]:
-    """Every configuration at every load and seed, interleaved (seed, then load, then configuration)."""
-    servers = fleet(SLOW_F, a.seed)
+    """Every configuration at every load and seed, interleaved (seed, then load, then configuration); each draw
+    restarts the replicas' slow periods (its seed, from its start), the same for every configuration."""
+    clock = str(tmp / "clock")
+    servers = fleet(SLOW_F, a.seed, clock)
     fronts: list[subprocess.Popen] = []
     try:
         listing = tmp / "fleet.txt"
@@ -350,7 +387,8 @@ def tails(a: argparse.Namespace, env: dict, tmp: Path) -> list[dict]:
             for i, load in enumerate(a.loads):
                 rate = load * capacity()
                 for name in CONFIGS:
-                    row = point(name, urls[name], servers, pids, rate, a.requests, a.seed + i + 1000 * j, env)
+                    row = point(name, urls[name], servers, pids, rate, a.requests, a.seed + i + 1000 * j, env,
+                                clock)
                     rows.append({**row, "load": load})
                     time.sleep(1.0)
         return rows
@@ -389,7 +427,7 @@ def table(rows: list[dict]) -> str:
         out.append(f"| {r['load']:.0%} | {name} | {r['sent']:,} | {r['not_200']} | {r['p50']:.0f} | {r['p99']:.0f} | "
                    f"{r['p999']:.0f} | {r['p999'] / same['direct']['p999']:.2f} | {r['p999'] / best:.2f} | "
                    f"{r['degraded']:.1%} | {agree} | {r['exact_agree']:.1%} | {r['tasks']:.2f} | {r['cores']:.2f} |")
-    out += ["", "p99.9 of each draw of the arrivals alone (ms; the same draws for every configuration):", "",
+    out += ["", "p99.9 of each draw alone (ms; the same arrivals and slow periods for every configuration):", "",
             "| load | " + " | ".join(CONFIGS) + " |", "|---|" + "---|" * len(CONFIGS)]
     for load in dict.fromkeys(r["load"] for r in rows):
         by = {r["config"]: r["seeds"] for r in rows if r["load"] == load}
@@ -492,7 +530,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             f"{SERVICE_MS:g} ms per input, each replica slow x{SLOW_X:g} {SLOW_F:.0%} of the time in periods of "
             f"{MEAN_SLOW_S:g} s on average (its own model code); capacity {capacity():.0f} req/s. "
             f"{a.seeds} draws of {a.requests:,} Poisson arrivals per point, pooled, the same draws for every "
-            "configuration; the client is httpx alone, open loop, in a process of its own. gencc's default is sgcc "
+            "configuration, each draw with the same slow periods for all (they restart with the draw); the client "
+            "is httpx alone, open loop, in a process of its own. gencc's default is sgcc "
             f"with K = {K} over the {W} replicas: with no training inputs its gate holds every decode (every answer "
             "is a replica's own); with `--gate off` every decode it makes is sent. Tasks per request: the inputs "
             "the replicas ran (Triton's statistics) over the requests answered. CPU cores: client, gencc and "

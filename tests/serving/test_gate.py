@@ -142,13 +142,17 @@ def test_gate_off_at_zero_and_holds_everything_at_inf(model):
     F = f(X)
     ungated = serve(f, X, None)
     zero = serve(f, X, Gate(0.0))
-    held = serve(f, X, Gate(math.inf))
-    assert all(r.status == 200 for r in ungated + zero + held)
+    inf = serve(f, X, Gate(math.inf))  # every decode would be held: none is made, no coded task spent
+    held = serve(f, X, Gate(1e9))  # a threshold no decode's score reaches: decodes made, every one held
+    assert all(r.status == 200 for r in ungated + zero + held + inf)
     assert sum(r.degraded for r in zero) > 0
     assert all(r.gate == "passed" and r.uncertainty >= 0 for r in zero if r.degraded)
     assert not any(r.degraded for r in held)  # nothing decoded leaves, every answer is the model's own
     assert sum(r.gate == "held" for r in held) >= sum(r.degraded for r in ungated) // 2
-    for r in held:
+    assert sum(len(r.group.tasks) for r in inf) == 0 and not any(r.degraded for r in inf)
+    assert sum(r.gate == "held" for r in inf) > 0  # the decode deadline still holds the late members: copies
+    assert sum(len(r.group.tasks) for r in held) > 0  # (a group's coded tasks, counted once per member)
+    for r in held + inf:
         assert np.allclose(r.output, F[r.id % len(X)], rtol=1e-5, atol=1e-6)
         if r.gate == "held":
             assert 1 <= sum(t.kind == "copy" for t in r.tasks) <= 2  # its copies, on distinct workers

@@ -83,7 +83,7 @@ def test_parity_model_runs_in_ray_actors():
 
     from gencc.serving import Service
 
-    svc = Service.build("digits-cnn", "sgcc-parity", workers=6, K=4, backend="ray", service_ms=2.0,
+    svc = Service.build("digits-cnn", "sgcc-parity", workers=6, K=4, backend="ray", service_ms=2.0, gate="off",
                         slow_fraction=0.3, slow_factor=10.0, mean_slow_s=0.2, max_wait_ms=5)
     try:
         X = svc.workload.X_test[:24]

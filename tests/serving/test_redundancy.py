@@ -107,17 +107,41 @@ def copies(env: Recording) -> int:
 
 def test_behind_a_gate_late_members_get_plain_copies_not_coded_tasks():
     """The default `late` ("auto") behind a gate: a late member gets plain copies at the p90 timer, no late coded
-    task (the gate would hold its decode); "coded" keeps the late coded tasks; every answer is f's own."""
+    task (the gate would hold its decode), and behind a gate that holds every decode no eager coded task either
+    (its decodes would all be held); "coded" keeps the late coded tasks; every answer is f's own."""
     f = TinyNet()
     arr = poisson(1.0 * CAPACITY, 0.0, 10.0, seed=4)
     _, eager_only, _, _ = run(arr, Redundancy(late="off"), scheme="sgcc", f=f, gate=Gate(math.inf))
     reqs, auto, _, inputs = run(arr, DEFAULT_REDUNDANCY, scheme="sgcc", f=f, gate=Gate(math.inf))
     _, late_coded, _, _ = run(arr, Redundancy(late="coded"), scheme="sgcc", f=f, gate=Gate(math.inf))
-    assert coded(auto) <= coded(eager_only) < coded(late_coded)
-    assert copies(auto) > copies(late_coded)
+    _, auto_passing, _, _ = run(arr, DEFAULT_REDUNDANCY, scheme="sgcc", f=f, gate=Gate(2.0))
+    assert coded(auto) == 0 < coded(eager_only) < coded(late_coded)
+    assert 0 < coded(auto_passing) <= coded(eager_only)  # a gate that may send decodes: eager coded tasks again
+    assert copies(auto) > 0
     F = f(inputs)
     assert all(r.status == 200 and not r.degraded and np.allclose(r.output, F[r.id], rtol=1e-5, atol=1e-6)
                for r in reqs)
+
+
+def test_a_gate_holding_every_decode_spends_no_coded_task_until_its_threshold_is_set():
+    """A gate at threshold inf (no training inputs, or a calibration still running) holds every decode: groups
+    form without coded tasks (fewer tasks per request, answers from the members' own workers and their late
+    copies); once its threshold is set, groups code again."""
+    f = TinyNet()
+    arr = poisson(0.6 * CAPACITY, 0.0, 12.0, seed=11)
+    gate = Gate(math.inf)
+    env = Recording(W, ServiceTimes(S), PersistentStragglers(W, F, X, 1.0, seed=2), seed=2, functions={"f": f})
+    env.deliver(6.0, lambda: setattr(gate, "threshold", 3.0))  # as a calibration ending at 6 s sets it
+    inputs = np.random.default_rng(3).normal(size=(len(arr), 8)).astype(np.float32)
+    reqs = simulate_load(lambda e: make_dispatcher("sgcc", e, K=K, seed=2, gate=gate), env, 1.0, 1.0,
+                         inputs=inputs, arrivals=arr)
+    assert coded(env, 0.0, 6.0) == 0 and coded(env, 6.1) > 0.1 * sum(arr >= 6.1)
+    assert copies(env) > 0
+    want = f(inputs)
+    held = [r for r in reqs if r.t_arrival < 5.9]
+    assert all(r.status == 200 and not r.degraded and np.allclose(r.output, want[r.id], rtol=1e-5, atol=1e-6)
+               for r in held)
+    assert all(r.status == 200 for r in reqs)
 
 
 def test_late_copies_cut_the_tail_behind_a_gate():

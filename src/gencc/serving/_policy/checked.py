@@ -101,6 +101,10 @@ class CheckedDispatcher(CodedDispatcher):
         self.robust_flags = 0  # results the calibrated robust decode of a missing member's group left out
         self.robust_need = robust_mod.min_results(code, 1) if check.robust is not None else None
 
+    def coding_pays(self) -> bool:
+        """Always: the coded results check the answers, whatever the gate does with the decodes."""
+        return True
+
     def new_group(self) -> _CheckedGroup:
         return _CheckedGroup()
 

@@ -98,6 +98,19 @@ class CodedDispatcher(Dispatcher):
     def workers_needed(self) -> int:
         return self.N
 
+    def coding_pays(self) -> bool:
+        """Whether a forming group's eager coded tasks can buy anything. Not while the gate holds every decode (a
+        gate at threshold inf: no training inputs to calibrate on, or its calibration still running) and late
+        members get plain copies (`Redundancy` late "copy"): the coded results then only feed decodes that are
+        held, and their one effect is the decode deadline, at which the members still unanswered are held and
+        get the gate's copies. A systematic group then forms without coded tasks and keeps that deadline (the
+        observed p75 of a task's run time after it forms, `decode_wait` if given): the same copies at the same
+        time, without a replica's time spent per coded task. A gate that records its decodes (a
+        calibration's) gets them."""
+        gate, fit = self.gate, self.redundancy
+        return not (gate is not None and math.isinf(gate.threshold) and not gate.record and fit is not None
+                    and fit.late_task(True) == "copy")
+
     def send_copy(self, req: Request, kind: str, exclude: Any = ()) -> Task | None:
         """A plain copy of `req`, except under a private code (`capabilities.colluders`): it never hands a worker
         an input raw, so a member no decode answers gets the dispatcher's error instead of a copy."""
@@ -172,12 +185,20 @@ class CodedDispatcher(Dispatcher):
             self.open = None
         if all(r.status for r in g.members):
             g.done = True
-        elif self.mode == "eager" or self.sys is None:
+        elif self.sys is None or (self.mode == "eager" and self.coding_pays()):
             self._place(g)
             self._send_coded(g, self._eager_slots(len(g.members)), eager=True)
+        elif self.mode == "eager" and self._would_code(g):  # coded tasks would only time the decode deadline:
+            self.later(self.turnaround.value if self.decode_wait is None else self.decode_wait,  # its timer alone
+                       lambda: self._deadline(g), g)
         if not g.done and self.sys is not None and (self.mode == "hedge" or trigger is not None):
             self._late(g, trigger)  # the hedge (or a late member under load-adaptive redundancy) places the group
         self._try_decode(g)
+
+    def _would_code(self, g: _Group) -> bool:
+        """Whether a worker the group does not occupy could take one of its eager coded tasks now (`Redundancy`)."""
+        busy, fit = self.busy_workers(g), self.redundancy
+        return fit is None or any(fit.admit(v) for w, v in enumerate(self.env.loads().tolist()) if w not in busy)
 
     def _place(self, g: _Group) -> None:
         """Order the members at alphas, set the pads, encode (once, before the group's first coded task)."""
@@ -350,6 +371,10 @@ class CodedDispatcher(Dispatcher):
         if task.kind == "systematic":
             req: Request = task.owner
             g: _Group = req.group
+            if task.ok and g.formed and not g.source and self.mode == "eager" and not self.coding_pays():
+                # formed without coded tasks: a task's run time stands in for a coded task's turnaround (on an
+                # idle worker), the decode deadline's wait
+                self.turnaround.add(task.t_end - task.t_start)
             if task.ok:
                 self._record(g, req.slot, task.output)
                 self.answer(req, task.output, degraded=False)

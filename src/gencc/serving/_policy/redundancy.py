@@ -18,7 +18,10 @@ mostly buys a decode the gate holds, and the held member's copies then leave a t
 could have: in the simulator with every decode held, eager SGCC's p99 / p99.9 at 0.76 of uncoded's capacity
 fell from 188 / 231 ms with late coded tasks to 136 / 164 ms with late copies (hedged requests: 130 / 500), and
 at 0.95 from 231 / 333 to 157 / 211; without a gate the late coded task's decode was the faster answer
-(p99.9 142 against 173 ms at 0.76).
+(p99.9 142 against 173 ms at 0.76). Behind a gate that holds every decode (threshold inf: no training inputs,
+or a calibration still running) with late copies, a group sends no coded task at all: their one effect was the
+decode deadline, at which the members still unanswered get the gate's copies, and the group keeps that deadline
+without them (`CodedDispatcher.coding_pays`).
 
 The default, `max_queue=0` (coded tasks only to idle workers) with a late task, won in the simulator against
 coding in full, thresholds of one or two queued tasks (with the late task) and idle-only without the late task:

@@ -1,0 +1,46 @@
+"""The upstreams benchmark's replica model (benchmarks/upstreams.py): its slow periods restart with each draw, the
+same for every configuration, and the model sleeps through them (the run itself needs Triton: never in CI)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def ups(load_benchmark):
+    return load_benchmark("upstreams")
+
+
+def test_slow_periods_are_seeded_per_replica_and_draw_and_slow_the_given_share(ups):
+    a = ups.slow_periods(3, seed=0, draw=7, slow_fraction=0.1, mean_slow_s=1.0, horizon_s=20_000)
+    assert a == ups.slow_periods(3, seed=0, draw=7, slow_fraction=0.1, mean_slow_s=1.0, horizon_s=20_000)
+    assert a != ups.slow_periods(3, seed=0, draw=8, slow_fraction=0.1, mean_slow_s=1.0, horizon_s=20_000)
+    assert a != ups.slow_periods(4, seed=0, draw=7, slow_fraction=0.1, mean_slow_s=1.0, horizon_s=20_000)
+    assert all(s < e for s, e in a) and all(e1 < s2 for (_, e1), (s2, _) in zip(a, a[1:], strict=False))
+    lengths = np.array([e - s for s, e in a])
+    assert lengths.mean() == pytest.approx(1.0, rel=0.1)  # exponential periods of mean 1 s (about 2,000 of them)
+    assert lengths.sum() / a[-1][1] == pytest.approx(0.1, abs=0.02)  # slow a tenth of the time
+    assert ups.slow_periods(0, seed=0, draw=0, slow_fraction=0.0) == []
+
+
+def test_the_model_reads_the_draw_from_its_clock_file_and_sleeps_through_its_slow_periods(ups, tmp_path):
+    clock = tmp_path / "clock"
+    periods = ups.slow_periods(2, seed=5, draw=11, slow_fraction=0.3, mean_slow_s=1.0)
+    inside = next((s + e) / 2 for s, e in periods if e - s > 0.5)  # the middle of a long slow period
+    outside = next(e + 0.2 for (s, e), (s2, _) in zip(periods, periods[1:], strict=False) if s2 - e > 0.5)
+    f = ups.replica_model(2, service_ms=2.0, slow_fraction=0.3, slow_factor=50.0, mean_slow_s=1.0, seed=5,
+                          clock=str(clock))
+    X = np.random.default_rng(0).normal(size=(1, ups.D_IN)).astype(np.float32)
+    took = {}
+    for name, at in (("slow", inside), ("normal", outside)):
+        clock.write_text(f"{time.time() - at!r} 11\n")  # the draw started `at` seconds ago
+        time.sleep(0.02)  # a new modification time for the second write
+        t = time.perf_counter()
+        y = f(X)
+        took[name] = time.perf_counter() - t
+        np.testing.assert_allclose(y, ups.classify(X))
+    assert took["slow"] >= 0.1  # 2 ms x 50
+    assert took["normal"] < 0.06
