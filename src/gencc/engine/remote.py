@@ -226,15 +226,6 @@ def _pool(up: Upstream, connect_s: float, read_s: float, max_in_flight: int) -> 
                                        timeout=urllib3.Timeout(connect=connect_s, read=read_s))
 
 
-def _lost(e: BaseException) -> bool:
-    """Whether an httpx or urllib3 error means the replica is gone (refused, reset, closed): the task is lost."""
-    import httpx
-    import urllib3.exceptions as u3
-
-    return isinstance(e, (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError,
-                          u3.NewConnectionError, u3.ProtocolError))
-
-
 def _get_json(client: Any, path: str) -> tuple[int, Any]:
     r = client.get(path)
     try:
