@@ -164,17 +164,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     check(ap, args)
-    from measure import rerun_in_namespace
+    from measure import publish, rerun_in_namespace
 
     status = rerun_in_namespace(ap, argv, __file__)
     if status is not None:
         return status
-    page = render(measure(args), argv)
-    print(page, flush=True)
-    if args.out is not None:
-        args.out.write_text(page)
-        print(f"wrote {args.out}")
-    return 0
+    return publish(render(measure(args), argv), args.out)
 
 
 if __name__ == "__main__":

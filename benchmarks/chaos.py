@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     check(ap, args)
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
-    from measure import rerun_in_namespace
+    from measure import publish, rerun_in_namespace
 
     status = rerun_in_namespace(ap, argv, __file__)
     if status is not None:
@@ -290,11 +290,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         kept.write_bytes(pickle.dumps(m))
         print(f"the page could not be rendered; what was measured is in {kept}", flush=True)
         raise
-    print(page, flush=True)
-    if args.out is not None:
-        args.out.write_text(page)
-        print(f"wrote {args.out}")
-    return 0
+    return publish(page, args.out)
 
 
 if __name__ == "__main__":

@@ -118,3 +118,12 @@ def rerun_in_namespace(ap: Any, argv: Sequence[str], script: str) -> int | None:
     if not ok:
         ap.error(f"Ray runs here only inside a loopback-only network namespace, which cannot be made: {why}")
     return run_forwarding([sys.executable, str(Path(script).resolve()), *argv])
+
+
+def publish(page: str, out: Any) -> int:
+    """Print a suite's page and, with `out` (a path or None), write it there: the suite's exit status (0)."""
+    print(page, flush=True)
+    if out is not None:
+        out.write_text(page)
+        print(f"wrote {out}")
+    return 0

@@ -103,8 +103,8 @@ def replica_model(replica: int = 0, service_ms: float = SERVICE_MS, slow_fractio
     """Replica `replica`'s model: `classify` after sleeping service_ms per input, x slow_factor in its slow periods
     (`slow_periods`). `clock`: a file holding "START DRAW" (a draw's start, Unix time, and its number), read
     whenever it changes, so the periods restart with each draw (without one: draw 0 from the model's start)."""
-    state: dict[str, Any] = {"stamp": None, "start": time.time(), "periods": []}
-    state["periods"] = slow_periods(replica, seed, 0, slow_fraction, mean_slow_s)
+    state: dict[str, Any] = {"stamp": None, "start": time.time(),
+                             "periods": slow_periods(replica, seed, 0, slow_fraction, mean_slow_s)}
     lock = threading.Lock()
 
     def f(X: Any) -> np.ndarray:

@@ -23,6 +23,16 @@ def _ms(v: float) -> str:
     return "-" if math.isnan(v) else ("never" if math.isinf(v) else f"{v * 1000:.0f}")
 
 
+def counts(r: dict[str, np.ndarray], sel: np.ndarray) -> dict[str, int]:
+    """The requests of `sel` among the records `r`: sent, answered (200), 503, 504, lost (no answer), and of the
+    200s the degraded and the wrong ones."""
+    st = r["status"]
+    ok = sel & (st == 200)
+    return {"sent": int(sel.sum()), "200": int(ok.sum()), "503": int((sel & (st == 503)).sum()),
+            "504": int((sel & (st == 504)).sum()), "lost": int((sel & (st == 0)).sum()),
+            "degraded": int((ok & r["degraded"]).sum()), "wrong": int((ok & r["wrong"]).sum())}
+
+
 def minutes(m: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per minute of arrivals."""
     r, ms, n = m["records"], m["minute_s"], m["n_minutes"]
@@ -36,12 +46,12 @@ def minutes(m: dict[str, Any]) -> list[dict[str, Any]]:
         end = (k + 1) * ms
         before = [s for s in m["samples"] if s[0] < end]
         inside = [s for s in before if s[0] >= k * ms]
-        rows.append({"minute": k + 1, "sent": int(sel.sum()), "answered": int(ok.sum()),
-                     "503": int((sel & (st == 503)).sum()), "504": int((sel & (st == 504)).sum()),
+        c = counts(r, sel)
+        rows.append({"minute": k + 1, "sent": c["sent"], "answered": c["200"], "503": c["503"], "504": c["504"],
                      "other 5xx": int((sel & (st >= 500) & (st != 503) & (st != 504)).sum()),
                      "other 4xx": int((sel & (st >= 400) & (st < 500)).sum()),
-                     "lost": int((sel & (st == 0)).sum()), "wrong": int((ok & r["wrong"]).sum()),
-                     "degraded": int(deg.sum()), "agreement": float(r["agree"][deg].mean()) if deg.any() else math.nan,
+                     "lost": c["lost"], "wrong": c["wrong"], "degraded": c["degraded"],
+                     "agreement": float(r["agree"][deg].mean()) if deg.any() else math.nan,
                      "p50": _q(r["latency"][ok], 0.5), "p99": _q(r["latency"][ok], 0.99),
                      "p999": _q(r["latency"][ok], 0.999), "rss": before[-1][3] if before else math.nan,
                      "not_ok": sum(1 for s in inside if s[1] != 200),
@@ -90,11 +100,10 @@ def faults_table(m: dict[str, Any]) -> list[str]:
         before, back = recovery(m, e["t"])
         later = [x["t"] for x in m["events"] if x["t"] > e["t"] + 1.0]
         bad, good = health_times(m, e["t"], min([e["t"] + 60.0, *later]))
-        sel = (r["t"] >= e["t"]) & (r["t"] < e["t"] + AFTER_S)
+        c = counts(r, (r["t"] >= e["t"]) & (r["t"] < e["t"] + AFTER_S))
         lines.append(f"| {e['t'] // 60:.0f}:{e['t'] % 60:04.1f} | {e['what']} | {_ms(before)} | {_s(back)} | "
                      f"{'stayed ok' if math.isnan(bad) else f'{bad:.1f}'} | {'-' if math.isnan(bad) else _s(good)} | "
-                     f"{int((sel & (r['status'] == 0)).sum())} | {int((sel & (r['status'] == 503)).sum())} / "
-                     f"{int((sel & (r['status'] == 504)).sum())} |")
+                     f"{c['lost']} | {c['503']} / {c['504']} |")
     return lines
 
 
@@ -103,13 +112,9 @@ def bursts_table(m: dict[str, Any]) -> list[str]:
     lines = ["| burst at | requests | 200 (of them degraded) | 503 | 504 | lost | wrong |",
              "|---|---|---|---|---|---|---|"]
     for e in (e for e in m["events"] if e["kind"] == "burst"):
-        sel = (r["kind"] == 1) & (np.abs(r["t"] - e["t"]) < 2.0)
-        st = r["status"][sel]
-        ok = sel & (r["status"] == 200)
-        lines.append(f"| {e['t']:.0f} s | {int(sel.sum())} | {int((st == 200).sum())} "
-                     f"({int((ok & r['degraded']).sum())}) | {int((st == 503).sum())} | {int((st == 504).sum())} | "
-                     f"{int((st == 0).sum())} | "
-                     f"{int((ok & r['wrong']).sum())} |")
+        c = counts(r, (r["kind"] == 1) & (np.abs(r["t"] - e["t"]) < 2.0))
+        lines.append(f"| {e['t']:.0f} s | {c['sent']} | {c['200']} ({c['degraded']}) | {c['503']} | {c['504']} | "
+                     f"{c['lost']} | {c['wrong']} |")
     return lines
 
 
