@@ -110,7 +110,14 @@ def main() -> int:
     ap.add_argument("--fronts", nargs="+", default=list(DEFAULT_FRONTS), help="NAME[+PATCH...]=OPTIONS")
     ap.add_argument("--dump", type=Path, default=None, help="write every latency (JSON) here")
     a = ap.parse_args()
+    if a.requests < 50 or not 1 <= a.seeds <= 20 or not all(0 < x < 1.2 for x in a.loads):
+        ap.error("--requests must be at least 50, --seeds in 1..20, --loads in (0, 1.2)")
+    bad = [f for f in a.fronts if "=" not in f or not f.split("=", 1)[0]]
+    if bad:
+        ap.error(f"--fronts takes NAME[+PATCH...]=OPTIONS, e.g. 'hedged=--scheme hedged'; got {bad[0]!r}")
     fronts_spec = [(s.split("=", 1)[0], s.split("=", 1)[1].split()) for s in a.fronts]
+    if len({name for name, _ in fronts_spec}) < len(fronts_spec):
+        ap.error("--fronts: each front end needs a name of its own")
     for name, _ in fronts_spec:
         bad = [p for p in name.split("+")[1:] if p not in PATCHES]
         if bad:

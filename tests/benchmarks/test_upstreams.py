@@ -44,3 +44,18 @@ def test_the_model_reads_the_draw_from_its_clock_file_and_sleeps_through_its_slo
         np.testing.assert_allclose(y, ups.classify(X))
     assert took["slow"] >= 0.1  # 2 ms x 50
     assert took["normal"] < 0.06
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--fronts", "nonsense"], "--fronts takes NAME[+PATCH...]=OPTIONS"),
+    (["--loads", "7"], "--loads in (0, 1.2)"),
+    (["--fronts", "default+bogus="], "unknown patch 'bogus'"),
+])
+def test_the_tail_investigation_refuses_bad_input_before_starting_anything(args, says):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "investigations" / "upstreams_tail.py"
+    r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
