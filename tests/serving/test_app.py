@@ -107,10 +107,10 @@ def test_an_unexpected_error_is_a_500_and_logged(workload, caplog):
 
     svc = build("uncoded")
 
-    def broken(x, **options):
+    def broken(answered, x, **options):
         raise RuntimeError("dispatcher broke")
 
-    svc.submit = broken
+    svc.submit_to = broken  # what the app calls
     caplog.set_level(logging.INFO, logger="gencc.serving._http.app")
     with TestClient(create_app(svc), raise_server_exceptions=False) as c:
         r = c.post("/predict", json={"input": workload.X_test[0].tolist()})

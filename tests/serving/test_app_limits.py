@@ -308,3 +308,50 @@ def test_create_app_refuses_an_in_shape_the_service_does_not_take():
     with pytest.raises(ValueError, match=r"differs from the service's input shape \[2, 5\]"):
         create_app(svc, in_shape=(10,))
     svc.close()
+
+
+def test_an_answers_writes_leave_together_and_a_close_sends_them_first():
+    """`Coalesced` (the door's connections): writes wait for the answer's end (`flush`, one write to the
+    socket's transport), or for the end of the event loop's step; closing sends what waits, aborting drops it."""
+    from gencc.serving._http.limits import Coalesced
+
+    class Transport:
+        def __init__(self):
+            self.log = []
+
+        def write(self, data):
+            self.log.append(data)
+
+        def close(self):
+            self.log.append("close")
+
+        def abort(self):
+            self.log.append("abort")
+
+        def get_write_buffer_size(self):
+            return 0
+
+        def is_closing(self):
+            return False
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        t = Transport()
+        c = Coalesced(t, loop)
+        c.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        c.write(b"")
+        c.write(b"{}")
+        assert t.log == [] and c.get_write_buffer_size() == 21 and not c.is_closing()
+        c.flush()
+        assert t.log == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+        c.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # no flush: it leaves at the end of this step
+        await asyncio.sleep(0)
+        assert t.log[1:] == [b"HTTP/1.1 100 Continue\r\n\r\n"]
+        c.write(b"last")
+        c.close()
+        c.write(b"dropped")
+        c.abort()
+        await asyncio.sleep(0)
+        assert t.log[2:] == [b"last", "close", "abort"]
+
+    asyncio.run(run())

@@ -442,6 +442,92 @@ def test_the_parser_refuses_any_body_with_a_protocol_error():
     check()
 
 
+def test_the_quick_check_of_common_requests_answers_as_the_models_do():
+    """Requests near the common one (one flat FP32 input; numbers, booleans, strings, huge or non-float32
+    values, nested data, stray keys and parameters mutated in): the parse with its quick check of common requests
+    gives the same inputs, or the same refusal, as the parse through the pydantic models alone."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gencc.serving._http.v2 import ModelSpec, ProtocolError
+
+    spec = ModelSpec(NAME, SHAPE, OUT, max_batch=4)
+    models_only = ModelSpec(NAME, SHAPE, OUT, max_batch=4)
+    models_only._plain = lambda obj: None
+    f32 = float(np.finfo(np.float32).max)
+    number = st.one_of(st.floats(-1e3, 1e3), st.integers(-2 ** 70, 2 ** 70))
+    edge = st.sampled_from([f32, -f32, 3.4028235677973366e38, -3.4028235677973366e38, 1e39, 10 ** 39, 10 ** 400,
+                            2 ** 63, -0.0, 1e-45])
+    odd = st.one_of(edge, edge, edge, st.booleans(), st.none(), st.text(max_size=3), st.lists(number, max_size=2))
+    other = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=4), st.just({}),
+                      st.dictionaries(st.sampled_from(["timeout", "exact_only", "binary_data_output", "binary_data",
+                                                       "classification", "binary_data_size", "x"]),
+                                      st.one_of(st.booleans(), st.integers(-2, 10 ** 7), st.none()), max_size=2))
+
+    good = st.fixed_dictionaries({}, optional={
+        "id": st.text(max_size=4), "parameters": st.fixed_dictionaries({}, optional={
+            "timeout": st.integers(1, 10 ** 7), "exact_only": st.booleans(), "binary_data_output": st.booleans()}),
+        "outputs": st.just([{"name": "output"}]) | st.builds(lambda v: [{"name": "output", "parameters": {
+            "binary_data": v}}], st.booleans())})
+
+    @st.composite
+    def common(draw):
+        b = draw(st.integers(1, 4))
+        data = draw(st.lists(number, min_size=b * 10, max_size=b * 10))
+        if draw(st.booleans()):  # one value of another kind among the numbers
+            data[draw(st.integers(0, len(data) - 1))] = draw(odd)
+        return json.dumps({"inputs": [{"name": "input", "shape": [b, 2, 5], "datatype": "FP32", "data": data}],
+                           **draw(good)}).encode()
+
+    @st.composite
+    def request(draw):
+        b = draw(st.integers(0, 5))
+        n = b * 10 + draw(st.sampled_from([0, 0, 0, 1, -1]))
+        data = draw(st.lists(number, min_size=max(n, 0), max_size=max(n, 0)) if draw(st.integers(0, 5)) else
+                    st.just(np.zeros((b, *SHAPE)).tolist()))
+        if data and draw(st.integers(0, 2)) == 0:  # one value of another kind among the numbers
+            data[draw(st.integers(0, len(data) - 1))] = draw(odd)
+        t = {"name": draw(st.sampled_from(["input"] * 5 + ["x", 3])), "shape": draw(st.sampled_from(
+            [[b, 2, 5]] * 6 + [[b, 10], [b, 2, 5, 1], [True, 2, 5], [b, 2.0, 5]])),
+             "datatype": draw(st.sampled_from(["FP32"] * 6 + ["FP64", 1])), "data": data}
+        body = {"inputs": [t]}
+        for key in draw(st.lists(st.sampled_from(["id", "model_name", "model_version", "parameters", "outputs",
+                                                  "extra", "tensor_parameters", "tensor_extra", "two_inputs"]),
+                                 max_size=3, unique=True)):
+            if key == "outputs":
+                body["outputs"] = draw(st.one_of(other, st.lists(st.fixed_dictionaries(
+                    {"name": st.sampled_from(["output", "y", 1])}, optional={"parameters": other}), max_size=2)))
+            elif key == "tensor_parameters":
+                t["parameters"] = draw(other)
+            elif key == "tensor_extra":
+                t["extra"] = 1
+            elif key == "two_inputs":
+                body["inputs"] = [t, t]
+            else:
+                body[key] = draw(other if key in ("parameters", "extra") else st.one_of(st.text(max_size=3), other))
+        return json.dumps(body).encode()
+
+    def outcome(s, body):
+        try:
+            inf = s.parse(body, None)
+        except ProtocolError as e:
+            return e.status, e.message
+        return inf.x.dtype, inf.x.shape, inf.x.tobytes(), inf.id, inf.binary_output, inf.deadline_ms, inf.exact_only
+
+    seen = {"quick": 0, "refused": 0}
+
+    @settings(max_examples=250, deadline=None)
+    @given(common() | request())
+    def check(body):
+        got = outcome(spec, body)
+        assert got == outcome(models_only, body)
+        seen["quick"] += spec._plain(json.loads(body)) is not None
+        seen["refused"] += len(got) == 2
+
+    check()
+    assert seen["quick"] > 50 and seen["refused"] > 50  # both kinds were among them
+
+
 def test_an_output_beyond_float32_is_a_500_error_object():
     from types import SimpleNamespace
 

@@ -261,6 +261,14 @@ class Service:
         (default: the service's `deadline_ms`, if any): answered by then, exactly, or decoded from the results
         that have arrived (`degraded`; not with `exact_only`), or 504 (ValueError unless positive and finite)."""
         fut: Future = Future()
+        self.submit_to(fut.set_result, x, checked=checked, deadline_ms=deadline_ms, exact_only=exact_only)
+        return fut
+
+    def submit_to(self, answered: Callable[[Request], None], x: Any, *, checked: bool = False,
+                  deadline_ms: float | None = None, exact_only: bool = False) -> None:
+        """`submit` with a callback instead of a future: `answered(request)` is called once with the answered
+        `Request`, in this call for a refusal (422, 503), else on the dispatcher's thread (the event loop serving
+        the HTTP front door once attached), where it must not block."""
         req = Request(-1, None, self.pool.now(), exact_only=bool(exact_only))
         ms = self.deadline_ms if deadline_ms is None else deadline_ms
         if ms is not None:
@@ -283,23 +291,23 @@ class Service:
                 req.status = 503
                 req.error = "shutting down" if self._closing else \
                     f"overloaded: {self.max_pending} requests already in flight; retry later"
-            if req.status:
-                req.t_done = req.t_arrival
-                fut.set_result(req)
-                return fut
-            self._inflight[req.id] = req
+            if not req.status:
+                self._inflight[req.id] = req
+        if req.status:
+            req.t_done = req.t_arrival
+            answered(req)
+            return
 
         def respond(r: Request) -> None:
             with self._lock:
                 self._inflight.pop(r.id, None)
-            fut.set_result(r)
+            answered(r)
 
         req.respond = respond
         if self.env is not None and self.env.on_loop():
             self.dispatcher.submit(req)  # on the dispatcher's thread already (guarded: it cannot raise)
         else:
             self.post(lambda: self.dispatcher.submit(req))
-        return fut
 
     def post(self, fn: Callable[[], None]) -> None:
         """Run fn on the dispatcher's thread: the pool's control thread, or the event loop once attached."""

@@ -15,7 +15,7 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import Future
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -169,25 +169,27 @@ class PredictRoutes:
         await send({"type": "http.response.body", "body": data})
 
 
-def _on_loop(fut: Future) -> asyncio.Future:
-    """`asyncio.wrap_future` for the running loop, without its hop through `call_soon_threadsafe` (a wake-up
-    write) when the result is set on the loop's own thread, as a dispatcher running on the loop sets it."""
+def _set(out: asyncio.Future, r: Any) -> None:
+    if not out.done():  # not cancelled meanwhile (the client left)
+        out.set_result(r)
+
+
+def _answered_on_loop() -> tuple[asyncio.Future, Callable[[Any], None]]:
+    """A future of the running loop and the callback that sets it, from any thread: at once on the loop's own
+    thread (a dispatcher running on the loop answers there), else through `call_soon_threadsafe`."""
     loop, me = asyncio.get_running_loop(), threading.get_ident()
     out = loop.create_future()
 
-    def copy(f: Future) -> None:
-        if not out.done():
-            e = f.exception()
-            out.set_exception(e) if e is not None else out.set_result(f.result())
-
-    def done(f: Future) -> None:
+    def answered(r: Any) -> None:
         if threading.get_ident() == me:
-            copy(f)
-        else:
-            loop.call_soon_threadsafe(copy, f)
+            _set(out, r)
+            return
+        try:
+            loop.call_soon_threadsafe(_set, out, r)
+        except RuntimeError:  # the loop has closed: no one awaits the answer
+            pass
 
-    fut.add_done_callback(done)
-    return out
+    return out, answered
 
 
 def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None = None,
@@ -268,7 +270,9 @@ def create_app(service: Service, drain_s: float = 30.0, *, limits: Limits | None
         return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
 
     async def settle(x: np.ndarray, deadline_ms: float | None = None, exact_only: bool = False) -> Any:
-        r = await _on_loop(service.submit(x, checked=True, deadline_ms=deadline_ms, exact_only=exact_only))
+        out, answered = _answered_on_loop()
+        service.submit_to(answered, x, checked=True, deadline_ms=deadline_ms, exact_only=exact_only)
+        r = await out
         if r.status == 503 and (r.error.startswith("overloaded") or (r.error == "shutting down" and not r.tasks)):
             count(503)
         return r

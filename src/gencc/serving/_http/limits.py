@@ -232,14 +232,62 @@ class DoorGuard:
                 return b"".join(parts)
 
 
+class Coalesced:
+    """A connection's transport whose writes go out together: an answer's head and body (two writes by uvicorn's
+    h11 protocol: two sends, two TCP segments, two wake-ups of the client) leave in one send when the answer is
+    complete (`flush`), and any other write (a 100 Continue, an error) at the end of the event loop's step. The
+    rest is the transport's own."""
+
+    def __init__(self, transport: Any, loop: asyncio.AbstractEventLoop):
+        self.transport, self.loop, self.out = transport, loop, []
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self.out:
+            self.loop.call_soon(self.flush)
+        self.out.append(data)
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        """Send what was written since the last flush."""
+        if self.out:
+            data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
+            self.out.clear()
+            self.transport.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + sum(map(len, self.out))
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        self.out.clear()
+        self.transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
 def header_deadline_protocol(read_timeout_s: float) -> type:
     """uvicorn's h11 protocol with a deadline for request headers: a connection whose next request's headers
-    have not all arrived `read_timeout_s` after it opened (or after its last answer) is closed."""
+    have not all arrived `read_timeout_s` after it opened (or after its last answer) is closed. Its writes go
+    through `Coalesced` (an answer in one send)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeaderDeadline(H11Protocol):
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            self.transport = Coalesced(transport, self.loop)  # what the requests' cycles write to
             sock = transport.get_extra_info("socket")
             if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
                 # asyncio sets it only when the listening socket's proto says TCP (one made with proto 0, as
@@ -250,6 +298,7 @@ def header_deadline_protocol(read_timeout_s: float) -> type:
             self._arm()
 
         def on_response_complete(self) -> None:
+            self.transport.flush()  # the whole answer, in one send
             super().on_response_complete()
             self._arm()
 

@@ -47,7 +47,7 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ...errors import ProtocolError
-from .schemas import Number
+from .schemas import F32_MAX, Number
 
 #: the only version a gencc model has (the path form /versions/1 is accepted)
 VERSION = "1"
@@ -56,6 +56,14 @@ EXTENSIONS = ("binary_tensor_data",)
 INPUT, OUTPUT, DATATYPE = "input", "output", "FP32"
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+#: the fields of a request, an input and a requested output (the models below); what a JSON number parses to
+_BODY_KEYS = frozenset(("id", "model_name", "model_version", "parameters", "inputs", "outputs"))
+_TENSOR_KEYS = frozenset(("name", "shape", "datatype", "parameters", "data"))
+_WANTED_KEYS = frozenset(("name", "parameters"))
+_NUMBERS = frozenset((float, int))
+_EMPTY: dict[str, Any] = {}
+#: the most numbers a request's data may hold for `ModelSpec._plain`'s check (larger ones: the models')
+_PLAIN_MAX = 4096
 
 
 class TensorIn(BaseModel):
@@ -144,6 +152,7 @@ class ModelSpec:
         self.name, self.in_shape, self.max_batch = name, tuple(in_shape), int(max_batch)
         self.out_shape = None if out_shape is None else tuple(out_shape)
         self.input_name, self.output_name = str(input_name), str(output_name)
+        self._row = math.prod(self.in_shape)  # numbers in one input
 
     def metadata(self) -> dict[str, Any]:
         out = [-1, *self.out_shape] if self.out_shape is not None else [-1, -1]
@@ -172,6 +181,12 @@ class ModelSpec:
             obj = pydantic_core.from_json(head, allow_inf_nan=False)
         except ValueError as e:
             raise ProtocolError(400, f"the inference request must be UTF-8 JSON ({e})") from None
+        x = None if rest else self._plain(obj)
+        if x is not None:  # the common request, checked without the models: the same answer, sooner
+            params = obj.get("parameters", _EMPTY)
+            outputs = obj.get("outputs")
+            wanted = None if outputs is None else [(o["name"], o.get("parameters", _EMPTY)) for o in outputs]
+            return self._finish(x, obj.get("id"), params, wanted)
         try:
             req = InferBody.model_validate(obj)
         except ValidationError as e:
@@ -191,14 +206,54 @@ class ModelSpec:
             raise ProtocolError(400, f"a batch of {shape[0]} inputs: this server takes 1 to {self.max_batch} per "
                                      "request (--max-batch)")
         x = self._tensor(t, shape, rest)
-        timeout = req.parameters.get("timeout")
+        wanted = None if req.outputs is None else [(o.name, o.parameters) for o in req.outputs]
+        return self._finish(x, req.id, req.parameters, wanted)
+
+    def _plain(self, obj: Any) -> np.ndarray | None:
+        """The inputs of the common request, a JSON object the models would accept as it is: one input of this
+        model's name, datatype and shape, its data a flat list of JSON numbers finite in float32, no binary
+        parameters; request parameters and outputs of the models' types. None for any other body: `parse` then
+        checks it with the models, which name what is wrong (this check refuses nothing itself)."""
+        if type(obj) is not dict or not obj.keys() <= _BODY_KEYS:
+            return None
+        inputs, outputs = obj.get("inputs"), obj.get("outputs")
+        if type(inputs) is not list or len(inputs) != 1 or type(obj.get("parameters", _EMPTY)) is not dict:
+            return None
+        if any(type(obj.get(k)) not in (str, type(None)) for k in ("id", "model_name", "model_version")):
+            return None
+        if outputs is not None and (type(outputs) is not list or not all(
+                type(o) is dict and o.keys() <= _WANTED_KEYS and type(o.get("name")) is str
+                and type(o.get("parameters", _EMPTY)) is dict for o in outputs)):
+            return None
+        t = inputs[0]
+        if type(t) is not dict or not t.keys() <= _TENSOR_KEYS or t.get("name") != self.input_name or \
+                t.get("datatype") != DATATYPE or t.get("parameters", _EMPTY) != _EMPTY:
+            return None
+        shape, data = t.get("shape"), t.get("data")
+        if type(shape) is not list or len(shape) != len(self.in_shape) + 1 or \
+                not all(type(n) is int for n in shape) or tuple(shape[1:]) != self.in_shape or \
+                not 1 <= shape[0] <= self.max_batch:
+            return None
+        if type(data) is not list or len(data) != shape[0] * self._row or len(data) > _PLAIN_MAX or \
+                not set(map(type, data)) <= _NUMBERS:
+            return None
+        if not -F32_MAX <= min(data) <= max(data) <= F32_MAX:  # the models' bound (exact for integers too)
+            return None
+        return np.array(data, dtype=np.float64).astype(np.float32).reshape(shape)  # as the models round: once to float
+
+    def _finish(self, x: np.ndarray, id: str | None, params: dict[str, Any],
+                wanted: list[tuple[str, dict[str, Any]]] | None) -> Inference:
+        """The `Inference` of checked inputs `x`, the request's parameters checked (`wanted`: the outputs asked
+        for, (name, parameters) each, None: not given)."""
+        timeout = params.get("timeout")
         if timeout is not None and (type(timeout) is not int or timeout < 1):
             raise ProtocolError(400, f"parameter 'timeout' is the request's latency target in microseconds, a "
                                      f"positive whole number; got {json.dumps(timeout)[:40]}")
-        exact = req.parameters.get("exact_only", False)
+        exact = params.get("exact_only", False)
         if not isinstance(exact, bool):
             raise ProtocolError(400, f"parameter 'exact_only' must be true or false, got {json.dumps(exact)[:40]}")
-        return Inference(x, req.id, self._binary_output(req), None if timeout is None else timeout / 1000, exact)
+        return Inference(x, id, self._binary_output(params, wanted), None if timeout is None else timeout / 1000,
+                         exact)
 
     def _tensor(self, t: TensorIn, shape: tuple[int, ...], rest: bytes) -> np.ndarray:
         size = t.parameters.get("binary_data_size")
@@ -233,23 +288,23 @@ class ModelSpec:
                                      "numbers")
         return x
 
-    def _binary_output(self, req: InferBody) -> bool:
+    def _binary_output(self, params: dict[str, Any], wanted: list[tuple[str, dict[str, Any]]] | None) -> bool:
         def flag(params: dict[str, Any], key: str, default: bool) -> bool:
             v = params.get(key, default)
             if not isinstance(v, bool):
                 raise ProtocolError(400, f"parameter {key!r} must be true or false, got {json.dumps(v)[:40]}")
             return v
 
-        every = flag(req.parameters, "binary_data_output", False)
-        if req.outputs is None:
+        every = flag(params, "binary_data_output", False)
+        if wanted is None:
             return every
-        names = [o.name for o in req.outputs]
+        names = [name for name, _ in wanted]
         if names != [self.output_name]:
             raise ProtocolError(400, f"model {self.name!r} has one output named {self.output_name!r}; requested "
                                      f"{names}")
-        if "classification" in req.outputs[0].parameters:
+        if "classification" in wanted[0][1]:
             raise ProtocolError(400, "the classification extension is not served: request the raw output")
-        return flag(req.outputs[0].parameters, "binary_data", every)
+        return flag(wanted[0][1], "binary_data", every)
 
 
 def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
@@ -261,7 +316,8 @@ def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
         where = f"input {i} of {len(results)}: " if len(results) > 1 else ""
         return r.status, {"error": f"{where}{r.error}"}, b""
     with np.errstate(over="ignore"):
-        y = np.stack([np.asarray(r.output, dtype=np.float32) for r in results])
+        y = np.asarray(results[0].output, dtype=np.float32)[None] if len(results) == 1 else \
+            np.stack([np.asarray(r.output, dtype=np.float32) for r in results])
     if not np.isfinite(y).all():  # JSON has no NaN; a finite float64 output may overflow float32
         return 500, {"error": "the model's output is not finite in float32"}, b""
     degraded = [bool(r.degraded) for r in results]
@@ -281,6 +337,8 @@ def answer(spec: ModelSpec, scheme: str, inf: Inference, results: list[Any]
                  "parameters": params, "outputs": [out]}, blob
 
 
+#: the answers' JSON (one encoder for every answer, not one built per call)
+_to_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 _MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/config)?$")
 
 
@@ -320,7 +378,7 @@ class V2Routes:
             status, obj, blob = e.status, {"error": e.message}, b""
         if obj is None:
             return  # the client left before its body arrived
-        data = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        data = _to_json(obj).encode()
         headers = [(b"content-type", b"application/octet-stream" if blob else b"application/json"),
                    (b"content-length", str(len(data) + len(blob)).encode())]
         if blob:
@@ -397,8 +455,11 @@ class V2Routes:
             inf = await asyncio.to_thread(self.spec.parse, body, n)
         else:
             inf = self.spec.parse(body, n)
-        results = await asyncio.gather(*(self.settle(x, inf.deadline_ms, inf.exact_only) for x in inf.x))
-        return answer(self.spec, self.scheme, inf, list(results))
+        if len(inf.x) == 1:  # one input: awaited here (gather would wrap it in a task, a turn of the loop later)
+            results = [await self.settle(inf.x[0], inf.deadline_ms, inf.exact_only)]
+        else:
+            results = list(await asyncio.gather(*(self.settle(x, inf.deadline_ms, inf.exact_only) for x in inf.x)))
+        return answer(self.spec, self.scheme, inf, results)
 
 
 def server_metadata(version: str) -> dict[str, Any]:
