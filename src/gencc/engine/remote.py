@@ -11,8 +11,8 @@ ends know `in_shape` and `out_shape` without a local model) and whether the inpu
 
 A request to a replica (`Replica.infer`: one input, or a block of them in requests of at most the replica's max
 batch size) carries its tensors binary (Triton's binary tensor extension) where the replica's server metadata
-(`GET /v2`) lists `binary_tensor_data`, JSON otherwise, on a keep-alive urllib3 connection pool per replica (about
-half of httpx's CPU per request, measured on loopback against Triton), with bounded timeouts and at most
+(`GET /v2`) lists `binary_tensor_data`, JSON otherwise, on keep-alive connections per replica
+(`gencc.engine.keepalive`: `http.client` connections, a urllib3 pool for https), with bounded timeouts and at most
 `max_in_flight` requests out to a replica at once; a refused or reset connection raises ConnectionError, an answer
 that cannot be used `RemoteError`. Metadata, ready probes and the server metadata go through an `httpx.Client`.
 The engine's backend over a fleet is `gencc.engine.remote_backend.RemoteBackend`.
@@ -30,17 +30,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import numpy as np
 
 from ..errors import ConfigError, RemoteError
 from ..model import Model
+from .keepalive import connections
 
 #: seconds to open a connection to a replica, and to wait for its answer (per request)
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 2.0, 30.0
 #: requests out to one replica at once, at most (a request past it waits for a slot, up to the read timeout)
 MAX_IN_FLIGHT = 8
+#: what a request's path may hold as it is (anything else is percent-encoded)
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 #: inputs per request when a replica says nothing of its largest batch (Triton's config says max_batch_size)
 DEFAULT_MAX_BATCH = 64
 #: the protocol's datatypes gencc can send, by name: numpy dtype, and whether it can carry a coded input
@@ -214,18 +217,6 @@ def _client(up: Upstream, connect_s: float, read_s: float, max_in_flight: int) -
                         limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight))
 
 
-def _pool(up: Upstream, connect_s: float, read_s: float, max_in_flight: int) -> Any:
-    """The infer requests' keep-alive pool: never retried, never through a proxy, credentials in the URL sent."""
-    import urllib3
-
-    parts = urlsplit(up.base)
-    headers = {}
-    if parts.username is not None:
-        headers = urllib3.util.make_headers(basic_auth=f"{parts.username}:{parts.password or ''}")
-    return urllib3.connection_from_url(up.base, maxsize=max_in_flight, headers=headers, retries=False,
-                                       timeout=urllib3.Timeout(connect=connect_s, read=read_s))
-
-
 def _get_json(client: Any, path: str) -> tuple[int, Any]:
     r = client.get(path)
     try:
@@ -338,8 +329,8 @@ class Replica:
                  max_in_flight: int = MAX_IN_FLIGHT, binary: bool | None = None):
         self.upstream, self.read_s = up, float(read_s)
         self.client = _client(up, connect_s, read_s, max_in_flight)
-        self.pool = _pool(up, connect_s, read_s, max_in_flight)
-        self._infer_path = urlsplit(up.base).path.rstrip("/") + up.path + "/infer"
+        self.pool = connections(up.base, connect_s, read_s, max_in_flight)  # the infer requests' keep-alive
+        self._infer_path = quote(urlsplit(up.base).path.rstrip("/") + up.path + "/infer", safe=_PATH_SAFE)
         self.max_in_flight = int(max_in_flight)
         self.slots = threading.BoundedSemaphore(max_in_flight)
         self.binary = binary
@@ -378,8 +369,6 @@ class Replica:
     def infer(self, sig: Signature, x: np.ndarray, batch: bool) -> np.ndarray:
         """f on `x`: the inputs (B, *in_shape) when `batch`, else one input; ConnectionError when the replica is
         lost, RemoteError for an answer that cannot be used."""
-        import urllib3.exceptions as u3
-
         rows = len(x) if batch else None
         send = x if batch or not sig.batched else x[None]
         if self.takes_binary(sig):
@@ -390,21 +379,20 @@ class Replica:
         if not self.slots.acquire(timeout=self.read_s):
             raise RemoteError(f"{self.upstream.url} has {self.max_in_flight} requests out already")
         try:
-            r = self.pool.urlopen("POST", self._infer_path, body=body, headers=headers)
-            content = r.data
-        except (u3.NewConnectionError, u3.ProtocolError) as e:  # refused, reset, closed: before any timeout
-            raise ConnectionError(f"{self.upstream.url} is unreachable ({type(e).__name__}: {e})") from None
-        except u3.TimeoutError as e:
+            status, answer_headers, content = self.pool.post(self._infer_path, body, headers)
+        except TimeoutError as e:  # no connection or no answer in time
             raise RemoteError(f"{self.upstream.url} timed out ({type(e).__name__})") from None
-        except u3.HTTPError as e:
-            raise RemoteError(f"{self.upstream.url}: {type(e).__name__}: {e}") from None
+        except OSError as e:  # refused, reset, closed, not HTTP: the connection is lost
+            raise ConnectionError(f"{self.upstream.url} is unreachable ({type(e).__name__}: {e})") from None
+        except RemoteError as e:
+            raise RemoteError(f"{self.upstream.url}: {e}") from None
         finally:
             self.slots.release()
-        if r.status != 200:
-            raise RemoteError(f"{self.upstream.url} answered {r.status}: "
+        if status != 200:
+            raise RemoteError(f"{self.upstream.url} answered {status}: "
                               f"{content[:200].decode('utf-8', 'replace')}")
         head, blob = len(content), None
-        length = r.headers.get("Inference-Header-Content-Length")
+        length = answer_headers.get("inference-header-content-length")
         if length is not None:  # a binary answer: a JSON header, then the outputs' bytes
             if not length.isdigit() or not 0 < int(length) <= len(content):
                 raise RemoteError(f"{self.upstream.url} answered Inference-Header-Content-Length {length[:20]!r} "
