@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gencc.engine.keepalive import KeepAlive, NotHttp, connections
+from gencc.engine.keepalive import KeepAlive, connections
 
 
 class Echo(BaseHTTPRequestHandler):
@@ -128,11 +128,14 @@ def test_a_connection_the_server_closed_is_not_reused() -> None:
     assert len(seen) == 3
 
 
+NOT_HTTP = "not an HTTP answer "
+
+
 @pytest.mark.parametrize(("answer", "error", "match"), [
-    (b"SSH-2.0-OpenSSH\r\n\r\n", NotHttp, "BadStatusLine"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", NotHttp, "IncompleteRead"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", NotHttp, "IncompleteRead"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 1" + b"0" * 70000 + b"\r\n\r\n", NotHttp, "LineTooLong|HTTPException"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", ConnectionError, NOT_HTTP + ".BadStatusLine"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ConnectionError, NOT_HTTP + ".IncompleteRead"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", ConnectionError, NOT_HTTP + ".IncompleteRead"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 1" + b"0" * 70000 + b"\r\n\r\n", ConnectionError, NOT_HTTP + ".LineTooLong"),
     (b"", ConnectionError, "closed"),
     (None, TimeoutError, "timed out"),
 ])

@@ -24,10 +24,6 @@ from urllib.parse import urlsplit
 from ..errors import RemoteError
 
 
-class NotHttp(ConnectionError):
-    """What the replica sent is not an HTTP/1.x answer (or not a whole one): its connection is closed."""
-
-
 def _auth(base: str) -> dict[str, str]:
     """The Authorization header of credentials in `base` (user:password@host), as urllib3 sends them."""
     parts = urlsplit(base)
@@ -71,8 +67,8 @@ class KeepAlive:
             return r.status, {k.lower(): v for k, v in r.getheaders()}, content
         except (TimeoutError, ConnectionError):  # refused, reset, closed, or no answer in time
             raise
-        except http.client.HTTPException as e:  # not an HTTP answer, or not a whole one
-            raise NotHttp(f"{type(e).__name__}: {str(e)[:80]}") from None
+        except http.client.HTTPException as e:  # not an HTTP answer, or not a whole one: the connection is closed
+            raise ConnectionError(f"not an HTTP answer ({type(e).__name__}: {str(e)[:80]})") from None
         except OSError as e:
             raise RemoteError(f"{type(e).__name__}: {e}") from None
         finally:
