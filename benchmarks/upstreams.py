@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -365,28 +366,34 @@ def overhead(a: argparse.Namespace, env: dict, tmp: Path) -> dict:
         shut_down(fronts, servers)
 
 
-def tails(a: argparse.Namespace, env: dict, tmp: Path) -> list[dict]:
+def tails(a: argparse.Namespace, env: dict, tmp: Path,
+          starts: dict[str, Callable[[Path], tuple[subprocess.Popen, str]]] | None = None) -> list[dict]:
     """Every configuration at every load and seed, interleaved (seed, then load, then configuration); each draw
-    restarts the replicas' slow periods (its seed, from its start), the same for every configuration."""
+    restarts the replicas' slow periods (its seed, from its start), the same for every configuration. `starts`:
+    name -> what starts that front end in front of the fleet listed in a file (its process and model URL);
+    default: the client going direct, then CONFIGS' gencc front ends."""
     clock = str(tmp / "clock")
     servers = fleet(SLOW_F, a.seed, clock)
     fronts: list[subprocess.Popen] = []
     try:
         listing = tmp / "fleet.txt"
         listing.write_text("\n".join(s.url for s in servers) + "\n")
-        urls = {"direct": [s.url for s in servers]}
-        for name in CONFIGS[1:]:
-            proc, url = serve(listing, FRONTS[name], env)
+        urls = {}
+        if starts is None:
+            urls["direct"] = [s.url for s in servers]
+            starts = {name: lambda listing, options=FRONTS[name]: serve(listing, options, env) for name in CONFIGS[1:]}
+        for name, start in starts.items():
+            proc, url = start(listing)
             fronts.append(proc)
             urls[name] = [url]
         pids = pids_of(servers, fronts)
-        for name in CONFIGS:  # warm-up
+        for name in urls:  # warm-up
             drive(urls[name], 0.3 * capacity(), 50, 99, env)
         rows = []
         for j in range(a.seeds):
             for i, load in enumerate(a.loads):
                 rate = load * capacity()
-                for name in CONFIGS:
+                for name in urls:
                     row = point(name, urls[name], servers, pids, rate, a.requests, a.seed + i + 1000 * j, env,
                                 clock)
                     rows.append({**row, "load": load})

@@ -37,7 +37,6 @@ import runpy
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -129,38 +128,13 @@ def main() -> int:
         bad = [p for p in name.split("+")[1:] if p not in PATCHES]
         if bad:
             ap.error(f"unknown patch {bad[0]!r}; choose from {', '.join(PATCHES)}")
-    sys.path.insert(0, str(HERE.parent))
     from measure import machine
 
     print(machine(), flush=True)
     env = {**os.environ, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-    tmp_dir = tempfile.TemporaryDirectory()
-    tmp = tmp_dir.name
-    clock = str(Path(tmp) / "clock")  # each draw's slow periods, the same for every front end
-    servers = up.fleet(up.SLOW_F, a.seed, clock)
-    procs: list[subprocess.Popen] = []
-    rows = []
-    try:
-        with tmp_dir:
-            listing = Path(tmp) / "fleet.txt"
-            listing.write_text("\n".join(s.url for s in servers) + "\n")
-            urls = {}
-            for name, opts in fronts_spec:
-                proc, url = serve(listing, name, opts, env)
-                procs.append(proc)
-                urls[name] = [url]
-            pids = up.pids_of(servers, procs)
-            for name in urls:  # warm-up
-                up.drive(urls[name], 0.3 * up.capacity(), 50, 99, env)
-            for j in range(a.seeds):
-                for i, load in enumerate(a.loads):
-                    for name in urls:
-                        row = up.point(name, urls[name], servers, pids, load * up.capacity(), a.requests,
-                                       a.seed + i + 1000 * j, env, clock)
-                        rows.append({**row, "load": load})
-                        time.sleep(1.0)
-    finally:
-        up.shut_down(procs, servers)
+    starts = {name: lambda listing, name=name, opts=opts: serve(listing, name, opts, env) for name, opts in fronts_spec}
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = up.tails(a, env, Path(tmp), starts)
     if a.dump is not None:
         a.dump.write_text(json.dumps([{k: r[k] for k in ("config", "load", "seed", "lat", "tasks")} for r in rows]))
     print("| load | front end | p50 | p99 | p99.9 pooled | p99.9 per draw | over 250 ms | over 500 ms | max | "
