@@ -59,3 +59,33 @@ def test_the_tail_investigation_refuses_bad_input_before_starting_anything(args,
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "investigations" / "upstreams_tail.py"
     r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def _raw(load, draws):
+    """Rows as the benchmark's `tails` returns them: draws = [{config: latencies}, ...]."""
+    return [{"load": load, "config": c, "lat": np.asarray(lat, dtype=float)} for d in draws for c, lat in d.items()]
+
+
+def test_the_ratio_interval_resamples_whole_draws_paired_across_configurations(ups):
+    rng = np.random.default_rng(1)
+    a = {c: rng.exponential(m, 1000) for c, m in (("direct", 300.0), ("hedged", 100.0), ("default", 90.0))}
+    b = {c: rng.exponential(m, 1000) for c, m in (("direct", 80.0), ("hedged", 120.0), ("default", 150.0))}
+
+    def ratio(ds):  # brute force: pool the draws, p99.9 of each, default over the better of the two others
+        p = {c: np.percentile(np.concatenate([d[c] for d in ds]), 99.9) for c in a}
+        return p["default"] / min(p["direct"], p["hedged"])
+
+    est, lo, hi = ups.ratio_interval(_raw(0.9, [a, b]), 0.9)
+    assert est == pytest.approx(ratio([a, b]))
+    # two draws: a resample is (a, a), (b, b) or one of each, each of the first two a quarter of the time, so the
+    # interval's ends are the least and the largest of those three ratios
+    three = [ratio([a, a]), ratio([b, b]), ratio([a, b])]
+    assert lo == pytest.approx(min(three)) and hi == pytest.approx(max(three))
+    same = ups.ratio_interval(_raw(0.3, [a, a, a]), 0.3)  # identical draws: every resample gives the estimate
+    assert same[0] == pytest.approx(same[1]) == pytest.approx(same[2])
+
+
+def test_the_ratio_interval_refuses_configurations_with_different_draws(ups):
+    rows = _raw(0.6, [{"direct": [1.0], "hedged": [1.0], "default": [1.0]}, {"direct": [1.0], "hedged": [1.0]}])
+    with pytest.raises(ValueError, match="same draws"):
+        ups.ratio_interval(rows, 0.6)
