@@ -30,8 +30,8 @@ statistics endpoint, over the requests answered), and the CPU cores the run used
 what the front end itself adds: the p50 of gencc uncoded against the direct client at 30% of capacity, and the
 answered requests per second of each with 2W requests kept in flight (closed loop).
 
-    python benchmarks/run.py upstreams --requests 1000 --closed-s 8 --perf-analyzer PATH \
-        --out docs/generated/upstreams-fleet.md                      # the docs' page (about 20 minutes)
+    python benchmarks/run.py upstreams --requests 1000 --seeds 10 --closed-s 8 --perf-analyzer PATH \
+        --out docs/generated/upstreams-fleet.md           # the docs' page (about 70 minutes)
     python benchmarks/run.py upstreams --requests 300 --seeds 1        # a quick look
 
 perf_analyzer (Triton's load tool; benchmarks/investigations/perf_analyzer_load.py says where to get it) runs at a
