@@ -421,8 +421,12 @@ def pooled(rows: list[dict]) -> list[dict]:
     return out
 
 
-def ratio_interval(raw: list[dict], load: float, config: str = "default", level: float = 0.9,
-                   resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+#: the page's interval for the default's ratio: the middle LEVEL of RESAMPLES bootstrap resamples of the draws
+LEVEL, RESAMPLES = 0.9, 2000
+
+
+def ratio_interval(raw: list[dict], load: float, config: str = "default", level: float = LEVEL,
+                   resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
     """`config`'s pooled p99.9 over the better of direct's and hedged's at `load`, with a `level` bootstrap
     interval over the draws: whole draws resampled with replacement, the same draws for every configuration
     (they met the same arrivals and slow periods), pooled, the ratio recomputed."""
@@ -442,8 +446,9 @@ def ratio_interval(raw: list[dict], load: float, config: str = "default", level:
 
 
 def interval_table(raw: list[dict]) -> str:
-    """Per load: the default's p99.9 over the better of direct and hedged, with its 90% bootstrap interval."""
-    out = ["| load | default's p99.9 / best of direct, hedged | 90% interval over the draws |", "|---|---|---|"]
+    """Per load: the default's p99.9 over the better of direct and hedged, with its bootstrap interval (LEVEL)."""
+    out = ["| load | default's p99.9 / best of direct, hedged | "
+           f"{LEVEL:.0%} interval over the draws |", "|---|---|---|"]
     for load in dict.fromkeys(r["load"] for r in raw):
         est, lo, hi = ratio_interval(raw, load)
         out.append(f"| {load:.0%} | {est:.2f} | {lo:.2f} to {hi:.2f} |")
@@ -582,8 +587,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     page += ["Tail latency at equal replicas:", "", text, ""]
     if spread:
         page += ["How far the draws move the default's ratio: the same ratio over whole draws resampled with "
-                 "replacement (paired: a resample takes the same draws for every configuration), 2,000 times; "
-                 "the interval holds the middle 90% of them.", "", spread, ""]
+                 f"replacement (paired: a resample takes the same draws for every configuration), {RESAMPLES:,} times; "
+                 f"the interval holds the middle {LEVEL:.0%} of them.", "", spread, ""]
     if pa:
         page += ["Triton's perf_analyzer (Poisson, 10 req/s, zero inputs) on a replica and on gencc in front:", "",
                  pa, ""]
