@@ -5,6 +5,7 @@ import importlib.util
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,14 @@ def run_ray_tests_in_namespace(request):
             suite.done.wait()
         if suite is None or suite.outcome is None or suite.outcome[0] != 0:
             # not started, or failed while sharing the machine with the rest of the session (a Ray job's hard
-            # timeout can pass while its actors start on a loaded machine): what counts is a run of its own
+            # timeout can pass while its actors start on a loaded machine): what counts is a run of its own. A
+            # failed background run is reported (the warnings summary), since its rerun adds minutes to the session
+            if suite is not None and suite.outcome is not None:
+                rc, out, err = suite.outcome
+                failed = [line for line in out.splitlines() if line.startswith(("FAILED", "ERROR"))]
+                warnings.warn(f"the background run of {', '.join(f.name for f in files)} failed (exit {rc}) while "
+                              f"sharing the machine; running it again alone. {' | '.join(failed) or err[-500:]}",
+                              stacklevel=1)
             suite = _NamespaceSuite(files)
             suite.run()
         assert suite.outcome is not None
