@@ -139,8 +139,10 @@ def test_actor_killed_mid_job_is_a_straggler_then_replaced(X, restarts):
         np.testing.assert_allclose(r.outputs, reference(code, X, [0, 1, 2]), atol=1e-12)
         assert e._backend.restarts[3] == (0 if restarts == 0 else 1)
         r2 = run(smooth, X, code, e, order=False, timeout=90)  # wait for all: worker 3 answers only if replaced
-        if restarts == 0:  # replacement off: the dead actor stays dead
-            assert set(r2.stragglers) == {3} and "not replaced" in r2.stragglers[3]
+        if restarts == 0:  # replacement off: the dead actor stays dead (its task refused, or lost when sent before
+            why = r2.stragglers.get(3, "")  # the pool learned the actor is gone: on a loaded machine, either)
+            assert set(r2.stragglers) == {3} and ("not replaced" in why or why.startswith("lost")), why
+            assert e._backend.restarts[3] == 0
         else:
             assert r2.stragglers == {} and _wait_until_ready(e.actor_for(3)) != old_pid
             np.testing.assert_allclose(r2.outputs, reference(code, X, range(4)), atol=1e-12)
