@@ -215,6 +215,45 @@ def test_after_answers_a_keep_alive_connection_still_meets_the_header_deadline(d
         assert 0.1 < time.monotonic() - t < 1.5
 
 
+@pytest.mark.parametrize("pieces", [1, 40], ids=["at once", "in 40 pieces"])
+def test_headers_over_the_cap_get_431_and_the_connection_closes(door, pieces):
+    """Request headers over 16 KB (in one send, or trickled in pieces): 431 and the connection closed, the
+    server's memory unmoved and its health unhurt; a keep-alive connection's next request is capped the same."""
+    from gencc.serving._http.limits import MAX_HEAD_BYTES
+
+    port, _ = door
+    big = b"POST /predict HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * (MAX_HEAD_BYTES + 1024) + b"\r\n\r\n"
+    r0 = rss_mb()
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            step = -(-len(big) // pieces)
+            try:
+                for i in range(0, len(big), step):
+                    s.sendall(big[i:i + step])
+            except OSError:  # closed before the rest was sent
+                pass
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 431") and b"connection: close" in data.lower(), data[:200]
+    assert rss_mb() - r0 < 20
+    body = json.dumps({"input": np.zeros(SHAPE).tolist()}).encode()
+    req = (b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+           + str(len(body)).encode() + b"\r\n\r\n" + body)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(req)
+        data = b""
+        while not data.endswith(b"}"):
+            data += s.recv(65536)
+        assert data.startswith(b"HTTP/1.1 200"), data[:200]
+        s.sendall(big)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 431"), data[:200]
+    assert healthy(port)
+
+
 def test_poison_value_fails_only_its_own_request(door):
     """Two valid requests and one 1e39 request per group of K = 3, 30 rounds: the poison gets 422 at the door,
     every valid request 200 within 2 s, with the model's answer when its own worker gave it."""

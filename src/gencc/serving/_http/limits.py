@@ -10,7 +10,7 @@ closes, what the client is still sending is read and dropped for up to a second 
 the refusal instead of a connection reset.
 
 `uvicorn_options` adds what an ASGI middleware cannot see: a deadline for request headers (`HeaderDeadline`,
-a connection whose headers have not arrived within `read_timeout_s` is closed), a header size cap and the
+a connection whose headers have not arrived within `read_timeout_s` is closed), a cap on their size (431) and the
 keep-alive timeout.
 """
 
@@ -234,7 +234,7 @@ class DoorGuard:
 
 class Coalesced:
     """A connection's transport whose writes go out together: an answer's head and body (two writes by uvicorn's
-    h11 protocol: two sends, two TCP segments, two wake-ups of the client) leave in one send when the answer is
+    HTTP protocols: two sends, two TCP segments, two wake-ups of the client) leave in one send when the answer is
     complete (`flush`), and any other write (a 100 Continue, an error) at the end of the event loop's step. The
     rest is the transport's own."""
 
@@ -278,14 +278,20 @@ class Coalesced:
         return getattr(self.transport, name)
 
 
-def header_deadline_protocol(read_timeout_s: float) -> type:
-    """uvicorn's h11 protocol with a deadline for request headers: a connection whose next request's headers
-    have not all arrived `read_timeout_s` after it opened (or after its last answer) is closed. Its writes go
-    through `Coalesced` (an answer in one send)."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+#: bytes of a request's line and headers, at most (more: 431 and the connection closed)
+MAX_HEAD_BYTES = 16 * 1024
 
-    class HeaderDeadline(H11Protocol):
-        def connection_made(self, transport: Any) -> None:
+
+def header_deadline_protocol(read_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type:
+    """uvicorn's httptools protocol (llhttp, C) with a deadline for request headers: a connection whose next
+    request's headers have not all arrived `read_timeout_s` after it opened (or after its last answer) is
+    closed; and a cap on their size: a request line and headers over `max_head_bytes` get 431 and the connection
+    is closed (what is buffered is bounded by the cap and one read). Its writes go through `Coalesced` (an
+    answer in one send)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class HeaderDeadline(HttpToolsProtocol):
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self.transport = Coalesced(transport, self.loop)  # what the requests' cycles write to
             sock = transport.get_extra_info("socket")
@@ -295,7 +301,63 @@ def header_deadline_protocol(read_timeout_s: float) -> type:
                 # answer against a client's delayed ACKs)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._timer: Any = None
+            self._heading, self._head_bytes = True, 0  # reading a request's head, and its bytes so far
+            self._head_size, self._too_big, self._refused = 0, False, False
             self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:  # after a 431: read and dropped until the connection closes
+                return
+            if self._heading:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            if self._heading and self._head_bytes > max_head_bytes and not self._refused:
+                self._refuse_head()  # a head still incomplete past the cap: what is buffered stays bounded
+
+        def _refuse_head(self) -> None:
+            msg = b"request line and headers over %d bytes" % max_head_bytes
+            self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; "
+                                 b"charset=utf-8\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                                 % (len(msg), msg))
+            # the answer and a half-close now; what the client is still sending is read and dropped for up to a
+            # second before the connection closes, so it reads the answer instead of a reset
+            self._refused = True
+            self.transport.write_eof()
+            self.loop.call_later(1.0, self.transport.close)
+
+        def send_400_response(self, msg: str) -> None:
+            if self._too_big:  # the parser stopped at the cap (`_count`)
+                if not self._refused:
+                    self._refuse_head()
+            else:
+                super().send_400_response(msg)
+
+        def on_message_begin(self) -> None:
+            self._head_size = 0
+            super().on_message_begin()
+
+        def _count(self, n: int) -> None:
+            # a whole head that arrived in one read: its line and headers counted exactly as they are parsed
+            self._head_size += n
+            if self._head_size > max_head_bytes:
+                self._too_big = True
+                raise ValueError("request head too large")  # stops the parser: send_400_response answers 431
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            self._heading = False
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._heading, self._head_bytes = True, 0  # the next request's head: counted from its next read
 
         def on_response_complete(self) -> None:
             self.transport.flush()  # the whole answer, in one send
@@ -325,6 +387,5 @@ def header_deadline_protocol(read_timeout_s: float) -> type:
 
 
 def uvicorn_options(limits: Limits) -> dict[str, Any]:
-    """uvicorn.Config / uvicorn.run keywords applying `limits` below the ASGI app (h11 only)."""
-    return {"http": header_deadline_protocol(limits.read_timeout_s), "h11_max_incomplete_event_size": 16 * 1024,
-            "timeout_keep_alive": 5}
+    """uvicorn.Config / uvicorn.run keywords applying `limits` below the ASGI app."""
+    return {"http": header_deadline_protocol(limits.read_timeout_s), "timeout_keep_alive": 5}
