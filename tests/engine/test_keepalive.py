@@ -132,10 +132,10 @@ NOT_HTTP = "not an HTTP answer "
 
 
 @pytest.mark.parametrize(("answer", "error", "match"), [
-    (b"SSH-2.0-OpenSSH\r\n\r\n", ConnectionError, NOT_HTTP + ".BadStatusLine"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ConnectionError, NOT_HTTP + ".IncompleteRead"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", ConnectionError, NOT_HTTP + ".IncompleteRead"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 1" + b"0" * 70000 + b"\r\n\r\n", ConnectionError, NOT_HTTP + ".LineTooLong"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", ConnectionError, NOT_HTTP + ".Expected HTTP/"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ConnectionError, NOT_HTTP + ".Invalid character"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", ConnectionError, "closed before the whole answer"),
+    (b"HTTP/1.1 200 OK\r\nX-Pad: " + b"0" * 70000 + b"\r\n\r\n", ConnectionError, "no end of its headers within"),
     (b"", ConnectionError, "closed"),
     (None, TimeoutError, "timed out"),
 ])

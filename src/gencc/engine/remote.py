@@ -12,11 +12,12 @@ ends know `in_shape` and `out_shape` without a local model) and whether the inpu
 A request to a replica (`Replica.infer`: one input, or a block of them in requests of at most the replica's max
 batch size) carries its tensors binary (Triton's binary tensor extension) where the replica's server metadata
 (`GET /v2`) lists `binary_tensor_data`, JSON otherwise, on keep-alive connections per replica
-(`gencc.engine.keepalive`: `http.client` connections, a urllib3 pool for https), with bounded timeouts and at most
-`max_in_flight` requests out to a replica at once; a refused or reset connection raises ConnectionError, an answer
-that cannot be used `RemoteError`. Metadata, ready probes and the server metadata go through an `httpx.Client`.
-The engine's backend over a fleet is `gencc.engine.remote_backend.RemoteBackend`.
-httpx and urllib3 are imported when a fleet is checked or a backend starts, so `import gencc` imports neither.
+(`gencc.engine.keepalive`: plain sockets read by httptools' parser, a urllib3 pool for https), with bounded
+timeouts and at most `max_in_flight` requests out to a replica at once; a refused or reset connection raises
+ConnectionError, an answer that cannot be used `RemoteError`. Metadata, ready probes and the server metadata go
+through an `httpx.Client`. The engine's backend over a fleet is `gencc.engine.remote_backend.RemoteBackend`.
+httpx, httptools and urllib3 are imported when a fleet is checked or a backend starts, so `import gencc` imports
+none of them.
 """
 
 from __future__ import annotations
