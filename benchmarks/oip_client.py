@@ -60,6 +60,9 @@ class Pool:
             if not fresh:  # the server closed an idle connection meanwhile: once more on a new one
                 return await self.exchange(where, data)
             raise Failed(f"{type(e).__name__}: {e}") from None
+        except BaseException:  # cancelled (a timeout): the half-used connection is closed, never reused
+            writer.close()
+            raise
         if keep:
             idle.append((reader, writer))
         else:

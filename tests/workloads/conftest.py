@@ -36,9 +36,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     root = config._tmp_path_factory.mktemp("gencc-cache")
     code = f"from gencc.workloads import load; load({BACKGROUND!r}, progress=False, cache_dir={str(root)!r})"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    _background.update(cache=root, proc=proc)
+    log = root / "background-training.log"  # a file, not a pipe: the child never blocks on a full pipe
+    with log.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err)
+    _background.update(cache=root, proc=proc, log=log)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -65,12 +66,14 @@ def _wait_for_background(name: str) -> None:
     if name != BACKGROUND or not isinstance(proc, subprocess.Popen):
         return
     try:
-        _, err = proc.communicate(timeout=BACKGROUND_WAIT_S)
+        proc.wait(timeout=BACKGROUND_WAIT_S)
     except subprocess.TimeoutExpired:
         proc.kill()
-        _, err = proc.communicate()
+        proc.wait()
     if proc.returncode != 0:  # the test trains it itself, and fails there if training is broken
-        print(f"background training of {name} failed (exit {proc.returncode}): {(err or '')[-2000:]}")
+        log = _background["log"]
+        err = log.read_text(errors="replace")[-2000:] if isinstance(log, Path) and log.exists() else ""
+        print(f"background training of {name} failed (exit {proc.returncode}): {err}")
 
 
 @pytest.fixture
