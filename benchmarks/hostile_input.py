@@ -1,7 +1,8 @@
 """Hostile input against a real `gencc serve` (digits-cnn, gcc) on loopback: each case's status, time to the
 answer, /healthz after it, and the server's RSS growth, on /predict and on the Open Inference Protocol's
 /v2/models/model/infer (JSON and binary tensors); then the poison pattern (two valid requests and one 1e39
-request per group, 30 rounds, on both) and 300 half-sent bodies and headers against the read timeout.
+request per group, 30 rounds, on both) and 300 half-sent bodies and headers against the read timeout. Oversized
+headers (a 1 MB line, 10,000 of them) are among the cases.
 
     python benchmarks/run.py hostile-input
     python benchmarks/run.py hostile-input --out docs/generated/hostile-input.md
@@ -120,6 +121,8 @@ def v2_cases() -> list[tuple[str, object]]:
         ("v2: binary, 100,000-item batch", lambda p: v2_binary(p, np.zeros((100_000, 1, 8, 8), np.float32))),
         ("v2: text/plain", lambda p: post(p, v2_json("[" + flat + "]"), ctype="text/plain", path=V2)),
         ("v2: 50 MB body (chunked)", lambda p: chunked(p, 50 * MB, path=V2)),
+        ("v2: 1 MB header line", lambda p: exchange(p, f"POST {V2} HTTP/1.1\r\nHost: x\r\nX-Pad: ".encode(),
+                                                    b"a" * MB + b"\r\n\r\n")),
     ]
 
 
@@ -138,6 +141,10 @@ def cases(x: list) -> list[tuple[str, object]]:
                                               path="/predict/batch")),
         ("50 MB body (Content-Length)", lambda p: post(p, huge)),
         ("50 MB body (chunked)", lambda p: chunked(p, 50 * MB)),
+        ("1 MB header line", lambda p: exchange(p, b"POST /predict HTTP/1.1\r\nHost: x\r\nX-Pad: ",
+                                                b"a" * MB + b"\r\n\r\n")),
+        ("10,000 headers", lambda p: exchange(p, b"POST /predict HTTP/1.1\r\nHost: x\r\n",
+                                              b"".join(b"X-%d: 1\r\n" % i for i in range(10_000)) + b"\r\n")),
         *v2_cases(),
     ]
 
