@@ -427,8 +427,7 @@ def pooled(rows: list[dict]) -> list[dict]:
             "degraded_agree": sum(r["degraded_agree"] for r in runs) / deg if deg else float("nan"),
             "exact_agree": sum(r["exact_agree"] for r in runs) / max(sum(r["exact"] for r in runs), 1),
             "max_err": max(r["max_err"] for r in runs), "tasks": sum(r["tasks"] for r in runs) / max(answered, 1),
-            "cores": max(r["cores"] for r in runs), "seeds": [float(np.percentile(r["lat"], 99.9)) for r in runs],
-            "late": [float(np.percentile(r["late"], 99.9)) for r in runs if r.get("late")]})
+            "cores": max(r["cores"] for r in runs), "seeds": [float(np.percentile(r["lat"], 99.9)) for r in runs]})
     return out
 
 
@@ -580,10 +579,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     when = machine()
     text = table(rows)
     spread = interval_table(raw) if {"direct", "hedged", "default"} <= {r["config"] for r in raw} else None
+    schedule = kept_to_schedule(raw)
     print(text)
     if spread:
         print(spread)
-    print(kept_to_schedule(raw))
+    print(schedule)
     if pa:
         print(pa)
     if a.out is None:
@@ -608,8 +608,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         page += ["What the front end adds, with no slowness anywhere (the same replicas):", "", overhead_table(over),
                  ""]
     page += ["Tail latency at equal replicas:", "", text, ""]
-    if kept_to_schedule(raw):
-        page += [kept_to_schedule(raw), ""]
+    if schedule:
+        page += [schedule, ""]
     if spread:
         page += ["How far the draws move the default's ratio: the same ratio over whole draws resampled with "
                  f"replacement (paired: a resample takes the same draws for every configuration), {RESAMPLES:,} times; "
